@@ -1,0 +1,40 @@
+# eventdedup: every target sets up what it needs; `make demo` and `make test` work on a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV_VERSION := 0.13.9
+# Spark's Python workers must run the virtualenv's interpreter, not the system one.
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export SPARK_LOCAL_IP := 127.0.0.1
+
+.PHONY: venv demo test soak lock check-java clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "eventdedup needs Python 3.11 (found " + sys.version.split()[0] + ")")'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements.lock
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -e .
+	touch $@
+
+check-java:
+	@scripts/check_java.sh
+
+demo: venv check-java
+	$(VENV)/bin/eventdedup demo
+
+test: venv check-java
+	$(PY) -m pytest -q tests
+
+soak: venv check-java
+	$(PY) -m pytest -q -m soak tests
+
+lock:
+	$(VENV)/bin/uv pip compile pyproject.toml --extra airflow --extra test --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .demo

@@ -1,0 +1,79 @@
+"""Arrow schemas and (de)serialisation of the tables eventdedup moves and writes."""
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .keys import KEY_DIGEST_BYTES
+
+UTC_MICROS = pa.timestamp("us", tz="UTC")
+
+# One chunk of parsed events of a single cache key, as shuffled between stages.
+CHUNK_SCHEMA = pa.schema([
+    ("seq", pa.int64()),  # input_index << 40 | line_number: the batch's input order
+    ("event_id", pa.string()),
+    ("key_digest", pa.binary(KEY_DIGEST_BYTES)),
+    ("fingerprint", pa.uint64()),
+    ("event_time", UTC_MICROS),
+    ("raw", pa.string()),
+])
+
+OUTPUT_SCHEMA = pa.schema([
+    ("event_id", pa.string()),
+    ("event_time", UTC_MICROS),
+    ("batch_id", pa.string()),
+    ("raw", pa.string()),
+])
+
+AUDIT_SCHEMA = pa.schema([
+    ("event_id", pa.string()),
+    ("event_time", UTC_MICROS),
+    ("reason", pa.string()),
+    ("kept_in_batch", pa.string()),
+    ("batch_id", pa.string()),
+    ("source_object", pa.string()),
+    ("line_number", pa.int64()),
+    ("raw", pa.string()),
+])
+
+QUARANTINE_SCHEMA = pa.schema([
+    ("raw", pa.binary()),  # verbatim bytes: the line may not even be valid UTF-8
+    ("error", pa.string()),
+    ("source_object", pa.string()),
+    ("line_number", pa.int64()),
+    ("batch_id", pa.string()),
+])
+
+LINE_BITS = 40
+
+
+def make_seq(input_index: int, line_number: int) -> int:
+    return (input_index << LINE_BITS) | line_number
+
+
+def split_seq(seq: int) -> tuple[int, int]:
+    return seq >> LINE_BITS, seq & ((1 << LINE_BITS) - 1)
+
+
+def table_to_ipc(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def ipc_to_table(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
+
+
+def table_to_parquet(table: pa.Table) -> bytes:
+    """Deterministic bytes for the same rows: no timestamps or random ids in the file."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy", row_group_size=1_000_000)
+    return sink.getvalue()
+
+
+def parquet_to_table(data: bytes) -> pa.Table:
+    return pq.read_table(io.BytesIO(data))

@@ -1,0 +1,193 @@
+"""The `eventdedup` command line. Exit codes: 0 success, 1 a refused or failed operation,
+2 usage errors, 3 the store is inconsistent (recovery could not finish)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from .config import Config, load_config
+from .errors import EventDedupError
+from .s3store import S3Store, make_client
+from .staging import InputSelector
+
+EXIT_FAILED = 1
+EXIT_INCONSISTENT = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.handler(args) or 0)
+    except EventDedupError as exc:
+        print(f"eventdedup: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eventdedup", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Any, help_text: str, config: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(handler=handler)
+        if config:
+            p.add_argument("--config", required=True, help="TOML configuration file")
+        return p
+
+    run = command("run-batch", _run_batch, "stage, deduplicate and promote one batch")
+    _batch_args(run, selectors=True)
+    stage = command("stage", _stage, "freeze a batch's input list")
+    _batch_args(stage, selectors=True)
+    _batch_args(command("dedup", _dedup, "run the Spark dedup job of a staged batch"))
+    _batch_args(command("promote", _promote, "promote a batch's job output atomically"))
+    _batch_args(command("verify-rerun", _verify_rerun, "recompute a committed batch and compare byte for byte"))
+    recover = command("recover", _recover, "finish or report every unfinished promotion")
+    recover.add_argument("--dry-run", action="store_true", help="only report what would be done")
+    recover.add_argument("--json", action="store_true")
+    status = command("status", _status, "committed batches and store consistency")
+    status.add_argument("--json", action="store_true")
+    status.add_argument("--limit", type=int, default=20, help="how many recent batches to list")
+    local = command("local-s3", _local_s3, "run the embedded S3 server on 127.0.0.1", config=False)
+    local.add_argument("--port", type=int, default=9000)
+    local.add_argument("--data-dir", help="restore from and snapshot to this directory")
+    local.add_argument("--create-bucket", action="append", default=[], help="bucket to create at start")
+    demo = command("demo", _demo, "three micro-batches on the embedded S3 server", config=False)
+    demo.add_argument("--json", action="store_true", help="print the counts as JSON too")
+    return parser
+
+
+def _batch_args(p: argparse.ArgumentParser, selectors: bool = False) -> None:
+    p.add_argument("--batch-id", required=True)
+    if selectors:
+        p.add_argument("--input-prefix")
+        p.add_argument("--since", type=_timestamp, help="ISO-8601 with offset: LastModified >= since")
+        p.add_argument("--until", type=_timestamp, help="ISO-8601 with offset: LastModified < until")
+
+
+def _timestamp(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} needs a UTC offset, e.g. 2026-11-22T05:00:00Z")
+    return moment
+
+
+def _selector(args: argparse.Namespace) -> InputSelector:
+    return InputSelector(input_prefix=args.input_prefix, since=args.since, until=args.until)
+
+
+def _store(config: Config) -> S3Store:
+    return S3Store(make_client(config.s3), config.s3.bucket)
+
+
+def _spark_factory(config: Config) -> Any:
+    from .spark_session import build_spark_session
+
+    return lambda: build_spark_session(config.spark)
+
+
+def _run_batch(args: argparse.Namespace) -> int:
+    from .pipeline import run_batch
+    from .validation import validated_batch_request
+
+    batch_id, selector = validated_batch_request(args.batch_id, _selector(args))
+    config = load_config(args.config)
+    outcome = run_batch(_store(config), config, batch_id, selector, datetime.now(timezone.utc), _spark_factory(config))
+    state = "committed" if outcome.newly_committed else "already committed"
+    print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {orjson.dumps(dict(outcome.counts)).decode()}")
+    return 0
+
+
+def _stage(args: argparse.Namespace) -> int:
+    from .staging import stage_batch
+    from .validation import validated_batch_request
+
+    batch_id, selector = validated_batch_request(args.batch_id, _selector(args))
+    config = load_config(args.config)
+    manifest = stage_batch(_store(config), config, batch_id, selector, datetime.now(timezone.utc))
+    print(f"batch {manifest.batch_id}: {len(manifest.inputs)} input objects")
+    return 0
+
+
+def _dedup(args: argparse.Namespace) -> int:
+    from .job import run_dedup_job
+    from .naming import validate_batch_id
+
+    config = load_config(args.config)
+    result = run_dedup_job(_spark_factory(config)(), config, validate_batch_id(args.batch_id))
+    print(orjson.dumps(dict(result.counts)).decode())
+    return 0
+
+
+def _promote(args: argparse.Namespace) -> int:
+    from .naming import validate_batch_id
+    from .promotion import promote_batch
+
+    config = load_config(args.config)
+    outcome = promote_batch(_store(config), config, validate_batch_id(args.batch_id))
+    print(f"batch {outcome.batch_id} at log version {outcome.version}")
+    return 0
+
+
+def _verify_rerun(args: argparse.Namespace) -> int:
+    from .naming import validate_batch_id
+    from .pipeline import verify_rerun
+
+    config = load_config(args.config)
+    problems = verify_rerun(_store(config), config, validate_batch_id(args.batch_id), _spark_factory(config)())
+    for problem in problems:
+        print(problem)
+    print("identical" if not problems else f"{len(problems)} difference(s)")
+    return 0 if not problems else EXIT_FAILED
+
+
+def _recover(args: argparse.Namespace) -> int:
+    from .recovery import examine, recover
+
+    config = load_config(args.config)
+    report = (examine if args.dry_run else recover)(_store(config), config)
+    print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() if args.json else report.text())
+    return 0 if report.consistent else EXIT_INCONSISTENT
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .status import format_status, store_status
+
+    config = load_config(args.config)
+    status = store_status(_store(config), config, args.limit)
+    print(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode() if args.json else format_status(status))
+    return 0 if status["consistent"] else EXIT_INCONSISTENT
+
+
+def _local_s3(args: argparse.Namespace) -> int:
+    from .local_s3 import LocalS3Server
+
+    server = LocalS3Server(port=args.port, data_dir=args.data_dir).start()
+    for bucket in args.create_bucket:
+        try:
+            server.client().create_bucket(Bucket=bucket)
+        except server.client().exceptions.BucketAlreadyOwnedByYou:
+            pass
+    print(f"local S3 server on {server.endpoint_url} (Ctrl-C to stop)", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(print_json=args.json)

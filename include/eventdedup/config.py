@@ -1,0 +1,212 @@
+"""One validated configuration: a TOML file plus `EVENTDEDUP_<SECTION>__<KEY>` environment overrides.
+
+Validated once at start-up and passed explicitly; nothing deeper in the code reads the
+environment. Every dataclass is frozen so the object can be shipped to Spark executors safely.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, InvalidNameError
+from .naming import normalize_prefix
+
+ENV_PREFIX = "EVENTDEDUP_"
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    bucket: str
+    endpoint_url: str | None = None  # None or "" means real AWS
+    region: str = "us-east-1"
+    max_pool_connections: int = 32
+
+
+@dataclass(frozen=True)
+class LayoutSettings:
+    landing_prefix: str = "landing/"
+    output_prefix: str = "deduped/"
+    cache_prefix: str = "_eventdedup/cache/"
+    staging_prefix: str = "_eventdedup/staging/"
+    audit_prefix: str = "audit/"
+    quarantine_prefix: str = "quarantine/"
+    commit_log_prefix: str = "_eventdedup/log/"
+    # Batch manifests, promotion journals and log checkpoints.
+    state_prefix: str = "_eventdedup/state/"
+    # Redshift-COPY-style manifests, one per committed batch.
+    manifest_prefix: str = "manifests/"
+    alerts_prefix: str = "alerts/"
+
+
+@dataclass(frozen=True)
+class EventSettings:
+    id_field: str = "event_id"
+    time_field: str = "created_at"
+    # Events outside [min_event_time, as_of + max_future_hours] are quarantined, not processed.
+    min_event_time: datetime = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    max_future_hours: int = 24
+
+
+@dataclass(frozen=True)
+class DedupSettings:
+    buckets: int = 64
+    window_hours: int = 168
+    # A log checkpoint every N commits keeps loading the committed state at O(1) requests.
+    checkpoint_interval: int = 10
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    partitions: int = 0  # 0 means 2 x buckets (Grid Dynamics' choice: room for late data)
+    driver_memory: str = "4g"
+
+
+@dataclass(frozen=True)
+class Config:
+    s3: S3Settings
+    layout: LayoutSettings = field(default_factory=LayoutSettings)
+    events: EventSettings = field(default_factory=EventSettings)
+    dedup: DedupSettings = field(default_factory=DedupSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+
+    @property
+    def partitions(self) -> int:
+        return self.spark.partitions or 2 * self.dedup.buckets
+
+
+_SECTIONS: dict[str, type] = {
+    "s3": S3Settings,
+    "layout": LayoutSettings,
+    "events": EventSettings,
+    "dedup": DedupSettings,
+    "spark": SparkSettings,
+}
+
+
+def load_config(path: str | Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read the TOML file (if any), apply environment overrides and validate everything."""
+    raw: dict[str, dict[str, Any]] = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as handle:
+                raw = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(f"configuration file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"configuration file {path} is not valid TOML: {exc}") from None
+    _apply_env_overrides(raw, os.environ if environ is None else environ)
+    return config_from_mapping(raw, source=str(path) if path else "environment")
+
+
+def config_from_mapping(raw: Mapping[str, Any], source: str = "mapping") -> Config:
+    unknown_sections = set(raw) - set(_SECTIONS)
+    if unknown_sections:
+        raise ConfigError(f"{source}: unknown section(s) {sorted(unknown_sections)}; known: {sorted(_SECTIONS)}")
+    built: dict[str, Any] = {}
+    for name, cls in _SECTIONS.items():
+        section = raw.get(name, {})
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{source}: [{name}] must be a table")
+        built[name] = _build_section(cls, name, section, source)
+    config = Config(**built)
+    return _validated(config, source)
+
+
+def _build_section(cls: type, name: str, section: Mapping[str, Any], source: str) -> Any:
+    known = {f.name: f for f in fields(cls)}
+    unknown = set(section) - set(known)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)} in [{name}]; known: {sorted(known)}")
+    if cls is S3Settings and "bucket" not in section:
+        raise ConfigError(f"{source}: [s3] bucket is required")
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        values[key] = _coerce(name, key, known[key].type, value, source)
+    return cls(**values)
+
+
+def _coerce(section: str, key: str, declared: Any, value: Any, source: str) -> Any:
+    where = f"{source}: [{section}] {key}"
+    declared = str(declared)
+    if declared == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return value
+    if declared == "datetime":
+        if isinstance(value, datetime):
+            parsed = value
+        elif isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value)
+            except ValueError:
+                raise ConfigError(f"{where} must be an ISO-8601 timestamp, got {value!r}") from None
+        else:
+            raise ConfigError(f"{where} must be a timestamp, got {value!r}")
+        if parsed.tzinfo is None:
+            raise ConfigError(f"{where} needs a UTC offset, got {value!r}")
+        return parsed.astimezone(timezone.utc)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string, got {value!r}")
+    return value
+
+
+def _validated(config: Config, source: str) -> Config:
+    s3 = config.s3
+    if not (3 <= len(s3.bucket) <= 63):
+        raise ConfigError(f"{source}: [s3] bucket {s3.bucket!r} is not a valid bucket name")
+    endpoint = s3.endpoint_url or None
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"{source}: [s3] endpoint_url must start with http:// or https://, got {endpoint!r}")
+    layout_values = {}
+    try:
+        for f in fields(LayoutSettings):
+            layout_values[f.name] = normalize_prefix(getattr(config.layout, f.name), what=f"[layout] {f.name}")
+    except InvalidNameError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    _check_prefixes_disjoint(layout_values, source)
+    if not 1 <= config.dedup.buckets <= 65536:
+        raise ConfigError(f"{source}: [dedup] buckets must be between 1 and 65536, got {config.dedup.buckets}")
+    if config.dedup.window_hours < 1:
+        raise ConfigError(f"{source}: [dedup] window_hours must be at least 1, got {config.dedup.window_hours}")
+    if config.dedup.checkpoint_interval < 1:
+        raise ConfigError(f"{source}: [dedup] checkpoint_interval must be at least 1")
+    if config.spark.partitions < 0:
+        raise ConfigError(f"{source}: [spark] partitions must be positive (or 0 for 2 x buckets)")
+    if config.events.max_future_hours < 0:
+        raise ConfigError(f"{source}: [events] max_future_hours may not be negative")
+    for key in ("id_field", "time_field"):
+        if not getattr(config.events, key):
+            raise ConfigError(f"{source}: [events] {key} may not be empty")
+    return replace(config, s3=replace(s3, endpoint_url=endpoint), layout=LayoutSettings(**layout_values))
+
+
+def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:
+    """Nested prefixes would let one kind of object be mistaken for another (e.g. input for output)."""
+    items = sorted(prefixes.items(), key=lambda item: item[1])
+    for (name_a, a), (name_b, b) in zip(items, items[1:]):
+        if b.startswith(a):
+            raise ConfigError(f"{source}: [layout] {name_b} {b!r} lies inside {name_a} {a!r}; prefixes must not nest")
+
+
+def _apply_env_overrides(raw: dict[str, dict[str, Any]], environ: Mapping[str, str]) -> None:
+    """EVENTDEDUP_S3__ENDPOINT_URL=http://... overrides [s3] endpoint_url; values parse as TOML if they can."""
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
+        if section not in _SECTIONS:
+            raise ConfigError(f"environment variable {name}: unknown section {section!r}")
+        raw.setdefault(section, {})[key] = _parse_env_value(text)
+
+
+def _parse_env_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text

@@ -1,0 +1,47 @@
+"""Specific exceptions, each with a message a data engineer can act on."""
+from __future__ import annotations
+
+
+class EventDedupError(Exception):
+    """Base class: every failure eventdedup raises on purpose derives from it."""
+
+
+class ConfigError(EventDedupError):
+    """The configuration file or an environment override is invalid."""
+
+
+class InvalidNameError(EventDedupError):
+    """A batch id or prefix would produce unsafe or ambiguous S3 keys."""
+
+
+class BatchManifestError(EventDedupError):
+    """A batch's frozen input list is missing, unreadable or conflicts with the request."""
+
+
+class InputChangedError(EventDedupError):
+    """An input object changed after its batch was staged; reprocessing it would not be a rerun."""
+
+
+class CorruptStateError(EventDedupError):
+    """A cache segment, commit record or checkpoint does not parse. Never read as empty:
+    that would silently leak duplicates."""
+
+
+class CommitConflictError(EventDedupError):
+    """Another commit took the log version this batch needed."""
+
+
+class StaleBatchError(EventDedupError):
+    """The batch was computed against an older committed state than the log head."""
+
+
+class OutOfOrderBatchError(EventDedupError):
+    """A batch tried to commit before the batch that must precede it."""
+
+
+class BatchNotReadyError(EventDedupError):
+    """Promotion was asked for a batch whose Spark job has not produced a result."""
+
+
+class InconsistentStoreError(EventDedupError):
+    """An unfinished promotion exists; the pipeline halts until `eventdedup recover` succeeds."""

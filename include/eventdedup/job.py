@@ -1,0 +1,141 @@
+"""The driver side of the dedup Spark job: from a staged batch to a job result in staging.
+
+    inputs --read_input_object--> (cache key, Arrow chunk)
+           --repartitionAndSortWithinPartitions(partitioner on the key)-->
+           --dedup_partition--> staged data, audit, quarantine, cache segments
+
+Only small records (staged object names, counts) ever reach the driver.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from . import errors
+from .commit_log import CommittedState, load_committed_state
+from .config import Config
+from .dedup_stage import DedupContext, dedup_partition
+from .event_parser import ParseRules
+from .job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
+from .keys import hour_index
+from .layout import Layout
+from .read_stage import META_DAY, ReadContext, read_input_object
+from .s3store import ObjectInfo, S3Store, make_client
+from .staging import BatchManifest, load_manifest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def partition_of_key(buckets: int, key: tuple[int, int, int]) -> int:
+    """Consecutive (hour, bucket) keys go round-robin over partitions; Spark takes this mod N."""
+    day, hour, bucket = key
+    if day == META_DAY:
+        return hour  # per-object statistics, spread by input index
+    return (day * 24 + hour) * buckets + bucket
+
+
+def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResult:
+    store = S3Store(make_client(config.s3), config.s3.bucket)
+    layout = Layout(config.layout)
+    manifest = load_manifest(store, layout, batch_id)
+    state = load_committed_state(store, layout)
+    base_version, visible = _visible_history(state, batch_id)
+    # Leftovers of an earlier attempt with other settings must not be promoted with this one.
+    store.delete_prefix(layout.staging_root(batch_id))
+    records = _run_spark(spark, config, layout, manifest, state, visible) if manifest.inputs else []
+    result = _assemble_result(store, layout, manifest, base_version, records)
+    store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
+    log.info("batch %s: job finished against log version %d: %s", batch_id, base_version, dict(result.counts))
+    return result
+
+
+def _visible_history(state: CommittedState, batch_id: str) -> tuple[int, frozenset[str]]:
+    """A new batch sees every committed batch; a rerun of a committed batch sees exactly what
+    it saw the first time (the batches committed before it), so it reproduces its output."""
+    own_version = state.batches.get(batch_id)
+    if own_version is None:
+        return state.version, frozenset(state.batches)
+    log.info("batch %s is already committed at version %d; recomputing against its own history", batch_id, own_version)
+    return own_version - 1, frozenset(b for b, v in state.batches.items() if v < own_version)
+
+
+def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: BatchManifest,
+               state: CommittedState, visible: frozenset[str]) -> list[dict[str, Any]]:
+    batch_id = manifest.batch_id
+    inputs = list(enumerate(manifest.inputs))
+    read_ctx = ReadContext(
+        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket,
+        rules=ParseRules.for_batch(config.events, manifest.as_of), buckets=config.dedup.buckets,
+        quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i, _ in inputs),
+        quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i, _ in inputs),
+    )
+    dedup_ctx = DedupContext(
+        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout, visible_owners=visible,
+        window_start_hour=hour_index(manifest.as_of - timedelta(hours=config.dedup.window_hours)),
+        input_keys=tuple(info.key for info in manifest.inputs),
+    )
+    sc = spark.sparkContext
+    heads = sc.broadcast(dict(state.cache_heads))
+    try:
+        rdd = (
+            sc.parallelize(inputs, len(inputs))
+            .flatMap(partial(read_input_object, read_ctx))
+            .repartitionAndSortWithinPartitions(config.partitions, partial(partition_of_key, config.dedup.buckets))
+            .mapPartitionsWithIndex(lambda index, rows: dedup_partition(dedup_ctx, heads.value, index, rows))
+        )
+        return rdd.collect()
+    except Exception as exc:  # Spark wraps executor errors; surface ours with their own type
+        raise _unwrapped(exc, batch_id) from exc
+    finally:
+        heads.destroy()
+
+
+_OWN_ERROR = re.compile(r"eventdedup\.errors\.(\w+): (.+)")
+
+
+def _unwrapped(exc: Exception, batch_id: str) -> Exception:
+    match = _OWN_ERROR.search(str(exc))
+    if match and isinstance(getattr(errors, match.group(1), None), type):
+        return getattr(errors, match.group(1))(match.group(2).strip())
+    return errors.EventDedupError(f"batch {batch_id}: the Spark job failed: {str(exc)[:2000]}")
+
+
+def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, base_version: int,
+                     records: list[dict[str, Any]]) -> JobResult:
+    counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
+    objects: list[StagedObject] = []
+    for record in records:
+        if record["kind"] == "stats":
+            counts.update(record["counts"])
+            if "staged_object" in record:
+                objects.append(StagedObject.from_json(record["staged_object"]))
+        else:
+            objects.append(StagedObject.from_json(record))
+    counts = Counter({k: int(v) for k, v in counts.items()})
+    check_counts_balance(counts)
+    objects.sort(key=lambda obj: obj.staged.key)
+    objects.append(_stage_load_manifest(store, layout, manifest.batch_id, objects))
+    return JobResult(manifest.batch_id, base_version, manifest.as_of.isoformat(), dict(counts), tuple(objects))
+
+
+def _stage_load_manifest(store: S3Store, layout: Layout, batch_id: str, objects: list[StagedObject]) -> StagedObject:
+    """A Redshift COPY manifest of the batch's data files, at their final locations."""
+    entries = [
+        {"url": store.uri(obj.final_key), "mandatory": True, "meta": {"content_length": obj.staged.size}}
+        for obj in objects if obj.kind == "data"
+    ]
+    info: ObjectInfo = store.put_bytes(layout.staged_load_manifest(batch_id),
+                                       orjson.dumps({"entries": entries}, option=orjson.OPT_INDENT_2),
+                                       content_type="application/json")
+    return StagedObject("load_manifest", info, layout.load_manifest(batch_id))
+
+

@@ -1,0 +1,93 @@
+"""Every S3 object name eventdedup reads or writes, derived from batch id and partition only.
+
+No clock and no randomness: a rerun writes exactly the same names, which is what makes reruns
+idempotent and recovery decidable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import LayoutSettings
+from .keys import CacheKey
+from .naming import validate_batch_id
+
+LOG_VERSION_DIGITS = 20
+
+
+@dataclass(frozen=True)
+class Layout:
+    settings: LayoutSettings
+
+    # --- batch staging -------------------------------------------------------------------
+    def batch_manifest(self, batch_id: str) -> str:
+        return f"{self.settings.state_prefix}batches/{validate_batch_id(batch_id)}/manifest.json"
+
+    def staging_root(self, batch_id: str) -> str:
+        return f"{self.settings.staging_prefix}{validate_batch_id(batch_id)}/"
+
+    def job_result(self, batch_id: str) -> str:
+        return f"{self.staging_root(batch_id)}_job_result.json"
+
+    def staged_data(self, batch_id: str, date_text: str, hour_text: str, partition: int) -> str:
+        return f"{self.staging_root(batch_id)}data/date={date_text}/hour={hour_text}/part-{partition:05d}.parquet"
+
+    def staged_audit(self, batch_id: str, partition: int) -> str:
+        return f"{self.staging_root(batch_id)}audit/part-{partition:05d}.parquet"
+
+    def staged_quarantine(self, batch_id: str, input_index: int) -> str:
+        return f"{self.staging_root(batch_id)}quarantine/part-{input_index:05d}.parquet"
+
+    def staged_cache_segment(self, batch_id: str, key: CacheKey) -> str:
+        return f"{self.staging_root(batch_id)}cache/date={key.date_text}/hour={key.hour_text}/bucket={key.bucket:04d}.seg"
+
+    def staged_load_manifest(self, batch_id: str) -> str:
+        return f"{self.staging_root(batch_id)}load.manifest"
+
+    # --- final, promoted locations ------------------------------------------------------------
+    def final_data(self, batch_id: str, date_text: str, hour_text: str, partition: int) -> str:
+        return (
+            f"{self.settings.output_prefix}date={date_text}/hour={hour_text}/"
+            f"{validate_batch_id(batch_id)}-part-{partition:05d}.parquet"
+        )
+
+    def final_audit(self, batch_id: str, partition: int) -> str:
+        return f"{self.settings.audit_prefix}batch_id={validate_batch_id(batch_id)}/part-{partition:05d}.parquet"
+
+    def final_quarantine(self, batch_id: str, input_index: int) -> str:
+        return f"{self.settings.quarantine_prefix}batch_id={validate_batch_id(batch_id)}/part-{input_index:05d}.parquet"
+
+    def cache_key_prefix(self, key: CacheKey) -> str:
+        return f"{self.settings.cache_prefix}date={key.date_text}/hour={key.hour_text}/bucket={key.bucket:04d}/"
+
+    def final_cache_segment(self, batch_id: str, key: CacheKey) -> str:
+        return f"{self.cache_key_prefix(key)}{validate_batch_id(batch_id)}.seg"
+
+    def load_manifest(self, batch_id: str) -> str:
+        """Redshift COPY manifest of the batch's data files."""
+        return f"{self.settings.manifest_prefix}{validate_batch_id(batch_id)}.manifest"
+
+    # --- commit protocol -----------------------------------------------------------------------
+    def commit(self, version: int) -> str:
+        return f"{self.settings.commit_log_prefix}{version:0{LOG_VERSION_DIGITS}d}.json"
+
+    def version_of_commit_key(self, key: str) -> int | None:
+        name = key[len(self.settings.commit_log_prefix):]
+        stem = name[: -len(".json")] if name.endswith(".json") else ""
+        return int(stem) if len(stem) == LOG_VERSION_DIGITS and stem.isdigit() else None
+
+    @property
+    def journal_prefix(self) -> str:
+        return f"{self.settings.state_prefix}journal/"
+
+    def journal(self, batch_id: str) -> str:
+        return f"{self.journal_prefix}{validate_batch_id(batch_id)}.json"
+
+    def checkpoint(self, version: int) -> str:
+        return f"{self.settings.state_prefix}checkpoints/{version:0{LOG_VERSION_DIGITS}d}.json.gz"
+
+    @property
+    def last_checkpoint(self) -> str:
+        return f"{self.settings.state_prefix}checkpoints/_last_checkpoint"
+
+    def alert(self, batch_id: str) -> str:
+        return f"{self.settings.alerts_prefix}{validate_batch_id(batch_id)}.json"

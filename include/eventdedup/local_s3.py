@@ -1,0 +1,110 @@
+"""The embedded S3 server: moto's S3-protocol server on the loopback interface.
+
+moto keeps objects in memory; with a data directory the server restores a snapshot at start
+and writes one at stop, so `make airflow` sessions survive a restart. It is a development and
+test server: a crash loses what changed since the last snapshot.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+log = logging.getLogger(__name__)
+LOOPBACK = "127.0.0.1"
+# Credentials for the local server only; moto accepts any, real AWS none of these.
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "eventdedup-local", "AWS_SECRET_ACCESS_KEY": "eventdedup-local"}
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalS3Server:
+    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.data_dir = Path(data_dir) if data_dir else None
+        self._server: Any = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> LocalS3Server:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
+        self._server.start()
+        if self.data_dir is not None:
+            self._restore()
+        log.info("local S3 server listening on %s", self.endpoint_url)
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        if self.data_dir is not None:
+            self._snapshot()
+        self._server.stop()
+        self._server = None
+
+    def __enter__(self) -> LocalS3Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+                            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+
+    def _snapshot(self) -> None:
+        assert self.data_dir is not None
+        client = self.client()
+        target = self.data_dir.with_name(self.data_dir.name + ".new")
+        shutil.rmtree(target, ignore_errors=True)
+        (target / "blobs").mkdir(parents=True)
+        index: dict[str, list[dict[str, str]]] = {}
+        for bucket in client.list_buckets().get("Buckets", []):
+            name = bucket["Name"]
+            index[name] = []
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+                for item in page.get("Contents", []):
+                    body = client.get_object(Bucket=name, Key=item["Key"])["Body"].read()
+                    digest = hashlib.sha256(body).hexdigest()
+                    (target / "blobs" / digest).write_bytes(body)
+                    index[name].append({"key": item["Key"], "blob": digest})
+        (target / "index.json").write_bytes(orjson.dumps(index))
+        # Swap whole directories so a crash mid-snapshot leaves the previous snapshot intact.
+        if self.data_dir.exists():
+            old = self.data_dir.with_name(self.data_dir.name + ".old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(self.data_dir, old)
+            os.replace(target, self.data_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(target, self.data_dir)
+
+    def _restore(self) -> None:
+        assert self.data_dir is not None
+        index_file = self.data_dir / "index.json"
+        if not index_file.exists():
+            return
+        client = self.client()
+        for bucket, items in orjson.loads(index_file.read_bytes()).items():
+            client.create_bucket(Bucket=bucket)
+            for item in items:
+                client.put_object(Bucket=bucket, Key=item["key"], Body=(self.data_dir / "blobs" / item["blob"]).read_bytes())

@@ -1,0 +1,112 @@
+"""Atomic promotion: staged data, audit, quarantine and cache segments become one committed batch.
+
+Order of effects, each safe to repeat:
+  1. write the promotion journal (IfNoneMatch);
+  2. copy every staged object to its final key (skipping ones already promoted);
+  3. write commit `base_version + 1` with IfNoneMatch: the single atomic step that makes the
+     batch, its output and its cache entries visible together;
+  4. checkpoint if due, then delete staging and the journal.
+A crash before 3 leaves an invisible batch that `recover` rolls forward or reports; a crash after
+3 leaves only garbage that the next promotion or `recover` cleans up.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Mapping
+
+from .commit_log import CommittedState, load_committed_state, write_checkpoint_if_due, write_commit
+from .config import Config
+from .errors import InconsistentStoreError, StaleBatchError
+from .job_result import load_job_result
+from .journal import EntryState, PromotionJournal, check_entries, journal_or_none, list_journals
+from .layout import Layout
+from .naming import validate_batch_id
+from .s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PromotionOutcome:
+    batch_id: str
+    version: int
+    newly_committed: bool
+    counts: Mapping[str, int]
+
+
+def promote_batch(store: S3Store, config: Config, batch_id: str,
+                  new_token: Callable[[], str] = lambda: uuid.uuid4().hex) -> PromotionOutcome:
+    validate_batch_id(batch_id)
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    if batch_id in state.batches:
+        return _already_committed(store, layout, state, batch_id)
+    refuse_if_other_journals(store, layout, batch_id)
+    journal = journal_or_none(store, layout, batch_id)
+    if journal is None:
+        job = load_job_result(store, layout, batch_id)
+        if job.base_version != state.version:
+            raise StaleBatchError(
+                f"batch {batch_id} was computed against log version {job.base_version}, but the log is at version "
+                f"{state.version} (last batch {state.last_batch_id}); rerun the dedup step for {batch_id}"
+            )
+        journal = PromotionJournal.for_job(job, new_token(), state.last_batch_id)
+        if store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is None:
+            log.info("batch %s: another promoter wrote the journal first; continuing its promotion", batch_id)
+            journal = journal_or_none(store, layout, batch_id) or journal
+    else:
+        log.info("batch %s: resuming the promotion recorded in its journal", batch_id)
+    return execute_journal(store, config, journal, state)
+
+
+def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
+                    state: CommittedState) -> PromotionOutcome:
+    """Copy what is not promoted yet, commit, checkpoint, clean up. Raises if anything is lost."""
+    layout = Layout(config.layout)
+    checks = check_entries(store, journal.entries)
+    lost = [check.detail for check in checks if check.state is EntryState.LOST]
+    if lost:
+        raise InconsistentStoreError(
+            f"batch {journal.batch_id}: cannot finish its promotion, {len(lost)} object(s) lost:\n  "
+            + "\n  ".join(lost) + "\nrun `eventdedup recover` for the full report"
+        )
+    to_copy = [check.entry for check in checks if check.state is EntryState.STAGED]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda entry: store.copy(entry.staged, entry.final_key), to_copy))
+    record = journal.commit_record()
+    write_commit(store, layout, record)
+    committed = state.apply(record, store.uri(layout.commit(record.version)))
+    write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
+    clean_up_batch(store, layout, journal.batch_id)
+    log.info("batch %s committed as log version %d (%d objects)", journal.batch_id, record.version, len(record.objects))
+    return PromotionOutcome(journal.batch_id, record.version, True, record.counts)
+
+
+def _already_committed(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> PromotionOutcome:
+    from .commit_log import read_commit
+
+    version = state.batches[batch_id]
+    record = read_commit(store, layout, version)
+    assert record is not None
+    clean_up_batch(store, layout, batch_id)
+    log.info("batch %s is already committed as log version %d; nothing to promote", batch_id, version)
+    return PromotionOutcome(batch_id, version, False, record.counts)
+
+
+def refuse_if_other_journals(store: S3Store, layout: Layout, batch_id: str | None) -> None:
+    others = [j for j in list_journals(store, layout) if j.batch_id != batch_id]
+    if others:
+        names = ", ".join(j.batch_id for j in others)
+        raise InconsistentStoreError(
+            f"unfinished promotion of batch(es) {names}; the pipeline is halted until `eventdedup recover` succeeds"
+        )
+
+
+def clean_up_batch(store: S3Store, layout: Layout, batch_id: str) -> None:
+    """Staging and journal are garbage once the commit exists; deleting them is idempotent."""
+    store.delete_prefix(layout.staging_root(batch_id))
+    store.delete_keys([layout.journal(batch_id)])

@@ -1,0 +1,171 @@
+"""A thin, typed layer over one boto3 S3 client and one bucket.
+
+All S3 traffic of eventdedup goes through `S3Store`, which is what the fault-injection tests
+wrap. Clients use boto3's standard retry mode and are created where they are used (inside
+Spark tasks too): they survive neither pickling nor forking.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import boto3
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError
+
+from .config import S3Settings
+
+log = logging.getLogger(__name__)
+
+
+class S3Client(Protocol):
+    """The boto3 client methods eventdedup uses (a fault-injecting wrapper provides the same)."""
+
+    def get_object(self, **kwargs: Any) -> Any: ...
+    def put_object(self, **kwargs: Any) -> Any: ...
+    def head_object(self, **kwargs: Any) -> Any: ...
+    def copy_object(self, **kwargs: Any) -> Any: ...
+    def delete_object(self, **kwargs: Any) -> Any: ...
+    def delete_objects(self, **kwargs: Any) -> Any: ...
+    def list_objects_v2(self, **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    etag: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "size": self.size, "etag": self.etag}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ObjectInfo:
+        return cls(str(data["key"]), int(data["size"]), str(data["etag"]))
+
+
+def make_client(settings: S3Settings) -> S3Client:
+    config = BotoConfig(
+        retries={"mode": "standard", "max_attempts": 5},
+        max_pool_connections=settings.max_pool_connections,
+        s3={"addressing_style": "path"} if settings.endpoint_url else {},
+    )
+    return boto3.session.Session().client(
+        "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
+    )
+
+
+_process_clients: dict[tuple[int, S3Settings], S3Client] = {}
+_process_lock = threading.Lock()
+
+
+def process_client(settings: S3Settings) -> S3Client:
+    """One client per worker process: Spark reuses Python workers across tasks, and creating a
+    client costs tens of milliseconds, which per task would dominate small partitions. Keyed by
+    pid so a forked child never inherits its parent's connections."""
+    key = (os.getpid(), settings)
+    with _process_lock:
+        if key not in _process_clients:
+            _process_clients[key] = make_client(settings)
+        return _process_clients[key]
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def is_not_found(exc: ClientError) -> bool:
+    return error_code(exc) in ("NoSuchKey", "404", "NotFound")
+
+
+def is_precondition_failed(exc: ClientError) -> bool:
+    return error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict")
+
+
+class S3Store:
+    """Bucket-scoped operations with the semantics the commit protocol needs."""
+
+    def __init__(self, client: S3Client, bucket: str) -> None:
+        self.client = client
+        self.bucket = bucket
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def get_bytes(self, key: str, *, if_match: str | None = None) -> bytes:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if if_match:
+            kwargs["IfMatch"] = if_match
+        return self.client.get_object(**kwargs)["Body"].read()
+
+    def get_bytes_or_none(self, key: str) -> bytes | None:
+        try:
+            return self.get_bytes(key)
+        except ClientError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def put_bytes(self, key: str, body: bytes, *, content_type: str = "application/octet-stream") -> ObjectInfo:
+        response = self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type)
+        return ObjectInfo(key, len(body), response["ETag"])
+
+    def put_if_absent(self, key: str, body: bytes, *, content_type: str = "application/json") -> ObjectInfo | None:
+        """Create the object only if no object has that key; None if one already existed."""
+        try:
+            response = self.client.put_object(
+                Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, IfNoneMatch="*"
+            )
+        except ClientError as exc:
+            if is_precondition_failed(exc):
+                return None
+            raise
+        return ObjectInfo(key, len(body), response["ETag"])
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"])
+
+    def copy(self, source: ObjectInfo, dest_key: str) -> ObjectInfo:
+        """Server-side copy that fails if the source changed since it was recorded."""
+        response = self.client.copy_object(
+            Bucket=self.bucket,
+            Key=dest_key,
+            CopySource={"Bucket": self.bucket, "Key": source.key},
+            CopySourceIfMatch=source.etag,
+        )
+        return ObjectInfo(dest_key, source.size, response["CopyObjectResult"]["ETag"])
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        while True:
+            page = self.client.list_objects_v2(**kwargs)
+            yield from page.get("Contents", [])
+            if not page.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    def delete_keys(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start:start + 1000]
+            response = self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+            )
+            if response.get("Errors"):
+                raise RuntimeError(f"could not delete {len(response['Errors'])} objects: {response['Errors'][:3]}")
+
+    def delete_prefix(self, prefix: str) -> int:
+        keys = [item["Key"] for item in self.list(prefix)]
+        self.delete_keys(keys)
+        return len(keys)
