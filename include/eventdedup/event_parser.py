@@ -115,4 +115,7 @@ def _json_type(value: object) -> str:
 
 
 def _iso(time_us: int) -> str:
-    return datetime.fromtimestamp(time_us / 1_000_000, timezone.utc).isoformat()
+    try:
+        return datetime.fromtimestamp(time_us / 1_000_000, timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return f"{time_us} microseconds since the epoch"

@@ -1,0 +1,66 @@
+"""Shared fixtures: a real S3-protocol server on 127.0.0.1 and one local SparkSession per test run."""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from eventdedup.config import Config, config_from_mapping
+from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Server
+from eventdedup.s3store import S3Store, make_client
+
+# Spark's Python workers must use this interpreter (the virtualenv's), and stay on loopback.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.update(LOCAL_CREDENTIALS)
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+_bucket_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[LocalS3Server]:
+    with LocalS3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3_server: LocalS3Server) -> str:
+    """A fresh bucket per test: tests never see each other's objects."""
+    name = f"test-{os.getpid()}-{next(_bucket_numbers):05d}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name
+
+
+def make_config(endpoint_url: str, bucket: str, **sections: dict) -> Config:
+    raw: dict = {
+        "s3": {"endpoint_url": endpoint_url, "bucket": bucket},
+        "dedup": {"buckets": 4, "checkpoint_interval": 3},
+        "spark": {"master": "local[2]", "partitions": 4, "driver_memory": "2g"},
+    }
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return config_from_mapping(raw, source="test")
+
+
+@pytest.fixture
+def config(s3_server: LocalS3Server, bucket: str) -> Config:
+    return make_config(s3_server.endpoint_url, bucket)
+
+
+@pytest.fixture
+def store(config: Config) -> S3Store:
+    return S3Store(make_client(config.s3), config.s3.bucket)
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    from eventdedup.config import SparkSettings
+    from eventdedup.spark_session import build_spark_session
+
+    session = build_spark_session(SparkSettings(master="local[2]", partitions=4, driver_memory="2g"), "eventdedup-tests")
+    yield session
+    session.stop()

@@ -1,0 +1,48 @@
+"""Readers for what a test checks: committed rows, read back through the commit log only."""
+from __future__ import annotations
+
+import gzip
+from datetime import datetime, timezone
+from typing import Any
+
+from eventdedup.arrow_tables import parquet_to_table
+from eventdedup.commit_log import load_committed_state, read_commit
+from eventdedup.config import Config
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+NOW = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
+
+
+def put_lines(store: S3Store, key: str, lines: list[bytes], gz: bool = False) -> None:
+    body = b"".join(line + b"\n" for line in lines)
+    store.put_bytes(key, gzip.compress(body, mtime=0) if gz else body)
+
+
+def committed_rows(store: S3Store, config: Config, kind: str) -> list[dict[str, Any]]:
+    """Every row of the given kind (data, audit, quarantine) of every committed batch."""
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    rows: list[dict[str, Any]] = []
+    for version in range(1, state.version + 1):
+        record = read_commit(store, layout, version)
+        assert record is not None
+        for obj in record.objects:
+            if obj.kind == kind:
+                rows += parquet_to_table(store.get_bytes(obj.key, if_match=obj.etag)).to_pylist()
+    return rows
+
+
+def commit_counts(store: S3Store, config: Config) -> dict[str, dict[str, int]]:
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    out = {}
+    for batch_id, version in state.batches.items():
+        record = read_commit(store, layout, version)
+        assert record is not None
+        out[batch_id] = dict(record.counts)
+    return out
+
+
+def bucket_listing(store: S3Store) -> dict[str, str]:
+    return {item["Key"]: item["ETag"] for item in store.list("")}

@@ -1,0 +1,60 @@
+"""Fault injection for S3: a client wrapper that 'kills the process' at the k-th call.
+
+Two flavours, as in Delta Lake's failing log store and Iceberg's commit-state-unknown tests:
+- `raise_before`: call k never reaches S3 and raises;
+- `lose_response`: call k takes effect on S3, but the caller sees an error.
+After the fault every later call fails too, as it would in a killed process.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+S3_METHODS = ("get_object", "put_object", "head_object", "copy_object", "delete_object", "delete_objects",
+              "list_objects_v2")
+
+
+class SimulatedCrash(Exception):
+    pass
+
+
+class CrashingClient:
+    def __init__(self, inner: Any, crash_at: int | None, flavour: str = "raise_before") -> None:
+        assert flavour in ("raise_before", "lose_response")
+        self.inner = inner
+        self.crash_at = crash_at
+        self.flavour = flavour
+        self.calls: list[tuple[str, dict]] = []
+        self.crashed = False
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in S3_METHODS:
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            with self._lock:
+                if self.crashed:
+                    raise SimulatedCrash(f"process already dead; {name} not sent")
+                self.calls.append((name, kwargs))
+                number = len(self.calls)
+                fault_here = self.crash_at is not None and number == self.crash_at
+                if fault_here:
+                    self.crashed = True
+            if fault_here and self.flavour == "raise_before":
+                raise SimulatedCrash(f"crash before call {number} ({name})")
+            result = attr(**kwargs)
+            if fault_here:
+                raise SimulatedCrash(f"crash after call {number} ({name}) took effect; response lost")
+            return result
+
+        return call
+
+
+def clone_bucket(client: Any, source: str, target: str) -> None:
+    """Copy every object of `source` into the (new) bucket `target`: a snapshot to fault-test from."""
+    client.create_bucket(Bucket=target)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=source):
+        for item in page.get("Contents", []):
+            client.copy_object(Bucket=target, Key=item["Key"], CopySource={"Bucket": source, "Key": item["Key"]})

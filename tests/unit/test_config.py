@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventdedup.config import load_config
+from eventdedup.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "eventdedup.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_fill_everything_but_the_bucket(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, '[s3]\nbucket = "events"\n'), environ={})
+    assert config.s3.endpoint_url is None
+    assert config.layout.output_prefix == "deduped/"
+    assert config.events.id_field == "event_id" and config.events.time_field == "created_at"
+    assert config.dedup.buckets == 64 and config.dedup.window_hours == 168
+    assert config.spark.master == "local[*]" and config.partitions == 128
+
+
+def test_environment_overrides_file_values_with_typed_values(tmp_path: Path) -> None:
+    path = write(tmp_path, '[s3]\nbucket = "events"\n[dedup]\nbuckets = 8\n')
+    config = load_config(path, environ={"EVENTDEDUP_DEDUP__BUCKETS": "16",
+                                        "EVENTDEDUP_S3__ENDPOINT_URL": "http://127.0.0.1:9000",
+                                        "EVENTDEDUP_LAYOUT__OUTPUT_PREFIX": "clean"})
+    assert config.dedup.buckets == 16
+    assert config.s3.endpoint_url == "http://127.0.0.1:9000"
+    assert config.layout.output_prefix == "clean/"
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[s3]\nbucket = "events"\n[dedup]\nbucketz = 3\n', "unknown key(s) ['bucketz'] in [dedup]"),
+    ('[s3]\nendpoint_url = "http://x"\n', "[s3] bucket is required"),
+    ('[s3]\nbucket = "events"\n[dedup]\nbuckets = "many"\n', "[dedup] buckets must be an integer"),
+    ('[s3]\nbucket = "events"\n[dedup]\nbuckets = 0\n', "buckets must be between 1 and 65536"),
+    ('[s3]\nbucket = "events"\n[layout]\naudit_prefix = "deduped/audit/"\n', "lies inside output_prefix"),
+    ('[s3]\nbucket = "events"\n[layout]\noutput_prefix = "../x"\n', "'..' path segment"),
+    ('[s3]\nbucket = "events"\n[layout]\noutput_prefix = "my data/"\n', "space, control or non-ASCII"),
+    ('[s3]\nbucket = "events"\nendpoint_url = "localhost:9000"\n', "must start with http://"),
+    ('[s3]\nbucket = "events"\n[events]\nmin_event_time = "2000-01-01T00:00:00"\n', "needs a UTC offset"),
+    ('[s3]\nbucket = "events"\n[nope]\nx = 1\n', "unknown section(s) ['nope']"),
+    ('[s3\nbucket = "events"\n', "not valid TOML"),
+])
+def test_invalid_configuration_is_refused_with_a_precise_message(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), environ={})
+    assert message in str(caught.value)
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "absent.toml", environ={})
+
+
+def test_unknown_environment_section_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown section 'sparks'"):
+        load_config(write(tmp_path, '[s3]\nbucket = "events"\n'), environ={"EVENTDEDUP_SPARKS__MASTER": "x"})
