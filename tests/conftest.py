@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from eventdedup.config import Config, config_from_mapping
-from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Server
-from eventdedup.s3store import S3Store, make_client
+from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+from eventdedup.s3store import S3Store
 
 # Spark's Python workers must use this interpreter (the virtualenv's), and stay on loopback.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -22,13 +22,13 @@ _bucket_numbers = itertools.count(1)
 
 
 @pytest.fixture(scope="session")
-def s3_server() -> Iterator[LocalS3Server]:
-    with LocalS3Server() as server:
+def s3_server() -> Iterator[LocalS3Process]:
+    with LocalS3Process() as server:
         yield server
 
 
 @pytest.fixture
-def bucket(s3_server: LocalS3Server) -> str:
+def bucket(s3_server: LocalS3Process) -> str:
     """A fresh bucket per test: tests never see each other's objects."""
     name = f"test-{os.getpid()}-{next(_bucket_numbers):05d}"
     s3_server.client().create_bucket(Bucket=name)
@@ -47,13 +47,13 @@ def make_config(endpoint_url: str, bucket: str, **sections: dict) -> Config:
 
 
 @pytest.fixture
-def config(s3_server: LocalS3Server, bucket: str) -> Config:
+def config(s3_server: LocalS3Process, bucket: str) -> Config:
     return make_config(s3_server.endpoint_url, bucket)
 
 
 @pytest.fixture
-def store(config: Config) -> S3Store:
-    return S3Store(make_client(config.s3), config.s3.bucket)
+def store(s3_server: LocalS3Process, config: Config) -> S3Store:
+    return S3Store(s3_server.client(), config.s3.bucket)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import orjson
 from .commit_log import load_committed_state, read_commit
 from .config import Config, config_from_mapping
 from .layout import Layout
-from .local_s3 import LOCAL_CREDENTIALS, LocalS3Server
+from .local_s3 import LOCAL_CREDENTIALS, LocalS3Process
 from .pipeline import run_batch
 from .s3store import S3Store, make_client
 from .sample_events import PlantedBatch, SampleStream
@@ -42,7 +42,7 @@ def run_demo(print_json: bool = False) -> int:
 
     os.environ.update(LOCAL_CREDENTIALS)
     now = datetime.now(timezone.utc)
-    with LocalS3Server() as server:
+    with LocalS3Process() as server:
         server.client().create_bucket(Bucket=DEMO_BUCKET)
         config = demo_config(server.endpoint_url)
         store = S3Store(make_client(config.s3), DEMO_BUCKET)

@@ -10,7 +10,11 @@ import hashlib
 import logging
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,7 @@ class LocalS3Server:
         self.port = port or free_port(host)
         self.data_dir = Path(data_dir) if data_dir else None
         self._server: Any = None
+        self._client: Any = None
 
     @property
     def endpoint_url(self) -> str:
@@ -65,6 +70,12 @@ class LocalS3Server:
         self.stop()
 
     def client(self) -> Any:
+        """One shared client: creating a boto3 client costs ~70 ms, clients are thread-safe."""
+        if self._client is None:
+            self._client = self._new_client()
+        return self._client
+
+    def _new_client(self) -> Any:
         import boto3
 
         return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
@@ -108,3 +119,59 @@ class LocalS3Server:
             client.create_bucket(Bucket=bucket)
             for item in items:
                 client.put_object(Bucket=bucket, Key=item["key"], Body=(self.data_dir / "blobs" / item["blob"]).read_bytes())
+
+
+class LocalS3Process:
+    """The same server in a child process (`eventdedup local-s3`), as tests and the demo use it:
+    it then has its own interpreter and core instead of competing with the client for the GIL."""
+
+    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.data_dir = Path(data_dir) if data_dir else None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._client: Any = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> LocalS3Process:
+        command = [sys.executable, "-m", "eventdedup", "local-s3", "--port", str(self.port)]
+        if self.data_dir is not None:
+            command += ["--data-dir", str(self.data_dir)]
+        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                error = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
+                raise RuntimeError(f"local S3 server exited at start: {error[-2000:]}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"local S3 server did not listen on {self.endpoint_url} within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.send_signal(signal.SIGTERM)  # lets the server write its snapshot
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+
+    def __enter__(self) -> LocalS3Process:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = LocalS3Server._new_client(self)  # type: ignore[arg-type]
+        return self._client

@@ -55,26 +55,33 @@ def promote_batch(store: S3Store, config: Config, batch_id: str,
                 f"{state.version} (last batch {state.last_batch_id}); rerun the dedup step for {batch_id}"
             )
         journal = PromotionJournal.for_job(job, new_token(), state.last_batch_id)
-        if store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is None:
-            log.info("batch %s: another promoter wrote the journal first; continuing its promotion", batch_id)
-            journal = journal_or_none(store, layout, batch_id) or journal
+        if store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None:
+            return execute_journal(store, config, journal, state, fresh=True)
+        log.info("batch %s: another promoter wrote the journal first; continuing its promotion", batch_id)
+        journal = journal_or_none(store, layout, batch_id) or journal
     else:
         log.info("batch %s: resuming the promotion recorded in its journal", batch_id)
     return execute_journal(store, config, journal, state)
 
 
 def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
-                    state: CommittedState) -> PromotionOutcome:
-    """Copy what is not promoted yet, commit, checkpoint, clean up. Raises if anything is lost."""
+                    state: CommittedState, fresh: bool = False) -> PromotionOutcome:
+    """Copy what is not promoted yet, commit, checkpoint, clean up. Raises if anything is lost.
+
+    A journal this process has just written has nothing promoted yet, so it skips the two HEADs
+    per object: each copy's CopySourceIfMatch still refuses a changed or missing source."""
     layout = Layout(config.layout)
-    checks = check_entries(store, journal.entries)
-    lost = [check.detail for check in checks if check.state is EntryState.LOST]
-    if lost:
-        raise InconsistentStoreError(
-            f"batch {journal.batch_id}: cannot finish its promotion, {len(lost)} object(s) lost:\n  "
-            + "\n  ".join(lost) + "\nrun `eventdedup recover` for the full report"
-        )
-    to_copy = [check.entry for check in checks if check.state is EntryState.STAGED]
+    if fresh:
+        to_copy = list(journal.entries)
+    else:
+        checks = check_entries(store, journal.entries)
+        lost = [check.detail for check in checks if check.state is EntryState.LOST]
+        if lost:
+            raise InconsistentStoreError(
+                f"batch {journal.batch_id}: cannot finish its promotion, {len(lost)} object(s) lost:\n  "
+                + "\n  ".join(lost) + "\nrun `eventdedup recover` for the full report"
+            )
+        to_copy = [check.entry for check in checks if check.state is EntryState.STAGED]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda entry: store.copy(entry.staged, entry.final_key), to_copy))
     record = journal.commit_record()

@@ -1,0 +1,121 @@
+"""Kill the promoter after each S3 call in turn; recovery must reach exactly the committed state."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from eventdedup.commit_log import load_committed_state
+from eventdedup.errors import InconsistentStoreError
+from eventdedup.job import run_dedup_job
+from eventdedup.layout import Layout
+from eventdedup.pipeline import run_batch
+from eventdedup.promotion import promote_batch
+from eventdedup.recovery import examine, recover
+from eventdedup.s3store import S3Store
+from eventdedup.staging import InputSelector, stage_batch
+
+from ..conftest import make_config
+from ..helpers import NOW, bucket_listing, committed_rows, put_lines
+from ..invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..s3_faults import CrashingClient, SimulatedCrash, clone_bucket
+
+_clones = itertools.count()
+B1 = [b'{"event_id":"a%d","created_at":"2026-11-22T0%d:10:00Z"}' % (i, 3 + i % 2) for i in range(12)]
+B2 = [b'{"event_id":"a%d","created_at":"2026-11-22T0%d:10:00Z"}' % (i, 3 + i % 2) for i in range(8, 20)] + [b"oops"]
+
+
+def small_config(s3_server, bucket):  # type: ignore[no-untyped-def]
+    return make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 2, "checkpoint_interval": 2},
+                       spark={"partitions": 2})
+
+
+@pytest.fixture(scope="module")
+def ready_to_promote(s3_server, spark):  # type: ignore[no-untyped-def]
+    """A bucket where b1 is committed and b2's job has finished but b2 is not promoted."""
+    bucket = f"faults-src-{next(_clones)}"
+    s3_server.client().create_bucket(Bucket=bucket)
+    config = small_config(s3_server, bucket)
+    store = S3Store(s3_server.client(), bucket)
+    put_lines(store, "landing/b1/1.jsonl", B1)
+    put_lines(store, "landing/b2/1.jsonl", B2)
+    run_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW, lambda: spark)
+    stage_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW)
+    run_dedup_job(spark, config, "b2")
+    return bucket
+
+
+def fresh_copy(s3_server, source: str):  # type: ignore[no-untyped-def]
+    target = f"faults-k-{next(_clones)}"
+    clone_bucket(s3_server.client(), source, target)
+    config = small_config(s3_server, target)
+    return config, S3Store(s3_server.client(), target)
+
+
+def expected_outcome(s3_server, source):  # type: ignore[no-untyped-def]
+    config, store = fresh_copy(s3_server, source)
+    counter = CrashingClient(store.client, crash_at=None)
+    promote_batch(S3Store(counter, store.bucket), config, "b2")
+    rows = {kind: sorted(map(repr, committed_rows(store, config, kind))) for kind in ("data", "audit", "quarantine")}
+    return len(counter.calls), rows
+
+
+@pytest.mark.parametrize("flavour", ["raise_before", "lose_response"])
+def test_promoter_killed_at_every_call_recovers_to_exactly_the_committed_state(s3_server, ready_to_promote, flavour):
+    calls, expected = expected_outcome(s3_server, ready_to_promote)
+    print(f"promotion makes {calls} S3 calls; crashing at each ({flavour})")
+    assert calls > 20  # the protocol has many steps; each one gets a crash
+    for crash_at in range(1, calls + 1):
+        config, store = fresh_copy(s3_server, ready_to_promote)
+        with pytest.raises(SimulatedCrash):
+            promote_batch(S3Store(CrashingClient(store.client, crash_at, flavour), store.bucket), config, "b2")
+        # Right after the crash: whatever the log shows is whole, and ids are seen only with output.
+        assert_commits_are_whole(store, config)
+        assert_seen_ids_match_output(store, config)
+        report = recover(store, config)
+        assert report.consistent, (crash_at, report.problems)
+        promote_batch(store, config, "b2")  # the retried promote task
+        state = load_committed_state(store, Layout(config.layout))
+        assert state.batches == {"b1": 1, "b2": 2}, crash_at
+        got = {kind: sorted(map(repr, committed_rows(store, config, kind))) for kind in expected}
+        assert got == expected, crash_at
+        assert_commits_are_whole(store, config)
+        assert_seen_ids_match_output(store, config)
+        leftovers = [k for k in bucket_listing(store) if k.startswith(("_eventdedup/staging/", "_eventdedup/state/journal/"))]
+        assert leftovers == [], (crash_at, leftovers)
+
+
+def test_lost_staged_object_halts_recovery_with_a_report_naming_it(s3_server, ready_to_promote, spark):
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    # Crash right after the journal is written and before anything is copied...
+    crashing = CrashingClient(store.client, crash_at=None)
+    with pytest.raises(SimulatedCrash):
+        promote_batch(S3Store(_crash_after_journal(crashing), store.bucket), config, "b2")
+    # ...then somebody deletes a staged data file.
+    layout = Layout(config.layout)
+    lost = sorted(k for k in bucket_listing(store) if k.startswith(layout.staging_root("b2") + "data/"))[0]
+    store.delete_keys([lost])
+    report = recover(store, config)
+    assert not report.consistent
+    assert len(report.problems) == 1 and f"s3://{store.bucket}/{lost}" in report.problems[0]
+    assert "b2" not in load_committed_state(store, layout).batches
+    assert not examine(store, config).consistent
+    # The pipeline stays halted: another batch may not start while b2's promotion is unfinished.
+    put_lines(store, "landing/b3/1.jsonl", [b'{"event_id":"z","created_at":"2026-11-22T05:00:00Z"}'])
+    with pytest.raises(InconsistentStoreError, match="unfinished promotion of batch\\(es\\) b2"):
+        run_batch(store, config, "b3", InputSelector(input_prefix="landing/b3/"), NOW, lambda: spark)
+
+
+def _crash_after_journal(client: CrashingClient) -> CrashingClient:
+    """Crash at the first copy: the journal exists, nothing is promoted yet."""
+    original = client.__getattr__
+
+    class JournalThenCrash(CrashingClient):
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            if name == "copy_object":
+                def crash(**kwargs):  # type: ignore[no-untyped-def]
+                    raise SimulatedCrash("killed at the first copy")
+                return crash
+            return original(name)
+
+    return JournalThenCrash(client.inner, crash_at=None)
