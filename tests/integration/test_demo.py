@@ -1,0 +1,33 @@
+"""`make demo` prints per-batch counts; they must equal what the sample generator planted."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from eventdedup.demo import planted_batches
+from eventdedup.status import TABLE_COLUMNS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def demo_command() -> list[str]:
+    venv = Path(sys.prefix)
+    if (venv / ".installed").exists():  # the Makefile's virtualenv: run the README's command itself
+        return ["make", "--no-print-directory", "demo", f"VENV={venv}"]
+    return [sys.executable, "-m", "eventdedup", "demo"]
+
+
+def test_make_demo_prints_the_planted_counts_for_each_batch() -> None:
+    done = subprocess.run(demo_command(), cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["version", "batch"])
+    printed = {}
+    for line in lines[header + 1: header + 4]:
+        version, batch, *numbers = line.split()
+        printed[batch] = (int(version), dict(zip(TABLE_COLUMNS, map(int, numbers))))
+    expected = {b.name: b.expected_counts() for b in planted_batches(datetime.now(timezone.utc))}
+    assert printed == {name: (i + 1, expected[name]) for i, name in enumerate(["demo-001", "demo-002", "demo-003"])}
+    assert "all counts match the planted duplicates" in done.stdout

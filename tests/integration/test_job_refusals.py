@@ -1,0 +1,41 @@
+"""The Spark job refuses, with the object named, rather than produce a wrong batch."""
+from __future__ import annotations
+
+import pytest
+
+from eventdedup.commit_log import load_committed_state
+from eventdedup.errors import CorruptStateError, InputChangedError
+from eventdedup.job import run_dedup_job
+from eventdedup.layout import Layout
+from eventdedup.pipeline import run_batch
+from eventdedup.staging import InputSelector, stage_batch
+
+from ..helpers import NOW, put_lines
+
+E = b'{"event_id":"e1","created_at":"2026-11-22T03:10:00Z"}'
+
+
+def test_an_input_changed_after_staging_fails_the_job_naming_it(store, config, spark) -> None:
+    put_lines(store, "landing/b1/1.jsonl", [E])
+    stage_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW)
+    put_lines(store, "landing/b1/1.jsonl", [E, E])
+    with pytest.raises(InputChangedError, match=f"s3://{store.bucket}/landing/b1/1.jsonl changed or vanished"):
+        run_dedup_job(spark, config, "b1")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_damaged_cache_segment_halts_the_batch_naming_the_object(store, config, spark, damage) -> None:
+    put_lines(store, "landing/b1/1.jsonl", [E])
+    run_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW, lambda: spark)
+    heads = load_committed_state(store, Layout(config.layout)).cache_heads
+    (segment,) = heads.values()
+    data = store.get_bytes(segment)
+    store.put_bytes(segment, data[:-7] if damage == "truncate" else b"\x00" * len(data))
+    put_lines(store, "landing/b2/1.jsonl", [E])
+    with pytest.raises(CorruptStateError, match=f"cache segment s3://{store.bucket}/{segment}"):
+        run_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW, lambda: spark)
+
+
+def test_an_empty_batch_commits_with_zero_counts(store, config, spark) -> None:
+    outcome = run_batch(store, config, "empty", InputSelector(input_prefix="landing/nothing/"), NOW, lambda: spark)
+    assert outcome.version == 1 and outcome.counts["input_lines"] == 0 and outcome.counts["output_rows"] == 0
