@@ -170,18 +170,18 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _local_s3(args: argparse.Namespace) -> int:
-    from .local_s3 import LocalS3Server
+    from .local_s3 import READY_LINE, LocalS3Server
 
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())  # before READY_LINE: an early SIGTERM still snapshots
     server = LocalS3Server(port=args.port, data_dir=args.data_dir).start()
     for bucket in args.create_bucket:
         try:
             server.client().create_bucket(Bucket=bucket)
         except server.client().exceptions.BucketAlreadyOwnedByYou:
             pass
-    print(f"local S3 server on {server.endpoint_url} (Ctrl-C to stop)", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    print(f"{READY_LINE}{server.endpoint_url} (Ctrl-C to stop)", flush=True)
     stop.wait()
     server.stop()
     return 0

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import orjson
 
 log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
+READY_LINE = "local S3 server on "
 # Credentials for the local server only; moto accepts any, real AWS none of these.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "eventdedup-local", "AWS_SECRET_ACCESS_KEY": "eventdedup-local"}
 
@@ -32,17 +33,48 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(sock.getsockname()[1])
 
 
-class LocalS3Server:
+class _LoopbackS3:
+    """What both ways of running the server share: the address, and one client for it."""
+
     def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
         self.host = host
         self.port = port or free_port(host)
         self.data_dir = Path(data_dir) if data_dir else None
-        self._server: Any = None
         self._client: Any = None
 
     @property
     def endpoint_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Any:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self) -> Any:
+        """One shared client: creating a boto3 client costs ~70 ms, and clients are thread-safe."""
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+                                        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                                        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        return self._client
+
+
+class LocalS3Server(_LoopbackS3):
+    """moto's threaded server inside this process: what `eventdedup local-s3` runs."""
+
+    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
+        super().__init__(port, data_dir, host)
+        self._server: Any = None
 
     def start(self) -> LocalS3Server:
         from moto.server import ThreadedMotoServer
@@ -62,25 +94,6 @@ class LocalS3Server:
             self._snapshot()
         self._server.stop()
         self._server = None
-
-    def __enter__(self) -> LocalS3Server:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def client(self) -> Any:
-        """One shared client: creating a boto3 client costs ~70 ms, clients are thread-safe."""
-        if self._client is None:
-            self._client = self._new_client()
-        return self._client
-
-    def _new_client(self) -> Any:
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
-                            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
 
     def _snapshot(self) -> None:
         assert self.data_dir is not None
@@ -121,38 +134,37 @@ class LocalS3Server:
                 client.put_object(Bucket=bucket, Key=item["key"], Body=(self.data_dir / "blobs" / item["blob"]).read_bytes())
 
 
-class LocalS3Process:
+class LocalS3Process(_LoopbackS3):
     """The same server in a child process (`eventdedup local-s3`), as tests and the demo use it:
     it then has its own interpreter and core instead of competing with the client for the GIL."""
 
     def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
-        self.host = host
-        self.port = port or free_port(host)
-        self.data_dir = Path(data_dir) if data_dir else None
+        super().__init__(port, data_dir, host)
         self._process: subprocess.Popen[bytes] | None = None
-        self._client: Any = None
 
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> LocalS3Process:
+    def start(self, timeout: float = 60.0) -> LocalS3Process:
         command = [sys.executable, "-m", "eventdedup", "local-s3", "--port", str(self.port)]
         if self.data_dir is not None:
             command += ["--data-dir", str(self.data_dir)]
-        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                error = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
-                raise RuntimeError(f"local S3 server exited at start: {error[-2000:]}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"local S3 server did not listen on {self.endpoint_url} within {timeout:.0f}s")
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        # The server prints READY_LINE only after restoring its snapshot: an open port alone
+        # would let a caller in before the restored objects are there.
+        ready = threading.Event()
+
+        def wait_for_ready() -> None:
+            assert self._process is not None and self._process.stdout is not None
+            for line in self._process.stdout:
+                if line.startswith(READY_LINE.encode()):
+                    ready.set()
+                    return
+
+        threading.Thread(target=wait_for_ready, daemon=True).start()
+        if not ready.wait(timeout):
+            code = self._process.poll()
+            self.stop()
+            raise RuntimeError(f"local S3 server on {self.endpoint_url} did not become ready within {timeout:.0f}s"
+                               + (f" (exited with {code})" if code is not None else ""))
+        return self
 
     def stop(self) -> None:
         if self._process is None:
@@ -164,14 +176,3 @@ class LocalS3Process:
             self._process.kill()
             self._process.wait()
         self._process = None
-
-    def __enter__(self) -> LocalS3Process:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = LocalS3Server._new_client(self)  # type: ignore[arg-type]
-        return self._client

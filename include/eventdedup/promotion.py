@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Mapping
 
-from .commit_log import CommittedState, load_committed_state, write_checkpoint_if_due, write_commit
+from .commit_log import CommittedState, load_committed_state, read_commit, write_checkpoint_if_due, write_commit
 from .config import Config
 from .errors import InconsistentStoreError, StaleBatchError
 from .job_result import load_job_result
@@ -94,8 +93,6 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
 
 
 def _already_committed(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> PromotionOutcome:
-    from .commit_log import read_commit
-
     version = state.batches[batch_id]
     record = read_commit(store, layout, version)
     assert record is not None

@@ -1,10 +1,17 @@
 """Build the SparkSession eventdedup jobs run in."""
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
 from .config import SparkSettings
+from .errors import EventDedupError
+
+MINIMUM_JAVA = 17
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -12,6 +19,7 @@ if TYPE_CHECKING:
 
 def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
                         extra_conf: dict[str, str] | None = None) -> SparkSession:
+    require_java()
     from pyspark.sql import SparkSession
 
     builder = (
@@ -33,3 +41,19 @@ def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def require_java(environ: dict[str, str] | None = None) -> int:
+    """Spark 4 needs Java 17+; say so plainly instead of the JVM launcher's obscure failure."""
+    env = os.environ if environ is None else environ
+    java_home = env.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java", path=env.get("PATH"))
+    if not java or not os.path.exists(java):
+        raise EventDedupError(f"Java {MINIMUM_JAVA}+ is required by Spark but no 'java' was found "
+                              f"(JAVA_HOME={java_home or 'unset'}); install openjdk-17-jre-headless or set JAVA_HOME")
+    output = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)', output)
+    version = int(match.group(1)) if match else 0
+    if version < MINIMUM_JAVA:
+        raise EventDedupError(f"Java {MINIMUM_JAVA}+ is required by Spark; {java} is version {version or 'unknown'}")
+    return version
