@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
                         extra_conf: dict[str, str] | None = None) -> SparkSession:
     require_java()
+    # PySpark's SparkContext starts workers with $PYSPARK_PYTHON or else "python3" from PATH;
+    # the spark.pyspark.python setting below is read only by spark-submit. Without this, a
+    # plain `eventdedup run-batch` would start workers that cannot import eventdedup.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = (

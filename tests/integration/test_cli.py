@@ -39,3 +39,19 @@ def test_bad_batch_id_is_refused_with_exit_1(tmp_path, s3_server, bucket, capsys
     path = config_file(tmp_path, s3_server.endpoint_url, bucket)
     assert main(["run-batch", "--config", path, "--batch-id", "../x", "--input-prefix", "landing/"]) == EXIT_FAILED
     assert "batch id '../x' is invalid" in capsys.readouterr().err
+
+
+def test_run_batch_from_a_plain_shell_works_without_pyspark_python_set(tmp_path, s3_server, bucket, store) -> None:
+    import os
+    import subprocess
+    import sys
+
+    store.put_bytes("landing/b1/1.jsonl", b'{"event_id":"e1","created_at":"2026-11-22T03:10:00Z"}\n' * 2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "eventdedup", "run-batch", "--config", config_file(tmp_path, s3_server.endpoint_url, bucket),
+         "--batch-id", "b1", "--input-prefix", "landing/b1/"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("batch b1 committed as log version 1: ")
+    counts = orjson.loads(done.stdout.split(": ", 1)[1])
+    assert (counts["input_lines"], counts["in_batch_duplicates"], counts["output_rows"]) == (2, 1, 1)
