@@ -19,13 +19,12 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from eventdedup.commit_log import load_committed_state
+from eventdedup.commit_log import load_committed_state, read_commit
 from eventdedup.config import config_from_mapping
 from eventdedup.job import run_dedup_job
 from eventdedup.layout import Layout
 from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
 from eventdedup.pipeline import run_batch
-
 from eventdedup.s3store import S3Store, make_client
 from eventdedup.spark_session import build_spark_session
 from eventdedup.staging import InputSelector, stage_batch
@@ -80,19 +79,21 @@ def main() -> int:
             t0 = time.perf_counter()
             result = run_dedup_job(spark, config, batch_id)
             job = time.perf_counter() - t0
-            t0 = time.perf_counter()
             store.delete_prefix(Layout(config.layout).staging_root(batch_id))  # every run computes on history only
             timings.append(job)
             print(f"run {run}: job {job:.2f}s, {args.events / job:,.0f} events/s, counts {dict(result.counts)}", flush=True)
-        t0 = time.perf_counter()
-        state = load_committed_state(store, Layout(config.layout))
+        layout = Layout(config.layout)
+        state = load_committed_state(store, layout)
+        history = read_commit(store, layout, state.batches["history"])
+        assert history is not None
+        # Only the history batch is committed, so every cache segment and entry is its own.
         seg_bytes = sum(item["Size"] for item in store.list(config.layout.cache_prefix))
-        keys = args.events * 0.98
+        keys = history.counts["cache_keys_written"]
         median = statistics.median(timings)
         print(f"spark start-up {startup:.2f}s; median job {median:.2f}s over {args.runs} runs")
         print(f"throughput: {args.events / median:,.0f} events/s excluding start-up, "
               f"{args.events / (median + startup):,.0f} events/s including it")
-        print(f"cache: {seg_bytes:,} bytes for ~{keys:,.0f} keys = {seg_bytes / keys:.2f} bytes/key "
+        print(f"cache: {seg_bytes:,} bytes for {keys:,} keys = {seg_bytes / keys:.2f} bytes/key "
               f"({len(state.cache_heads)} cache keys)")
     return 0
 

@@ -19,10 +19,13 @@ class SimulatedCrash(Exception):
 
 
 class CrashingClient:
-    def __init__(self, inner: Any, crash_at: int | None, flavour: str = "raise_before") -> None:
+    def __init__(self, inner: Any, crash_at: int | None, flavour: str = "raise_before",
+                 crash_on: str | None = None) -> None:
+        """crash_at: the call number to fail; crash_on: instead, the first call of this method."""
         assert flavour in ("raise_before", "lose_response")
         self.inner = inner
         self.crash_at = crash_at
+        self.crash_on = crash_on
         self.flavour = flavour
         self.calls: list[tuple[str, dict]] = []
         self.crashed = False
@@ -39,7 +42,7 @@ class CrashingClient:
                     raise SimulatedCrash(f"process already dead; {name} not sent")
                 self.calls.append((name, kwargs))
                 number = len(self.calls)
-                fault_here = self.crash_at is not None and number == self.crash_at
+                fault_here = number == self.crash_at or name == self.crash_on
                 if fault_here:
                     self.crashed = True
             if fault_here and self.flavour == "raise_before":

@@ -87,10 +87,11 @@ def test_promoter_killed_at_every_call_recovers_to_exactly_the_committed_state(s
 
 def test_lost_staged_object_halts_recovery_with_a_report_naming_it(s3_server, ready_to_promote, spark):
     config, store = fresh_copy(s3_server, ready_to_promote)
-    # Crash right after the journal is written and before anything is copied...
-    crashing = CrashingClient(store.client, crash_at=None)
+    # Crash at the first copy: the journal is written, nothing is promoted yet...
+    crashing = CrashingClient(store.client, crash_at=None, crash_on="copy_object")
     with pytest.raises(SimulatedCrash):
-        promote_batch(S3Store(_crash_after_journal(crashing), store.bucket), config, "b2")
+        promote_batch(S3Store(crashing, store.bucket), config, "b2")
+    assert [name for name, _ in crashing.calls].count("copy_object") == 1
     # ...then somebody deletes a staged data file.
     layout = Layout(config.layout)
     lost = sorted(k for k in bucket_listing(store) if k.startswith(layout.staging_root("b2") + "data/"))[0]
@@ -105,17 +106,3 @@ def test_lost_staged_object_halts_recovery_with_a_report_naming_it(s3_server, re
     with pytest.raises(InconsistentStoreError, match="unfinished promotion of batch\\(es\\) b2"):
         run_batch(store, config, "b3", InputSelector(input_prefix="landing/b3/"), NOW, lambda: spark)
 
-
-def _crash_after_journal(client: CrashingClient) -> CrashingClient:
-    """Crash at the first copy: the journal exists, nothing is promoted yet."""
-    original = client.__getattr__
-
-    class JournalThenCrash(CrashingClient):
-        def __getattr__(self, name):  # type: ignore[no-untyped-def]
-            if name == "copy_object":
-                def crash(**kwargs):  # type: ignore[no-untyped-def]
-                    raise SimulatedCrash("killed at the first copy")
-                return crash
-            return original(name)
-
-    return JournalThenCrash(client.inner, crash_at=None)
