@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
+import json
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 
@@ -46,3 +49,19 @@ def commit_counts(store: S3Store, config: Config) -> dict[str, dict[str, int]]:
 
 def bucket_listing(store: S3Store) -> dict[str, str]:
     return {item["Key"]: item["ETag"] for item in store.list("")}
+
+
+# Written out from the documented rule, independently of eventdedup.keys: UUIDv5 in the
+# project's namespace over "<original key>\n<fingerprint as 16 hex digits>", the fingerprint
+# being 8-byte BLAKE2b of the event as compact JSON with sorted keys.
+_RENAME_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/eventdedup/synthetic-duplicate")
+
+
+def expected_fingerprint(event: dict[str, Any] | bytes) -> int:
+    doc = json.loads(event) if isinstance(event, bytes) else event
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return int.from_bytes(hashlib.blake2b(canonical, digest_size=8).digest(), "big")
+
+
+def expected_renamed_id(original_key: str, event: dict[str, Any] | bytes) -> str:
+    return str(uuid.uuid5(_RENAME_NAMESPACE, f"{original_key}\n{expected_fingerprint(event):016x}"))

@@ -18,19 +18,25 @@ CHUNK_SCHEMA = pa.schema([
     ("fingerprint", pa.uint64()),
     ("event_time", UTC_MICROS),
     ("raw", pa.string()),
+    ("order_key", pa.binary()),  # survivor min:/max: comparison value; null otherwise
 ])
 
 OUTPUT_SCHEMA = pa.schema([
-    ("event_id", pa.string()),
+    ("event_id", pa.string()),  # the dedup key, or the derived id of a renamed synthetic duplicate
+    ("original_event_id", pa.string()),  # set on renamed synthetic duplicates only
+    ("duplicate_of", pa.string()),  # set on synthetic duplicates kept under synthetic = "keep"
+    ("op", pa.string()),  # insert | update (changelog mode)
+    ("supersedes_batch", pa.string()),  # for op = update: the batch holding the replaced version
     ("event_time", UTC_MICROS),
     ("batch_id", pa.string()),
-    ("raw", pa.string()),
+    ("raw", pa.string()),  # the input line, byte for byte
 ])
 
 AUDIT_SCHEMA = pa.schema([
     ("event_id", pa.string()),
     ("event_time", UTC_MICROS),
     ("reason", pa.string()),
+    ("action", pa.string()),  # dropped | renamed | kept
     ("kept_in_batch", pa.string()),
     ("batch_id", pa.string()),
     ("source_object", pa.string()),

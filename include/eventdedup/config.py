@@ -52,12 +52,26 @@ class EventSettings:
     max_future_hours: int = 24
 
 
+SYNTHETIC_POLICIES = ("rename", "drop", "keep")
+NORMALIZE_STEPS = ("trim", "lower")
+
+
 @dataclass(frozen=True)
 class DedupSettings:
     buckets: int = 64
     window_hours: int = 168
     # A log checkpoint every N commits keeps loading the committed state at O(1) requests.
     checkpoint_interval: int = 10
+    # Fields whose (normalised) values form the dedup key; empty means [events] id_field.
+    key_fields: tuple[str, ...] = ()
+    # Payload fields the fingerprint covers; empty means the whole event.
+    fingerprint_fields: tuple[str, ...] = ()
+    # Volatile fields left out of the fingerprint (e.g. a collector timestamp).
+    fingerprint_exclude: tuple[str, ...] = ()
+    synthetic: str = "rename"
+    survivor: str = "first"
+    changelog: bool = False
+    normalize: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,23 @@ class Config:
     @property
     def partitions(self) -> int:
         return self.spark.partitions or 2 * self.dedup.buckets
+
+    @property
+    def key_fields(self) -> tuple[str, ...]:
+        return self.dedup.key_fields or (self.events.id_field,)
+
+    def cache_identity(self) -> dict[str, Any]:
+        """Settings that decide which cache entry an event maps to. Changing any of them between
+        batches would make the committed history unreadable (every retransmission would look new),
+        so the commit log records them and a batch computed with different ones is refused."""
+        return {
+            "buckets": self.dedup.buckets,
+            "key_fields": list(self.key_fields),
+            "normalize": list(self.dedup.normalize),
+            "fingerprint_fields": list(self.dedup.fingerprint_fields),
+            "fingerprint_exclude": list(self.dedup.fingerprint_exclude),
+            "time_field": self.events.time_field,
+        }
 
 
 _SECTIONS: dict[str, type] = {
@@ -134,6 +165,16 @@ def _build_section(cls: type, name: str, section: Mapping[str, Any], source: str
 def _coerce(section: str, key: str, declared: Any, value: Any, source: str) -> Any:
     where = f"{source}: [{section}] {key}"
     declared = str(declared)
+    if declared == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
+    if declared == "tuple[str, ...]":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) and item for item in value):
+            raise ConfigError(f"{where} must be a list of non-empty strings, got {value!r}")
+        if len(set(value)) != len(value):
+            raise ConfigError(f"{where} lists a name twice: {value!r}")
+        return tuple(value)
     if declared == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where} must be an integer, got {value!r}")
@@ -183,7 +224,24 @@ def _validated(config: Config, source: str) -> Config:
     for key in ("id_field", "time_field"):
         if not getattr(config.events, key):
             raise ConfigError(f"{source}: [events] {key} may not be empty")
+    _validate_semantics(config.dedup, source)
     return replace(config, s3=replace(s3, endpoint_url=endpoint), layout=LayoutSettings(**layout_values))
+
+
+def _validate_semantics(dedup: DedupSettings, source: str) -> None:
+    if dedup.synthetic not in SYNTHETIC_POLICIES:
+        raise ConfigError(f"{source}: [dedup] synthetic must be one of {list(SYNTHETIC_POLICIES)}, got {dedup.synthetic!r}")
+    unknown_steps = [step for step in dedup.normalize if step not in NORMALIZE_STEPS]
+    if unknown_steps:
+        raise ConfigError(f"{source}: [dedup] normalize accepts {list(NORMALIZE_STEPS)}, got {unknown_steps}")
+    kind, _, survivor_field = dedup.survivor.partition(":")
+    if kind in ("first", "last") and not survivor_field and ":" not in dedup.survivor:
+        return
+    if kind in ("min", "max") and survivor_field:
+        return
+    raise ConfigError(
+        f"{source}: [dedup] survivor must be 'first', 'last', 'min:<field>' or 'max:<field>', got {dedup.survivor!r}"
+    )
 
 
 def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:

@@ -1,8 +1,21 @@
-"""Decide, for the events of one cache key, which survive and why the others are dropped.
+"""Decide, for the events of one cache key, which copies survive, in what form, and why the others go.
 
-Pure and vectorised: numpy over fixed-width digests, no per-row Python. Rows must arrive in
-input order (manifest object order, then line number); the first occurrence of an id wins
-unless a batch committed earlier already claimed it.
+Pure and vectorised: numpy over fixed-width keys, no per-row Python. Rows arrive in input order
+(manifest object order, then line number) with a survivor priority per row (0 = preferred).
+
+Terms (Snowplow's): rows with the same key and the same payload fingerprint are *natural*
+duplicates, rows with the same key and different fingerprints *synthetic* duplicates. The cache
+holds every (key, fingerprint) pair a committed batch emitted, with the batch (owner) that
+emitted it, so both kinds are found across batches too. A rerun sees only runs of batches
+committed before it, never its own claims.
+
+Per row:
+- its (key, fingerprint) was emitted by an earlier batch: cross-batch natural, dropped;
+- its key was emitted earlier with another fingerprint: cross-batch synthetic, handled by the
+  synthetic policy (rename, keep flagged, drop) -- or, in changelog mode, the preferred such
+  copy is emitted as an update of the key;
+- otherwise the survivor policy picks one copy per key; copies with its fingerprint are in-batch
+  natural duplicates, the preferred copy of each other fingerprint an in-batch synthetic one.
 """
 from __future__ import annotations
 
@@ -13,14 +26,18 @@ from enum import IntEnum
 import numpy as np
 
 from .cache_segment import DIGEST_DTYPE, CacheRun
+from .keys import FINGERPRINT_BYTES, KEY_DIGEST_BYTES
+
+PAIR_BYTES = KEY_DIGEST_BYTES + FINGERPRINT_BYTES
+PAIR_DTYPE = np.dtype(f"S{PAIR_BYTES}")
 
 
 class Outcome(IntEnum):
-    KEPT = 0
-    IN_BATCH_NATURAL = 1  # same id, same payload fingerprint, earlier in this batch
-    IN_BATCH_SYNTHETIC = 2  # same id, different payload, earlier in this batch
-    CROSS_BATCH_NATURAL = 3  # same id and payload claimed by an earlier committed batch
-    CROSS_BATCH_SYNTHETIC = 4  # same id, different payload, claimed by an earlier batch
+    KEPT = 0  # not a duplicate (or, in changelog mode, a newer version of a committed key)
+    IN_BATCH_NATURAL = 1  # same key, same fingerprint as a copy emitted in this batch
+    IN_BATCH_SYNTHETIC = 2  # same key, different fingerprint from the survivor in this batch
+    CROSS_BATCH_NATURAL = 3  # same key and fingerprint emitted by an earlier committed batch
+    CROSS_BATCH_SYNTHETIC = 4  # same key, different fingerprint, emitted by an earlier batch
 
     @property
     def reason(self) -> str:
@@ -31,18 +48,63 @@ class Outcome(IntEnum):
         return self in (Outcome.IN_BATCH_NATURAL, Outcome.IN_BATCH_SYNTHETIC)
 
 
+class Action(IntEnum):
+    EMIT = 0  # output under its own key (op = insert)
+    DROP = 1  # not output; audited
+    RENAME = 2  # synthetic = rename: output under a derived id, original id in original_event_id
+    FLAG = 3  # synthetic = keep: output under its own key, flagged in duplicate_of
+    UPDATE = 4  # changelog: output as op = update of the version an earlier batch holds
+
+    @property
+    def label(self) -> str:
+        return {Action.DROP: "dropped", Action.RENAME: "renamed", Action.FLAG: "kept"}.get(self, self.name.lower())
+
+
+_SYNTHETIC_ACTIONS = {"rename": Action.RENAME, "keep": Action.FLAG, "drop": Action.DROP}
+
+
+@dataclass(frozen=True)
+class DuplicatePolicy:
+    """What happens to synthetic duplicates and whether a later batch may update a key."""
+
+    synthetic: str = "rename"
+    changelog: bool = False
+
+    @property
+    def synthetic_action(self) -> Action:
+        return _SYNTHETIC_ACTIONS[self.synthetic]
+
+
+def pair_bytes(digests: np.ndarray, fingerprints: np.ndarray) -> np.ndarray:
+    """(key, fingerprint) as one fixed-width value, so pairs sort and match like keys do."""
+    n = len(digests)
+    buffer = np.empty((n, PAIR_BYTES), np.uint8)
+    if n:
+        buffer[:, :KEY_DIGEST_BYTES] = np.frombuffer(
+            np.ascontiguousarray(digests, DIGEST_DTYPE).tobytes(), np.uint8).reshape(n, KEY_DIGEST_BYTES)
+        buffer[:, KEY_DIGEST_BYTES:] = np.ascontiguousarray(
+            fingerprints.astype(">u8")).view(np.uint8).reshape(n, FINGERPRINT_BYTES)
+    return buffer.view(PAIR_DTYPE).reshape(n)
+
+
 @dataclass(frozen=True)
 class CacheView:
-    """Committed entries of one cache key visible to a batch, sorted by digest for lookups."""
+    """Committed entries of one cache key visible to a batch, indexed for pair and key lookups.
 
-    digests: np.ndarray
-    fingerprints: np.ndarray
-    owner_index: np.ndarray
+    Owner indexes refer to `owners`, which lists runs in commit order (the order segments keep).
+    """
+
+    pairs: np.ndarray  # sorted PAIR_DTYPE
+    pair_owner: np.ndarray  # int32, the run that emitted the pair
+    keys: np.ndarray  # sorted unique DIGEST_DTYPE
+    key_first_owner: np.ndarray  # int32, the earliest run holding the key
+    key_last_owner: np.ndarray  # int32, the latest run holding the key (the current version)
     owners: tuple[str, ...]
 
     @classmethod
     def empty(cls) -> CacheView:
-        return cls(np.empty(0, DIGEST_DTYPE), np.empty(0, np.uint64), np.empty(0, np.int32), ())
+        none = np.empty(0, np.int32)
+        return cls(np.empty(0, PAIR_DTYPE), none, np.empty(0, DIGEST_DTYPE), none, none, ())
 
     @classmethod
     def from_runs(cls, runs: Sequence[CacheRun], visible_owners: Collection[str]) -> CacheView:
@@ -53,54 +115,142 @@ class CacheView:
             return cls.empty()
         digests = np.concatenate([run.digests for run in kept])
         fps = np.concatenate([run.fingerprints for run in kept])
-        owner_index = np.concatenate([np.full(len(run), i, np.int32) for i, run in enumerate(kept)])
-        order = np.argsort(digests, kind="stable")
-        return cls(digests[order], fps[order], owner_index[order], tuple(run.owner for run in kept))
+        owner = np.concatenate([np.full(len(run), i, np.int32) for i, run in enumerate(kept)])
+        pairs = pair_bytes(digests, fps)
+        by_pair = np.argsort(pairs, kind="stable")
+        by_key = np.argsort(digests, kind="stable")  # stable: equal keys stay in commit order
+        sorted_keys = digests[by_key]
+        starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+        ends = np.r_[starts[1:], True]
+        return cls(pairs[by_pair], owner[by_pair], sorted_keys[starts], owner[by_key][starts],
+                   owner[by_key][ends], tuple(run.owner for run in kept))
 
     def __len__(self) -> int:
-        return len(self.digests)
+        return len(self.pairs)
+
+    def find_pairs(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per queried pair: whether it is cached, and its owner index (-1 if not)."""
+        return _find(self.pairs, self.pair_owner, pairs)
+
+    def find_keys(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        hit, first = _find(self.keys, self.key_first_owner, keys)
+        _, last = _find(self.keys, self.key_last_owner, keys)
+        return hit, first, last
+
+
+def _find(sorted_values: np.ndarray, owners: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if not len(sorted_values):
+        return np.zeros(len(queries), bool), np.full(len(queries), -1, np.int32)
+    position = np.minimum(np.searchsorted(sorted_values, queries), len(sorted_values) - 1)
+    hit = sorted_values[position] == queries
+    return hit, np.where(hit, owners[position], -1).astype(np.int32)
 
 
 @dataclass(frozen=True)
 class KeyDecision:
     outcomes: np.ndarray  # Outcome per row (uint8)
-    kept_in_batch: list[str]  # per row: the batch holding the surviving copy
+    actions: np.ndarray  # Action per row (uint8)
+    # Per row, the batch holding the kept copy (for an update: the superseded version), as an
+    # index into owners; len(owners) stands for the batch being computed.
+    holder: np.ndarray
+    owners: tuple[str, ...]
+    batch_id: str
 
     @property
-    def kept_mask(self) -> np.ndarray:
-        return self.outcomes == Outcome.KEPT
+    def emitted_mask(self) -> np.ndarray:
+        return self.actions != Action.DROP
+
+    def holder_batch(self, row: int) -> str:
+        index = int(self.holder[row])
+        return self.batch_id if index == len(self.owners) else self.owners[index]
 
 
-def decide_key_group(
-    digests: np.ndarray, fingerprints: np.ndarray, cache: CacheView, batch_id: str
-) -> KeyDecision:
-    """Classify every row; `digests` (S16) and `fingerprints` (uint64) are in input order."""
+def decide_key_group(digests: np.ndarray, fingerprints: np.ndarray, priorities: np.ndarray, cache: CacheView,
+                     batch_id: str, policy: DuplicatePolicy = DuplicatePolicy()) -> KeyDecision:
+    """Classify every row; `digests` (S16), `fingerprints` (uint64), `priorities` in input order."""
     n = len(digests)
-    uniq, first_index, inverse = np.unique(digests, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    first_of_row = first_index[inverse]
-    is_first = first_of_row == np.arange(n)
+    pairs = pair_bytes(digests, fingerprints)
+    _, pair_of_row = np.unique(pairs, return_inverse=True)
+    pair_of_row = pair_of_row.reshape(-1)
+    # The representative of each distinct pair is its preferred copy.
+    by_pair = np.lexsort((priorities, pair_of_row))
+    pair_rep = by_pair[np.r_[True, pair_of_row[by_pair][1:] != pair_of_row[by_pair][:-1]]] if n else by_pair
+    key_of_pair = np.unique(digests[pair_rep], return_inverse=True)[1].reshape(-1)
+    pair_hit, pair_owner = cache.find_pairs(pairs[pair_rep])
+    key_hit, key_first, key_last = cache.find_keys(digests[pair_rep])
+    best = _best_new_pair_per_key(key_of_pair, priorities[pair_rep], pair_hit)
+    rep, rest = _classify_pairs(pair_hit, pair_owner, key_hit, key_first, key_last, best, policy,
+                                this_batch=len(cache.owners))
+    is_rep = pair_rep[pair_of_row] == np.arange(n)
+    outcomes = np.where(is_rep, rep.outcome[pair_of_row], rest.outcome[pair_of_row]).astype(np.uint8)
+    actions = np.where(is_rep, rep.action[pair_of_row], rest.action[pair_of_row]).astype(np.uint8)
+    holder = np.where(is_rep, rep.holder[pair_of_row], rest.holder[pair_of_row]).astype(np.int32)
+    return KeyDecision(outcomes, actions, holder, cache.owners, batch_id)
 
-    outcomes = np.full(n, Outcome.KEPT, np.uint8)
-    same_as_first = fingerprints == fingerprints[first_of_row]
-    outcomes[~is_first & same_as_first] = Outcome.IN_BATCH_NATURAL
-    outcomes[~is_first & ~same_as_first] = Outcome.IN_BATCH_SYNTHETIC
-    kept_in_batch = [batch_id] * n
 
-    if len(cache):
-        position = np.minimum(np.searchsorted(cache.digests, uniq), len(cache) - 1)
-        hit = cache.digests[position] == uniq
-        row_hit = hit[inverse]
-        row_position = position[inverse]
-        same_as_cached = fingerprints == cache.fingerprints[row_position]
-        outcomes[row_hit & same_as_cached] = Outcome.CROSS_BATCH_NATURAL
-        outcomes[row_hit & ~same_as_cached] = Outcome.CROSS_BATCH_SYNTHETIC
-        for row in np.flatnonzero(row_hit):
-            kept_in_batch[row] = cache.owners[cache.owner_index[row_position[row]]]
-    return KeyDecision(outcomes, kept_in_batch)
+def _best_new_pair_per_key(key_of_pair: np.ndarray, rep_priority: np.ndarray, pair_hit: np.ndarray) -> np.ndarray:
+    """Mask of pairs that are, for their key, the preferred pair not already in the cache."""
+    best = np.zeros(len(key_of_pair), bool)
+    candidates = np.flatnonzero(~pair_hit)
+    if len(candidates):
+        ordered = candidates[np.lexsort((rep_priority[candidates], key_of_pair[candidates]))]
+        keys = key_of_pair[ordered]
+        best[ordered[np.r_[True, keys[1:] != keys[:-1]]]] = True
+    return best
+
+
+@dataclass
+class _PairFate:
+    outcome: np.ndarray
+    action: np.ndarray
+    holder: np.ndarray
+
+    @classmethod
+    def new(cls, size: int, this_batch: int) -> _PairFate:
+        return cls(np.full(size, Outcome.KEPT, np.uint8), np.full(size, Action.EMIT, np.uint8),
+                   np.full(size, this_batch, np.int32))
+
+    def set(self, mask: np.ndarray, outcome: Outcome, action: Action, holder: np.ndarray | int) -> None:
+        self.outcome[mask] = outcome
+        self.action[mask] = action
+        self.holder[mask] = holder[mask] if isinstance(holder, np.ndarray) else holder
+
+
+def _classify_pairs(pair_hit: np.ndarray, pair_owner: np.ndarray, key_hit: np.ndarray, key_first: np.ndarray,
+                    key_last: np.ndarray, best: np.ndarray, policy: DuplicatePolicy,
+                    this_batch: int) -> tuple[_PairFate, _PairFate]:
+    """Fate of each pair's representative and of its other copies."""
+    size = len(pair_hit)
+    rep, rest = _PairFate.new(size, this_batch), _PairFate.new(size, this_batch)
+    synthetic = policy.synthetic_action
+    # Copies of an emitted pair are natural duplicates of it; copies of a dropped synthetic
+    # pair share its reason, since the copy they duplicate was not emitted either.
+    rest_natural_in_batch = synthetic is not Action.DROP
+
+    rest.set(np.ones(size, bool), Outcome.IN_BATCH_NATURAL, Action.DROP, this_batch)
+    seen = pair_hit
+    rep.set(seen, Outcome.CROSS_BATCH_NATURAL, Action.DROP, pair_owner)
+    rest.set(seen, Outcome.CROSS_BATCH_NATURAL, Action.DROP, pair_owner)
+
+    new_version = ~pair_hit & key_hit
+    if policy.changelog:
+        rep.set(new_version & best, Outcome.KEPT, Action.UPDATE, key_last)
+        superseded = ~pair_hit & ~best
+        rep.set(superseded, Outcome.IN_BATCH_SYNTHETIC, Action.DROP, this_batch)
+        rest.set(superseded, Outcome.IN_BATCH_SYNTHETIC, Action.DROP, this_batch)
+        return rep, rest
+
+    rep.set(new_version, Outcome.CROSS_BATCH_SYNTHETIC, synthetic, key_first)
+    if not rest_natural_in_batch:
+        rest.set(new_version, Outcome.CROSS_BATCH_SYNTHETIC, Action.DROP, key_first)
+    other_version = ~key_hit & ~best
+    rep.set(other_version, Outcome.IN_BATCH_SYNTHETIC, synthetic, this_batch)
+    if not rest_natural_in_batch:
+        rest.set(other_version, Outcome.IN_BATCH_SYNTHETIC, Action.DROP, this_batch)
+    return rep, rest
 
 
 def new_cache_run(batch_id: str, digests: np.ndarray, fingerprints: np.ndarray, decision: KeyDecision) -> CacheRun:
-    """The ids this batch claims for the key: exactly its surviving rows."""
-    kept = decision.kept_mask
-    return CacheRun.build(batch_id, digests[kept], fingerprints[kept])
+    """The pairs this batch claims for the key: exactly the rows it emits, in any form."""
+    emitted = decision.emitted_mask
+    return CacheRun.build(batch_id, digests[emitted], fingerprints[emitted])

@@ -16,11 +16,12 @@ import pyarrow.compute as pc
 from .arrow_tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, ipc_to_table, split_seq, table_to_parquet
 from .cache_segment import CacheRun, decode_segment, encode_segment
 from .config import S3Settings
-from .dedup_core import CacheView, KeyDecision, Outcome, decide_key_group, new_cache_run
-from .keys import CacheKey, digest_array
+from .dedup_core import Action, CacheView, DuplicatePolicy, KeyDecision, Outcome, decide_key_group, new_cache_run
+from .keys import CacheKey, digest_array, renamed_event_id
 from .layout import Layout
 from .read_stage import META_DAY, ObjectStats
 from .s3store import S3Store, process_client
+from .survivor import SurvivorPolicy
 
 IO_THREADS = 16
 
@@ -36,6 +37,8 @@ class DedupContext:
     # events are still processed, but against no cache and without writing one.
     window_start_hour: int
     input_keys: tuple[str, ...]
+    survivor: SurvivorPolicy = SurvivorPolicy("first")
+    policy: DuplicatePolicy = DuplicatePolicy()
 
 
 @dataclass
@@ -108,44 +111,76 @@ def _decide(ctx: DedupContext, work: _KeyWork, counts: Counter[str]) -> tuple[pa
     cache = CacheView.from_runs(visible, ctx.visible_owners) if in_window else CacheView.empty()
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
-    decision = decide_key_group(digests, fingerprints, cache, ctx.batch_id)
-    kept_mask = decision.kept_mask
-    kept = table.filter(pa.array(kept_mask))
+    priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
+    decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy)
     _count(counts, decision, table.num_rows, in_window)
     segment = None
-    if in_window and kept.num_rows:
+    if in_window and decision.emitted_mask.any():
         own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision)
         segment = encode_segment(visible + [own_run])
         counts["cache_keys_written"] += len(own_run)
-    output = pa.table({
-        "event_id": kept.column("event_id"), "event_time": kept.column("event_time"),
-        "batch_id": pa.array([ctx.batch_id] * kept.num_rows, pa.string()), "raw": kept.column("raw"),
-    }, schema=OUTPUT_SCHEMA)
-    return output, _audit_rows(ctx, table, decision), segment
+    return _output_rows(ctx, table, decision), _audit_rows(ctx, table, decision), segment
+
+
+def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
+    """Emitted rows; the per-row Python below runs only for the rare renamed, flagged or updated ones."""
+    emitted = np.flatnonzero(decision.emitted_mask)
+    kept = table.take(pa.array(emitted, pa.int64()))
+    actions = decision.actions[emitted]
+    event_ids = kept.column("event_id")
+    columns: dict[str, Any] = {"event_id": event_ids, "original_event_id": None, "duplicate_of": None,
+                               "op": pa.array(["insert"] * len(emitted), pa.string()), "supersedes_batch": None}
+    if (actions != Action.EMIT).any():
+        ids = event_ids.to_pylist()
+        fps = kept.column("fingerprint").to_pylist()
+        special = [(i, Action(int(a))) for i, a in enumerate(actions) if a != Action.EMIT]
+        renamed = {i: renamed_event_id(ids[i], fps[i]) for i, action in special if action is Action.RENAME}
+        flagged = {i for i, action in special if action is Action.FLAG}
+        updates = {i: decision.holder_batch(int(emitted[i])) for i, action in special if action is Action.UPDATE}
+        columns["event_id"] = [renamed.get(i, event_id) for i, event_id in enumerate(ids)]
+        columns["original_event_id"] = [ids[i] if i in renamed else None for i in range(len(ids))]
+        columns["duplicate_of"] = [ids[i] if i in flagged else None for i in range(len(ids))]
+        columns["op"] = ["update" if i in updates else "insert" for i in range(len(ids))]
+        columns["supersedes_batch"] = [updates.get(i) for i in range(len(ids))]
+    rows = len(emitted)
+    for name in ("original_event_id", "duplicate_of", "supersedes_batch"):
+        if columns[name] is None:
+            columns[name] = pa.nulls(rows, pa.string())
+    columns.update(event_time=kept.column("event_time"), batch_id=pa.array([ctx.batch_id] * rows, pa.string()),
+                   raw=kept.column("raw"))
+    return pa.table(columns, schema=OUTPUT_SCHEMA)
 
 
 def _count(counts: Counter[str], decision: KeyDecision, rows: int, in_window: bool) -> None:
-    outcomes = decision.outcomes
+    outcomes, actions = decision.outcomes, decision.actions
+    dropped = actions == Action.DROP
     for outcome in Outcome:
         if outcome is not Outcome.KEPT:
             counts[outcome.reason] += int(np.count_nonzero(outcomes == outcome))
-    counts["in_batch_duplicates"] += int(np.count_nonzero((outcomes == 1) | (outcomes == 2)))
-    counts["cross_batch_duplicates"] += int(np.count_nonzero((outcomes == 3) | (outcomes == 4)))
-    counts["output_rows"] += int(np.count_nonzero(outcomes == Outcome.KEPT))
+    in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
+    cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
+    counts["in_batch_duplicates"] += int(np.count_nonzero(in_batch & dropped))
+    counts["cross_batch_duplicates"] += int(np.count_nonzero(cross_batch & dropped))
+    counts["output_rows"] += int(np.count_nonzero(~dropped))
+    counts["renamed"] += int(np.count_nonzero(actions == Action.RENAME))
+    counts["kept_synthetic"] += int(np.count_nonzero(actions == Action.FLAG))
+    counts["updates"] += int(np.count_nonzero(actions == Action.UPDATE))
     if not in_window:
         counts["older_than_window"] += rows
 
 
 def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
-    dropped = np.flatnonzero(~decision.kept_mask)
-    rows = table.take(pa.array(dropped, pa.int64()))
+    """Every duplicate found, whatever became of it: dropped ones are only ever found here."""
+    duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
+    rows = table.take(pa.array(duplicates, pa.int64()))
     sources = [split_seq(seq) for seq in rows.column("seq").to_pylist()]
     return pa.table({
         "event_id": rows.column("event_id"),
         "event_time": rows.column("event_time"),
-        "reason": [Outcome(int(decision.outcomes[i])).reason for i in dropped],
-        "kept_in_batch": [decision.kept_in_batch[i] for i in dropped],
-        "batch_id": [ctx.batch_id] * len(dropped),
+        "reason": [Outcome(int(decision.outcomes[i])).reason for i in duplicates],
+        "action": [Action(int(decision.actions[i])).label for i in duplicates],
+        "kept_in_batch": [decision.holder_batch(int(i)) for i in duplicates],
+        "batch_id": [ctx.batch_id] * len(duplicates),
         "source_object": [ctx.input_keys[index] for index, _ in sources],
         "line_number": [line for _, line in sources],
         "raw": rows.column("raw"),

@@ -6,8 +6,10 @@ from datetime import datetime, timezone
 
 import orjson
 
-from .config import EventSettings
-from .keys import fingerprint, key_digest
+from .config import Config
+from .fingerprints import FingerprintRules
+from .keys import key_digest
+from .survivor import NotComparable, SurvivorPolicy, order_key_of_number, order_key_of_value
 
 # Epoch numbers at or above this magnitude are milliseconds (1e11 s is the year 5138).
 _MILLIS_THRESHOLD = 100_000_000_000
@@ -17,29 +19,43 @@ _MILLIS_THRESHOLD = 100_000_000_000
 class ParseRules:
     """What a valid event looks like for one batch; picklable for Spark executors."""
 
-    id_field: str
+    key_fields: tuple[str, ...]
     time_field: str
     min_time_us: int
     max_time_us: int
+    fingerprint: FingerprintRules = FingerprintRules()
+    trim: bool = False
+    lower: bool = False
+    # The field min:/max: survivor policies compare; None for first/last.
+    survivor_field: str | None = None
 
     @classmethod
-    def for_batch(cls, events: EventSettings, as_of: datetime) -> ParseRules:
+    def for_batch(cls, config: Config, as_of: datetime) -> ParseRules:
+        events, dedup = config.events, config.dedup
         max_time = as_of.timestamp() + events.max_future_hours * 3600
+        survivor = SurvivorPolicy.parse(dedup.survivor)
         return cls(
-            id_field=events.id_field,
+            key_fields=config.key_fields,
             time_field=events.time_field,
             min_time_us=int(events.min_event_time.timestamp() * 1_000_000),
             max_time_us=int(max_time * 1_000_000),
+            fingerprint=FingerprintRules(dedup.fingerprint_fields, dedup.fingerprint_exclude),
+            trim="trim" in dedup.normalize,
+            lower="lower" in dedup.normalize,
+            survivor_field=survivor.field if survivor.needs_order_key else None,
         )
 
 
 @dataclass(frozen=True)
 class ParsedEvent:
+    # The normalised key as text: the id itself for a one-field key, a JSON array of the
+    # values for a composite key.
     event_id: str
     digest: bytes
     fingerprint: int
     time_us: int
     raw: str
+    order_key: bytes | None = None
 
 
 class InvalidEvent(ValueError):
@@ -57,17 +73,27 @@ def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
         raise InvalidEvent(f"malformed JSON: {exc}") from None
     if not isinstance(event, dict):
         raise InvalidEvent(f"not a JSON object but {type(event).__name__}")
-    event_id = normalize_event_id(event.get(rules.id_field, None), rules.id_field)
+    key_text = dedup_key_text(event, rules)
     time_us = parse_event_time(event.get(rules.time_field, None), rules.time_field)
     if not rules.min_time_us <= time_us <= rules.max_time_us:
         raise InvalidEvent(f"{rules.time_field} {_iso(time_us)} is outside the accepted range "
                            f"[{_iso(rules.min_time_us)}, {_iso(rules.max_time_us)}]")
-    canonical = orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
-    return ParsedEvent(event_id, key_digest(event_id), fingerprint(canonical), time_us, raw)
+    order_key = _order_key(event, time_us, rules) if rules.survivor_field else None
+    return ParsedEvent(key_text, key_digest(key_text), rules.fingerprint.fingerprint(event), time_us, raw, order_key)
 
 
-def normalize_event_id(value: object, field: str) -> str:
-    """Strings are ids as given; integers become their decimal string; anything else is refused."""
+def dedup_key_text(event: dict, rules: ParseRules) -> str:
+    if len(rules.key_fields) == 1:
+        field = rules.key_fields[0]
+        return normalize_event_id(event.get(field, None), field, rules.trim, rules.lower)
+    values = [normalize_event_id(event.get(field, None), field, rules.trim, rules.lower) for field in rules.key_fields]
+    # JSON keeps the parts apart unambiguously: ("a,b", "c") and ("a", "b,c") differ.
+    return orjson.dumps(values).decode("utf-8")
+
+
+def normalize_event_id(value: object, field: str, trim: bool = False, lower: bool = False) -> str:
+    """Strings are ids as given (optionally trimmed, lower-cased); integers become their decimal
+    string; anything else is refused."""
     if isinstance(value, bool):
         raise InvalidEvent(f"{field} is a boolean, not an id")
     if isinstance(value, int):
@@ -75,10 +101,23 @@ def normalize_event_id(value: object, field: str) -> str:
     if isinstance(value, str):
         if not value.strip():
             raise InvalidEvent(f"{field} is empty")
-        return value
+        if trim:
+            value = value.strip()
+        return value.lower() if lower else value
     if value is None:
         raise InvalidEvent(f"{field} is missing or null")
     raise InvalidEvent(f"{field} is a {_json_type(value)}, not a string or integer")
+
+
+def _order_key(event: dict, time_us: int, rules: ParseRules) -> bytes | None:
+    field = rules.survivor_field
+    assert field is not None
+    if field == rules.time_field:
+        return order_key_of_number(float(time_us))
+    try:
+        return order_key_of_value(event.get(field, None), field)
+    except NotComparable as exc:
+        raise InvalidEvent(str(exc)) from None
 
 
 def parse_event_time(value: object, field: str) -> int:

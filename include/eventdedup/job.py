@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from . import errors
+from .cache_identity import check_cache_identity
 from .commit_log import CommittedState, load_committed_state
 from .config import Config
+from .dedup_core import DuplicatePolicy
 from .dedup_stage import DedupContext, dedup_partition
 from .event_parser import ParseRules
 from .job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
@@ -28,6 +30,7 @@ from .layout import Layout
 from .read_stage import META_DAY, ReadContext, read_input_object
 from .s3store import ObjectInfo, S3Store, make_client
 from .staging import BatchManifest, load_manifest
+from .survivor import SurvivorPolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,6 +50,7 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     store = S3Store(make_client(config.s3), config.s3.bucket)
     layout = Layout(config.layout)
     manifest = load_manifest(store, layout, batch_id)
+    check_cache_identity(store, layout, config)
     state = load_committed_state(store, layout)
     base_version, visible = _visible_history(state, batch_id)
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
@@ -74,7 +78,7 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
     inputs = list(enumerate(manifest.inputs))
     read_ctx = ReadContext(
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket,
-        rules=ParseRules.for_batch(config.events, manifest.as_of), buckets=config.dedup.buckets,
+        rules=ParseRules.for_batch(config, manifest.as_of), buckets=config.dedup.buckets,
         quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i, _ in inputs),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i, _ in inputs),
     )
@@ -82,6 +86,8 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout, visible_owners=visible,
         window_start_hour=hour_index(manifest.as_of - timedelta(hours=config.dedup.window_hours)),
         input_keys=tuple(info.key for info in manifest.inputs),
+        survivor=SurvivorPolicy.parse(config.dedup.survivor),
+        policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
     )
     sc = spark.sparkContext
     heads = sc.broadcast(dict(state.cache_heads))

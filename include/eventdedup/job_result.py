@@ -18,6 +18,7 @@ COUNT_NAMES = (
     "input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "output_rows",
     "cache_keys_written", "older_than_window",
     "in_batch_natural", "in_batch_synthetic", "cross_batch_natural", "cross_batch_synthetic",
+    "renamed", "kept_synthetic", "updates",
 )
 
 
@@ -84,3 +85,8 @@ def check_counts_balance(counts: Mapping[str, int]) -> None:
     accounted = counts["malformed"] + counts["in_batch_duplicates"] + counts["cross_batch_duplicates"] + counts["output_rows"]
     if accounted != counts["input_lines"]:
         raise EventDedupError(f"counts do not balance: {accounted} accounted for, {counts['input_lines']} input lines")
+    found = sum(counts[kind] for kind in ("in_batch_natural", "in_batch_synthetic", "cross_batch_natural",
+                                          "cross_batch_synthetic"))
+    settled = counts["in_batch_duplicates"] + counts["cross_batch_duplicates"] + counts["renamed"] + counts["kept_synthetic"]
+    if found != settled:
+        raise EventDedupError(f"counts do not balance: {found} duplicates found, {settled} dropped, renamed or kept")

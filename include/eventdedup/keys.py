@@ -1,11 +1,15 @@
-"""Dedup keys: a 128-bit digest of the normalised id, its bucket, and the (date, hour, bucket) cache key.
+"""Dedup keys: 16 bytes per normalised key, its bucket, and the (date, hour, bucket) cache key.
 
-blake2b is stable across processes and machines, unlike Python's salted hash(); the bucket is
-taken from the digest so one hash serves both.
+A key that is a canonical UUID is stored as its own 16 raw bytes (Tapjoy's compact keys: no
+hashing, and the cache holds the real id); any other key as its 16-byte BLAKE2b digest.
+blake2b is stable across processes and machines, unlike Python's salted hash(). The bucket is
+a mix of all 16 bytes, so UUIDs whose leading bytes are a timestamp (v1, v7) still spread evenly.
 """
 from __future__ import annotations
 
 import hashlib
+import re
+import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
@@ -17,18 +21,24 @@ FINGERPRINT_BYTES = 8
 _EPOCH = date(1970, 1, 1)
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+
+
 def key_digest(normalized_id: str) -> bytes:
-    """16-byte digest of an event id: fixed width, so caches store ids compactly and uniformly."""
+    """16 bytes per key, fixed width so caches store keys compactly and uniformly.
+
+    Only the canonical lower-case form maps to raw UUID bytes: 'ABC...' and 'abc...' are different
+    strings unless `normalize = ["lower"]` says otherwise, so they must not share bytes.
+    """
+    if len(normalized_id) == 36 and _CANONICAL_UUID.fullmatch(normalized_id):
+        return bytes.fromhex(normalized_id.replace("-", ""))
     return hashlib.blake2b(normalized_id.encode("utf-8"), digest_size=KEY_DIGEST_BYTES).digest()
 
 
-def fingerprint(canonical_payload: bytes) -> int:
-    """64-bit digest of an event's canonical payload, to tell natural from synthetic duplicates."""
-    return int.from_bytes(hashlib.blake2b(canonical_payload, digest_size=FINGERPRINT_BYTES).digest(), "big")
-
-
 def bucket_of(digest: bytes, buckets: int) -> int:
-    return int.from_bytes(digest[:8], "big") % buckets
+    return int(bucket_array(np.array([digest], np.dtype(f"S{KEY_DIGEST_BYTES}")), buckets)[0])
 
 
 def digest_array(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -42,10 +52,15 @@ def digest_array(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def bucket_array(digests: np.ndarray, buckets: int) -> np.ndarray:
-    """Vectorised bucket_of over an S16 digest array."""
-    high = np.frombuffer(digests.tobytes(), np.uint8).reshape(-1, KEY_DIGEST_BYTES)[:, :8]
-    values = np.ascontiguousarray(high).view(">u8").reshape(-1).astype(np.uint64)
-    return (values % np.uint64(buckets)).astype(np.int64)
+    """Bucket per key: splitmix64's finaliser over both 8-byte halves, vectorised."""
+    halves = np.frombuffer(np.ascontiguousarray(digests).tobytes(), ">u8").reshape(-1, 2).astype(np.uint64)
+    mixed = halves[:, 0] ^ ((halves[:, 1] << np.uint64(32)) | (halves[:, 1] >> np.uint64(32)))
+    mixed ^= mixed >> np.uint64(30)
+    mixed *= _MIX_1
+    mixed ^= mixed >> np.uint64(27)
+    mixed *= _MIX_2
+    mixed ^= mixed >> np.uint64(31)
+    return (mixed % np.uint64(buckets)).astype(np.int64)
 
 
 @dataclass(frozen=True, order=True)
@@ -91,3 +106,13 @@ class CacheKey:
 def hour_index(moment: datetime) -> int:
     """Hours since the epoch (UTC) of a timezone-aware datetime."""
     return int(moment.timestamp()) // 3600
+
+
+# Namespace of derived ids: uuid5(NAMESPACE_URL, "https://github.com/eventdedup/synthetic-duplicate").
+SYNTHETIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/eventdedup/synthetic-duplicate")
+
+
+def renamed_event_id(original_key: str, payload_fingerprint: int) -> str:
+    """The new id of a renamed synthetic duplicate: a UUIDv5 of the original key and the copy's
+    fingerprint, so every rerun (and every retransmission of that copy) derives the same id."""
+    return str(uuid.uuid5(SYNTHETIC_ID_NAMESPACE, f"{original_key}\n{payload_fingerprint:016x}"))

@@ -91,3 +91,6 @@ class Layout:
 
     def alert(self, batch_id: str) -> str:
         return f"{self.settings.alerts_prefix}{validate_batch_id(batch_id)}.json"
+
+    def cache_identity(self) -> str:
+        return f"{self.settings.state_prefix}cache_identity.json"

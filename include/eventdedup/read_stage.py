@@ -75,6 +75,7 @@ def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterato
         columns["fingerprint"].append(event.fingerprint)
         columns["event_time"].append(event.time_us)
         columns["raw"].append(event.raw)
+        columns["order_key"].append(event.order_key)
     staged = _stage_quarantine(store, ctx, input_index, info.key, bad_raw, bad_error, bad_line)
     yield (META_DAY, input_index, 0), ObjectStats(input_index, lines, len(bad_raw), staged)
     yield from _chunks_by_cache_key(pa.table(columns, schema=CHUNK_SCHEMA), ctx.buckets)

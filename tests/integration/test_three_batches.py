@@ -10,7 +10,7 @@ from eventdedup.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
 from eventdedup.staging import InputSelector
 
-from ..helpers import NOW, bucket_listing, commit_counts, committed_rows, put_lines
+from ..helpers import NOW, bucket_listing, commit_counts, committed_rows, expected_renamed_id, put_lines
 
 
 def ev(event_id: str, at: str, **payload: object) -> bytes:
@@ -51,25 +51,33 @@ def test_three_batches_commit_exactly_one_row_per_id_with_the_first_raw(store, c
     load_and_run(store, config, spark)
 
     data = committed_rows(store, config, "data")
-    assert sorted((r["event_id"], r["batch_id"], r["raw"]) for r in data) == sorted([
-        ("e1", "b1", E1.decode()), ("e2", "b1", E2.decode()), ("e3", "b1", E3.decode()),
-        ("e4", "b1", E4.decode()), ("e5", "b1", E5.decode()), ("e6", "b2", E6.decode()),
-        ("e7", "b2", E7.decode()), ("e8", "b2", E8.decode()), ("e9", "b3", E9.decode()),
+    # Default synthetic policy (rename): a same-id, different-payload copy is output under a
+    # derived id, with the id it came with in original_event_id.
+    e2_renamed, e6_renamed = expected_renamed_id("e2", E2_OTHER), expected_renamed_id("e6", E6_OTHER)
+    assert sorted((r["event_id"], r["original_event_id"], r["op"], r["batch_id"], r["raw"]) for r in data) == sorted([
+        ("e1", None, "insert", "b1", E1.decode()), ("e2", None, "insert", "b1", E2.decode()),
+        (e2_renamed, "e2", "insert", "b1", E2_OTHER.decode()),
+        ("e3", None, "insert", "b1", E3.decode()),
+        ("e4", None, "insert", "b1", E4.decode()), ("e5", None, "insert", "b1", E5.decode()),
+        ("e6", None, "insert", "b2", E6.decode()),
+        ("e7", None, "insert", "b2", E7.decode()), ("e8", None, "insert", "b2", E8.decode()),
+        ("e9", None, "insert", "b3", E9.decode()), (e6_renamed, "e6", "insert", "b3", E6_OTHER.decode()),
     ])
+    assert {(r["duplicate_of"], r["supersedes_batch"]) for r in data} == {(None, None)}
     assert {r["event_id"]: r["event_time"].isoformat() for r in data}["e3"] == "2026-11-22T04:05:00+00:00"
 
     audit = committed_rows(store, config, "audit")
-    assert sorted((r["batch_id"], r["source_object"], r["line_number"], r["event_id"], r["reason"],
+    assert sorted((r["batch_id"], r["source_object"], r["line_number"], r["event_id"], r["reason"], r["action"],
                    r["kept_in_batch"], r["raw"]) for r in audit) == sorted([
-        ("b1", "landing/b1/a.jsonl", 3, "e1", "in_batch_natural", "b1", E1.decode()),
-        ("b1", "landing/b1/a.jsonl", 6, "e2", "in_batch_synthetic", "b1", E2_OTHER.decode()),
-        ("b1", "landing/b1/b.jsonl.gz", 3, "e3", "in_batch_natural", "b1", E3.decode()),
-        ("b2", "landing/b2/c.jsonl", 2, "e4", "cross_batch_natural", "b1", E4.decode()),
-        ("b3", "landing/b3/d.jsonl", 1, "e1", "cross_batch_natural", "b1", E1.decode()),
-        ("b3", "landing/b3/d.jsonl", 2, "e5", "cross_batch_natural", "b1", E5.decode()),
-        ("b3", "landing/b3/d.jsonl", 4, "e2", "cross_batch_natural", "b1", E2.decode()),
-        ("b3", "landing/b3/d.jsonl", 5, "e6", "cross_batch_synthetic", "b2", E6_OTHER.decode()),
-        ("b3", "landing/b3/d.jsonl", 7, "e9", "in_batch_natural", "b3", E9.decode()),
+        ("b1", "landing/b1/a.jsonl", 3, "e1", "in_batch_natural", "dropped", "b1", E1.decode()),
+        ("b1", "landing/b1/a.jsonl", 6, "e2", "in_batch_synthetic", "renamed", "b1", E2_OTHER.decode()),
+        ("b1", "landing/b1/b.jsonl.gz", 3, "e3", "in_batch_natural", "dropped", "b1", E3.decode()),
+        ("b2", "landing/b2/c.jsonl", 2, "e4", "cross_batch_natural", "dropped", "b1", E4.decode()),
+        ("b3", "landing/b3/d.jsonl", 1, "e1", "cross_batch_natural", "dropped", "b1", E1.decode()),
+        ("b3", "landing/b3/d.jsonl", 2, "e5", "cross_batch_natural", "dropped", "b1", E5.decode()),
+        ("b3", "landing/b3/d.jsonl", 4, "e2", "cross_batch_natural", "dropped", "b1", E2.decode()),
+        ("b3", "landing/b3/d.jsonl", 5, "e6", "cross_batch_synthetic", "renamed", "b2", E6_OTHER.decode()),
+        ("b3", "landing/b3/d.jsonl", 7, "e9", "in_batch_natural", "dropped", "b3", E9.decode()),
     ])
 
     quarantine = committed_rows(store, config, "quarantine")
@@ -86,12 +94,12 @@ def test_three_batches_commit_exactly_one_row_per_id_with_the_first_raw(store, c
     base = {"older_than_window": 0}
     counts = commit_counts(store, config)
     for batch_id, expected in {
-        "b1": dict(input_lines=10, malformed=2, in_batch_duplicates=3, cross_batch_duplicates=0, output_rows=5,
-                   cache_keys_written=5, in_batch_natural=2, in_batch_synthetic=1),
+        "b1": dict(input_lines=10, malformed=2, in_batch_duplicates=2, cross_batch_duplicates=0, output_rows=6,
+                   cache_keys_written=6, in_batch_natural=2, in_batch_synthetic=1, renamed=1),
         "b2": dict(input_lines=5, malformed=1, in_batch_duplicates=0, cross_batch_duplicates=1, output_rows=3,
                    cache_keys_written=3, cross_batch_natural=1),
-        "b3": dict(input_lines=7, malformed=1, in_batch_duplicates=1, cross_batch_duplicates=4, output_rows=1,
-                   cache_keys_written=1, in_batch_natural=1, cross_batch_natural=3, cross_batch_synthetic=1),
+        "b3": dict(input_lines=7, malformed=1, in_batch_duplicates=1, cross_batch_duplicates=3, output_rows=2,
+                   cache_keys_written=2, in_batch_natural=1, cross_batch_natural=3, cross_batch_synthetic=1, renamed=1),
     }.items():
         want = {**{k: 0 for k in counts[batch_id]}, **base, **expected}
         assert counts[batch_id] == want, batch_id

@@ -4,12 +4,18 @@ from datetime import datetime, timezone
 
 import pytest
 
-from eventdedup.config import EventSettings
+from eventdedup.config import config_from_mapping
 from eventdedup.event_parser import InvalidEvent, ParseRules, parse_event
 from eventdedup.keys import key_digest
 
 AS_OF = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
-RULES = ParseRules.for_batch(EventSettings(), AS_OF)
+
+
+def rules_with(**dedup: object) -> ParseRules:
+    return ParseRules.for_batch(config_from_mapping({"s3": {"bucket": "bkt"}, "dedup": dedup}), AS_OF)
+
+
+RULES = rules_with()
 T0_US = int(datetime(2026, 11, 22, 4, 30, tzinfo=timezone.utc).timestamp()) * 1_000_000
 
 
@@ -62,3 +68,62 @@ def test_unusable_lines_raise_with_a_quarantine_reason(line: bytes, reason: str)
 def test_events_at_the_exact_bounds_are_accepted() -> None:
     assert parse_event(b'{"event_id":"e","created_at":"2000-01-01T00:00:00Z"}', RULES)
     assert parse_event(b'{"event_id":"e","created_at":"2026-11-23T05:00:00Z"}', RULES)
+
+
+def line(**fields: object) -> bytes:
+    import orjson
+
+    return orjson.dumps({"created_at": "2026-11-22T04:30:00Z", **fields})
+
+
+def test_composite_keys_scope_insert_ids_per_user_and_keep_their_parts_apart() -> None:
+    rules = rules_with(key_fields=["user_id", "insert_id"])
+    a = parse_event(line(user_id="u1", insert_id=7), rules)
+    b = parse_event(line(user_id="u2", insert_id=7), rules)
+    tricky = parse_event(line(user_id='u1","7', insert_id="x"), rules)
+    assert a.event_id == '["u1","7"]' and b.event_id == '["u2","7"]'
+    assert len({a.digest, b.digest, tricky.digest}) == 3
+    with pytest.raises(InvalidEvent, match="insert_id is missing or null"):
+        parse_event(line(user_id="u1"), rules)
+
+
+def test_normalisation_trims_and_lower_cases_every_key_part_before_hashing() -> None:
+    rules = rules_with(key_fields=["user_id", "insert_id"], normalize=["trim", "lower"])
+    assert parse_event(line(user_id=" U1 ", insert_id="AbC"), rules).event_id == '["u1","abc"]'
+    plain = parse_event(line(event_id=" E1"), RULES)
+    assert plain.event_id == " E1" and plain.digest != parse_event(line(event_id="e1"), RULES).digest
+
+
+def test_canonical_uuids_are_stored_as_their_sixteen_raw_bytes_other_ids_as_digests() -> None:
+    text = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    assert parse_event(line(event_id=text), RULES).digest == bytes.fromhex(text.replace("-", ""))
+    upper = parse_event(line(event_id=text.upper()), RULES)
+    assert upper.digest == key_digest(text.upper()) != bytes.fromhex(text.replace("-", ""))
+    lowered = parse_event(line(event_id=text.upper()), rules_with(normalize=["lower"]))
+    assert lowered.digest == bytes.fromhex(text.replace("-", ""))
+
+
+def test_fingerprint_excludes_volatile_fields_or_covers_only_the_listed_ones() -> None:
+    excluding = rules_with(fingerprint_exclude=["collector_tstamp"])
+    a = parse_event(line(event_id="e", v=1, collector_tstamp="t1"), excluding)
+    b = parse_event(line(event_id="e", v=1, collector_tstamp="t2"), excluding)
+    c = parse_event(line(event_id="e", v=2, collector_tstamp="t1"), excluding)
+    assert a.fingerprint == b.fingerprint != c.fingerprint
+    listed = rules_with(fingerprint_fields=["v"])
+    assert parse_event(line(event_id="e", v=1, w=1), listed).fingerprint == \
+        parse_event(line(event_id="e", v=1, w=2), listed).fingerprint
+    assert parse_event(line(event_id="e", v=None), listed).fingerprint != \
+        parse_event(line(event_id="e"), listed).fingerprint
+
+
+def test_survivor_order_keys_sort_like_the_values_and_the_time_field_as_an_instant() -> None:
+    rules = rules_with(survivor="min:price")
+    keys = [parse_event(line(event_id="e", price=value), rules).order_key for value in (-2.5, -1, 0, 3, 10, "a", "b")]
+    assert keys == sorted(keys)
+    assert parse_event(line(event_id="e"), rules).order_key is None
+    with pytest.raises(InvalidEvent, match="survivor field price is a JSON object"):
+        parse_event(line(event_id="e", price={"v": 1}), rules)
+    by_time = rules_with(survivor="max:created_at")
+    early = parse_event(b'{"event_id":"e","created_at":"2026-11-22T05:30:00+02:00"}', by_time)
+    late = parse_event(b'{"event_id":"e","created_at":"2026-11-22T04:00:00Z"}', by_time)
+    assert early.order_key < late.order_key

@@ -17,12 +17,37 @@ def test_key_digest_is_blake2b_128_of_utf8_id_and_stable_across_processes() -> N
     assert key_digest("Zürich") == hashlib.blake2b("Zürich".encode(), digest_size=16).digest()
 
 
-def test_vectorised_buckets_agree_with_the_scalar_rule() -> None:
+def splitmix_bucket(key: bytes, buckets: int) -> int:
+    """The bucket rule written out in plain integers (splitmix64's finaliser), independent of numpy."""
+    mask = (1 << 64) - 1
+    high, low = int.from_bytes(key[:8], "big"), int.from_bytes(key[8:], "big")
+    x = high ^ (((low << 32) | (low >> 32)) & mask)
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & mask
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & mask
+    x ^= x >> 31
+    return x % buckets
+
+
+def test_vectorised_buckets_follow_the_written_out_rule() -> None:
     rng = random.Random(7)
     digests = [rng.randbytes(16) for _ in range(2000)] + [b"\x00" * 16, b"\xff" * 16, b"\x00" * 15 + b"\x01"]
     array = digest_array(pa.array(digests, pa.binary(16)))
     for buckets in (1, 4, 64, 1000):
-        assert bucket_array(array, buckets).tolist() == [bucket_of(d, buckets) for d in digests]
+        assert bucket_array(array, buckets).tolist() == [splitmix_bucket(d, buckets) for d in digests]
+        assert bucket_of(digests[0], buckets) == splitmix_bucket(digests[0], buckets)
+
+
+def test_time_ordered_uuids_spread_evenly_over_buckets() -> None:
+    # UUIDv1/v7 start with a timestamp: a bucket taken from the leading bytes would pile up.
+    import uuid
+
+    keys = [key_digest(str(uuid.UUID(int=(1_700_000_000_000 + i) << 80 | 0x7000 << 64 | i))) for i in range(6400)]
+    counts = [0] * 64
+    for key in keys:
+        counts[bucket_of(key, 64)] += 1
+    assert min(counts) > 60 and max(counts) < 140
 
 
 def test_digest_array_keeps_trailing_zero_bytes_and_respects_slices() -> None:
