@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eventdedup.arrow_tables import parquet_to_table
+from eventdedup.cache_segment import decode_segment
 from eventdedup.commit_log import load_committed_state, read_commit
 from eventdedup.config import Config
 from eventdedup.layout import Layout
@@ -65,3 +66,15 @@ def expected_fingerprint(event: dict[str, Any] | bytes) -> int:
 
 def expected_renamed_id(original_key: str, event: dict[str, Any] | bytes) -> str:
     return str(uuid.uuid5(_RENAME_NAMESPACE, f"{original_key}\n{expected_fingerprint(event):016x}"))
+
+
+def committed_cache_entries(store: S3Store, config: Config) -> list[tuple[str, bytes, int]]:
+    """(owner batch, 16 key bytes, fingerprint) of every entry in the committed cache heads."""
+    state = load_committed_state(store, Layout(config.layout))
+    entries = []
+    for segment_key in state.cache_heads.values():
+        for run in decode_segment(store.get_bytes(segment_key), segment_key):
+            assert run.owner in state.batches, f"{segment_key} holds entries of uncommitted batch {run.owner}"
+            keys = run.digests.tobytes()
+            entries += [(run.owner, keys[i * 16:(i + 1) * 16], int(fp)) for i, fp in enumerate(run.fingerprints)]
+    return sorted(entries)

@@ -1,14 +1,16 @@
 """Store-wide invariants checked after every injected fault."""
 from __future__ import annotations
 
-from eventdedup.cache_segment import decode_segment
+import orjson
+
 from eventdedup.commit_log import load_committed_state, read_commit
 from eventdedup.config import Config
+from eventdedup.fingerprints import FingerprintRules
 from eventdedup.keys import key_digest
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
-from .helpers import committed_rows
+from .helpers import committed_cache_entries, committed_rows
 
 
 def assert_commits_are_whole(store: S3Store, config: Config) -> None:
@@ -24,13 +26,11 @@ def assert_commits_are_whole(store: S3Store, config: Config) -> None:
 
 
 def assert_seen_ids_match_output(store: S3Store, config: Config) -> None:
-    """An id is marked seen in a committed cache exactly when a committed batch output it."""
-    layout = Layout(config.layout)
-    state = load_committed_state(store, layout)
-    seen = set()
-    for segment_key in state.cache_heads.values():
-        for run in decode_segment(store.get_bytes(segment_key), segment_key):
-            assert run.owner in state.batches, f"{segment_key} holds ids of uncommitted batch {run.owner}"
-            seen |= {bytes(d).ljust(16, b"\x00") for d in run.digests.tolist()}
-    output = {key_digest(row["event_id"]) for row in committed_rows(store, config, "data")}
+    """A (key, fingerprint) is marked seen in a committed cache exactly when a committed batch output it."""
+    seen = {(key, fp) for _, key, fp in committed_cache_entries(store, config)}
+    fingerprints = FingerprintRules(config.dedup.fingerprint_fields, config.dedup.fingerprint_exclude)
+    output = {
+        (key_digest(row["original_event_id"] or row["event_id"]), fingerprints.fingerprint(orjson.loads(row["raw"])))
+        for row in committed_rows(store, config, "data")
+    }
     assert seen == output

@@ -23,6 +23,20 @@ def test_defaults_fill_everything_but_the_bucket(tmp_path: Path) -> None:
     assert config.spark.master == "local[*]" and config.partitions == 128
 
 
+def test_dedup_semantics_read_as_documented_and_key_fields_default_to_the_id_field(tmp_path: Path) -> None:
+    default = load_config(write(tmp_path, '[s3]\nbucket = "events"\n'), environ={})
+    assert (default.key_fields, default.dedup.synthetic, default.dedup.survivor, default.dedup.changelog) == (
+        ("event_id",), "rename", "first", False)
+    config = load_config(write(tmp_path, '[s3]\nbucket = "events"\n[dedup]\nkey_fields = ["user_id", "insert_id"]\n'
+                                         'fingerprint_exclude = ["collector_tstamp"]\nsurvivor = "max:updated_at"\n'
+                                         'changelog = true\nnormalize = ["trim", "lower"]\n'), environ={})
+    assert config.key_fields == ("user_id", "insert_id") and config.dedup.normalize == ("trim", "lower")
+    assert config.dedup.fingerprint_exclude == ("collector_tstamp",) and config.dedup.changelog is True
+    assert config.cache_identity() == {
+        "buckets": 64, "key_fields": ["user_id", "insert_id"], "normalize": ["trim", "lower"],
+        "fingerprint_fields": [], "fingerprint_exclude": ["collector_tstamp"], "time_field": "created_at"}
+
+
 def test_environment_overrides_file_values_with_typed_values(tmp_path: Path) -> None:
     path = write(tmp_path, '[s3]\nbucket = "events"\n[dedup]\nbuckets = 8\n')
     config = load_config(path, environ={"EVENTDEDUP_DEDUP__BUCKETS": "16",
@@ -45,6 +59,13 @@ def test_environment_overrides_file_values_with_typed_values(tmp_path: Path) -> 
     ('[s3]\nbucket = "events"\n[events]\nmin_event_time = "2000-01-01T00:00:00"\n', "needs a UTC offset"),
     ('[s3]\nbucket = "events"\n[nope]\nx = 1\n', "unknown section(s) ['nope']"),
     ('[s3\nbucket = "events"\n', "not valid TOML"),
+    ('[s3]\nbucket = "events"\n[dedup]\nsynthetic = "merge"\n', "synthetic must be one of ['rename', 'drop', 'keep']"),
+    ('[s3]\nbucket = "events"\n[dedup]\nsurvivor = "max"\n', "survivor must be 'first', 'last', 'min:<field>'"),
+    ('[s3]\nbucket = "events"\n[dedup]\nsurvivor = "first:x"\n', "survivor must be"),
+    ('[s3]\nbucket = "events"\n[dedup]\nnormalize = ["upper"]\n', "normalize accepts ['trim', 'lower']"),
+    ('[s3]\nbucket = "events"\n[dedup]\nkey_fields = "user_id"\n', "key_fields must be a list of non-empty strings"),
+    ('[s3]\nbucket = "events"\n[dedup]\nkey_fields = ["a", "a"]\n', "lists a name twice"),
+    ('[s3]\nbucket = "events"\n[dedup]\nchangelog = "yes"\n', "changelog must be true or false"),
 ])
 def test_invalid_configuration_is_refused_with_a_precise_message(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
