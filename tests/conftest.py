@@ -7,6 +7,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
 
 from eventdedup.config import Config, config_from_mapping
 from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
@@ -19,6 +21,14 @@ os.environ.update(LOCAL_CREDENTIALS)
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 _bucket_numbers = itertools.count(1)
+
+# CI runs a fixed set of examples (derandomised, no example database), so a red build is
+# reproducible; `HYPOTHESIS_PROFILE=explore make test` searches many more random ones.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None, max_examples=150,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture])
+settings.register_profile("explore", database=None, deadline=None, max_examples=2000,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

@@ -81,3 +81,10 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
 def test_unknown_environment_section_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown section 'sparks'"):
         load_config(write(tmp_path, '[s3]\nbucket = "events"\n'), environ={"EVENTDEDUP_SPARKS__MASTER": "x"})
+
+
+def test_the_documented_example_configuration_loads_as_written() -> None:
+    example = Path(__file__).resolve().parents[2] / "conf" / "eventdedup.example.toml"
+    config = load_config(example, environ={})
+    assert config.s3.bucket == "events" and config.key_fields == ("event_id",)
+    assert (config.dedup.synthetic, config.dedup.survivor, config.dedup.changelog) == ("rename", "first", False)
