@@ -234,14 +234,13 @@ def _validate_semantics(dedup: DedupSettings, source: str) -> None:
     unknown_steps = [step for step in dedup.normalize if step not in NORMALIZE_STEPS]
     if unknown_steps:
         raise ConfigError(f"{source}: [dedup] normalize accepts {list(NORMALIZE_STEPS)}, got {unknown_steps}")
-    kind, _, survivor_field = dedup.survivor.partition(":")
-    if kind in ("first", "last") and not survivor_field and ":" not in dedup.survivor:
-        return
-    if kind in ("min", "max") and survivor_field:
-        return
-    raise ConfigError(
-        f"{source}: [dedup] survivor must be 'first', 'last', 'min:<field>' or 'max:<field>', got {dedup.survivor!r}"
-    )
+    kind, colon, survivor_field = dedup.survivor.partition(":")
+    by_input_order = kind in ("first", "last") and not colon
+    by_field = kind in ("min", "max") and bool(survivor_field)
+    if not (by_input_order or by_field):
+        raise ConfigError(
+            f"{source}: [dedup] survivor must be 'first', 'last', 'min:<field>' or 'max:<field>', got {dedup.survivor!r}"
+        )
 
 
 def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:
