@@ -50,6 +50,8 @@ class EventSettings:
     # Events outside [min_event_time, as_of + max_future_hours] are quarantined, not processed.
     min_event_time: datetime = datetime(2000, 1, 1, tzinfo=timezone.utc)
     max_future_hours: int = 24
+    # Longer lines are quarantined whole: one runaway producer must not blow up a task's memory.
+    max_line_bytes: int = 1_048_576
 
 
 SYNTHETIC_POLICIES = ("rename", "drop", "keep")
@@ -219,6 +221,8 @@ def _validated(config: Config, source: str) -> Config:
         raise ConfigError(f"{source}: [dedup] checkpoint_interval must be at least 1")
     if config.spark.partitions < 0:
         raise ConfigError(f"{source}: [spark] partitions must be positive (or 0 for 2 x buckets)")
+    if config.events.max_line_bytes < 64:
+        raise ConfigError(f"{source}: [events] max_line_bytes must be at least 64")
     if config.events.max_future_hours < 0:
         raise ConfigError(f"{source}: [events] max_future_hours may not be negative")
     for key in ("id_field", "time_field"):

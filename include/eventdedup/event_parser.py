@@ -1,6 +1,8 @@
 """Turn one JSON line into the fields deduplication needs, or a reason to quarantine it."""
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -23,6 +25,7 @@ class ParseRules:
     time_field: str
     min_time_us: int
     max_time_us: int
+    max_line_bytes: int = 1_048_576
     fingerprint: FingerprintRules = FingerprintRules()
     trim: bool = False
     lower: bool = False
@@ -39,6 +42,7 @@ class ParseRules:
             time_field=events.time_field,
             min_time_us=int(events.min_event_time.timestamp() * 1_000_000),
             max_time_us=int(max_time * 1_000_000),
+            max_line_bytes=events.max_line_bytes,
             fingerprint=FingerprintRules(dedup.fingerprint_fields, dedup.fingerprint_exclude),
             trim="trim" in dedup.normalize,
             lower="lower" in dedup.normalize,
@@ -63,6 +67,8 @@ class InvalidEvent(ValueError):
 
 
 def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
+    if len(line) > rules.max_line_bytes:
+        raise InvalidEvent(f"line of {len(line)} bytes exceeds [events] max_line_bytes ({rules.max_line_bytes})")
     try:
         raw = line.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -73,6 +79,7 @@ def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
         raise InvalidEvent(f"malformed JSON: {exc}") from None
     if not isinstance(event, dict):
         raise InvalidEvent(f"not a JSON object but {type(event).__name__}")
+    refuse_repeated_keys(line, event)
     key_text = dedup_key_text(event, rules)
     time_us = parse_event_time(event.get(rules.time_field, None), rules.time_field)
     if not rules.min_time_us <= time_us <= rules.max_time_us:
@@ -80,6 +87,58 @@ def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
                            f"[{_iso(rules.min_time_us)}, {_iso(rules.max_time_us)}]")
     order_key = _order_key(event, time_us, rules) if rules.survivor_field else None
     return ParsedEvent(key_text, key_digest(key_text), rules.fingerprint.fingerprint(event), time_us, raw, order_key)
+
+
+# A member's key is a string followed by optional JSON whitespace and a colon.
+_KEY_COLON = re.compile(rb'"[ \t\r\n]*:')
+_QUOTE_THEN_SPACE = re.compile(rb'"[ \t\r\n]')
+
+
+def refuse_repeated_keys(line: bytes, event: dict) -> None:
+    """Quarantine objects that repeat a key: orjson (like most parsers) silently keeps the last
+    value, so which id or payload the producer meant is unknowable.
+
+    Fast path: every member of every object in the line contributes one '"' + ':' sequence, so
+    if their number equals the members the parser kept, nothing was repeated. The sequence can
+    also occur inside string values; only then (and for repeats) is the line parsed again with
+    a parser that sees every key.
+    """
+    if _QUOTE_THEN_SPACE.search(line):
+        key_colons = len(_KEY_COLON.findall(line))
+    else:
+        key_colons = line.count(b'":')
+    if key_colons != _count_members(event):
+        try:
+            json.loads(line, object_pairs_hook=_refuse_repeats)
+        except ValueError as exc:
+            if isinstance(exc, InvalidEvent):
+                raise
+            # orjson accepted what json does not (it never should); the key check cannot run.
+
+
+def _refuse_repeats(pairs: list[tuple[str, object]]) -> dict:
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise InvalidEvent(f"repeated key {json.dumps(key, ensure_ascii=False)} in one JSON object")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _count_members(value: dict) -> int:
+    """Members of every object in a parsed JSON value (hot path: plain loops, exact type checks;
+    JSON parsers only ever produce plain dicts and lists)."""
+    members = 0
+    pending: list = [value]
+    while pending:
+        item = pending.pop()
+        children = item.values() if type(item) is dict else item
+        if type(item) is dict:
+            members += len(item)
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                pending.append(child)
+    return members
 
 
 def dedup_key_text(event: dict, rules: ParseRules) -> str:

@@ -108,11 +108,18 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
 _OWN_ERROR = re.compile(r"eventdedup\.errors\.(\w+): (.+)")
 
 
+# The last "module.ExceptionName: message" line of a Python worker's traceback is its cause.
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.+)$", re.MULTILINE)
+
+
 def _unwrapped(exc: Exception, batch_id: str) -> Exception:
-    match = _OWN_ERROR.search(str(exc))
+    text = str(exc)
+    match = _OWN_ERROR.search(text)
     if match and isinstance(getattr(errors, match.group(1), None), type):
         return getattr(errors, match.group(1))(match.group(2).strip())
-    return errors.EventDedupError(f"batch {batch_id}: the Spark job failed: {str(exc)[:2000]}")
+    causes = _RAISED.findall(text)
+    cause = f"{causes[-1][0]}: {causes[-1][1].strip()}" if causes else text[:2000]
+    return errors.EventDedupError(f"batch {batch_id}: the Spark job failed: {cause}")
 
 
 def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, base_version: int,

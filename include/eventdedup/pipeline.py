@@ -15,7 +15,7 @@ from .layout import Layout
 from .naming import validate_batch_id
 from .promotion import PromotionOutcome, promote_batch, refuse_if_other_journals
 from .s3store import S3Store
-from .staging import InputSelector, stage_batch
+from .staging import InputSelector, checked_selector, stage_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,6 +27,7 @@ def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSele
               spark: Callable[[], SparkSession]) -> PromotionOutcome:
     """Process one batch; rerunning a committed batch is a no-op that reports its commit."""
     validate_batch_id(batch_id)
+    selector = checked_selector(config, selector)  # unsafe names are refused before any S3 request
     layout = Layout(config.layout)
     refuse_if_other_journals(store, layout, batch_id)
     stage_batch(store, config, batch_id, selector, now)

@@ -95,7 +95,7 @@ def stage_batch(
 ) -> BatchManifest:
     """Return the batch's manifest, writing it first if this batch id is new."""
     validate_batch_id(batch_id)
-    selector = _checked_selector(config, selector)
+    selector = checked_selector(config, selector)
     layout = Layout(config.layout)
     key = layout.batch_manifest(batch_id)
     existing = load_manifest_or_none(store, layout, batch_id)
@@ -138,7 +138,8 @@ def _reused(existing: BatchManifest, requested: InputSelector, uri: str) -> Batc
     return existing
 
 
-def _checked_selector(config: Config, selector: InputSelector) -> InputSelector:
+def checked_selector(config: Config, selector: InputSelector) -> InputSelector:
+    """The selector with its prefix normalised; refuses unsafe names and our own prefixes."""
     if selector.input_prefix is None:
         return selector
     prefix = normalize_prefix(selector.input_prefix, what="input prefix")

@@ -3,6 +3,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eventdedup.config import config_from_mapping
 from eventdedup.event_parser import InvalidEvent, ParseRules, parse_event
@@ -127,3 +129,61 @@ def test_survivor_order_keys_sort_like_the_values_and_the_time_field_as_an_insta
     early = parse_event(b'{"event_id":"e","created_at":"2026-11-22T05:30:00+02:00"}', by_time)
     late = parse_event(b'{"event_id":"e","created_at":"2026-11-22T04:00:00Z"}', by_time)
     assert early.order_key < late.order_key
+
+
+def test_repeated_keys_are_quarantined_at_any_depth_and_with_any_spacing() -> None:
+    with pytest.raises(InvalidEvent, match='repeated key "event_id" in one JSON object'):
+        parse_event(line(event_id="a")[:-1] + b',"event_id":"b"}', RULES)
+    with pytest.raises(InvalidEvent, match='repeated key "k" in one JSON object'):
+        parse_event(line(event_id="a")[:-1] + b',"p":[{"k":1 ,  "k"\t:1}]}', RULES)
+    # '":' inside a string value is not a key: accepted after the exact check.
+    assert parse_event(line(event_id="a", s='x":" y', t='"  :'), RULES).event_id == "a"
+
+
+json_scalars = st.one_of(st.integers(-5, 5), st.sampled_from(['"x"', '"a\\":b"', '"\\" :"', '" "', "true", "null"]))
+json_spaces = st.sampled_from(["", " ", "\t", "\n ", "  "])
+
+
+@st.composite
+def json_texts(draw: st.DrawFn, depth: int = 0) -> str:
+    members = draw(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d d", "a\\u0020"]), json_spaces, json_spaces,
+                                      st.integers(0, 3) if depth < 2 else st.just(0)), max_size=5))
+    parts = []
+    for key, before, after, kind in members:
+        if kind == 1:
+            value = draw(json_texts(depth + 1))
+        elif kind == 2:
+            value = "[" + ",".join(draw(st.lists(json_texts(depth + 1), max_size=2))) + "]"
+        else:
+            value = draw(json_scalars)
+        parts.append(f'"{key}"{before}:{after}{value}')
+    return "{" + draw(json_spaces) + ",".join(parts) + "}"
+
+
+def repeats_a_key(text: str) -> bool:
+    import json
+
+    repeated = []
+
+    def hook(pairs: list) -> dict:
+        keys = [k for k, _ in pairs]
+        repeated.extend(k for k in set(keys) if keys.count(k) > 1)
+        return dict(pairs)
+
+    json.loads(text, object_pairs_hook=hook)
+    return bool(repeated)
+
+
+@given(json_texts())
+def test_repeated_key_detection_agrees_with_a_parser_that_sees_every_key(text: str) -> None:
+    import orjson
+
+    from eventdedup.event_parser import refuse_repeated_keys
+
+    data = text.encode()
+    try:
+        refuse_repeated_keys(data, orjson.loads(data))
+        found = False
+    except InvalidEvent:
+        found = True
+    assert found == repeats_a_key(text)

@@ -1,0 +1,133 @@
+"""An HTTP proxy in front of the local S3 server that 'kills the pipeline' at its k-th request.
+
+Every S3 request of a batch -- the driver's (staging, job set-up, promotion, commit) and the
+Spark executors' (input reads, cache loads, staged writes), which run in other processes -- goes
+through the endpoint in the configuration, so a proxy there sees them all, without patching
+boto3. Two flavours, as in Delta Lake's failing log store and Iceberg's commit-state-unknown
+tests:
+
+- `raise_before`: request k never reaches S3; the caller gets an error;
+- `lose_response`: request k takes effect on S3, but the caller gets an error instead of the reply.
+
+From request k on, every request fails (`InjectedCrash`, HTTP 403, which boto3 does not retry):
+the process that made it is as good as dead. `heal()` revives the endpoint for recovery.
+A callback can replace the failure (e.g. to SIGKILL a process at an exact request).
+"""
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+_CRASH_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InjectedCrash</Code>'
+               b"<Message>fault injection: the pipeline process is dead</Message></Error>")
+
+
+class FaultProxy:
+    def __init__(self, upstream_url: str) -> None:
+        parts = urlsplit(upstream_url)
+        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.requests: list[str] = []  # "METHOD path" of every request seen, in arrival order (COPY for copies)
+        self.crash_at: int | None = None
+        self.crash_when: Callable[[str], bool] | None = None
+        self.flavour = "raise_before"
+        self.on_fault: Callable[[int, str], None] | None = None
+        self.dead = False
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def arm(self, crash_at: int | None, flavour: str = "raise_before",
+            on_fault: Callable[[int, str], None] | None = None,
+            crash_when: Callable[[str], bool] | None = None) -> None:
+        """Fail request number `crash_at`, or else the first request whose description matches `crash_when`."""
+        assert flavour in ("raise_before", "lose_response")
+        with self._lock:
+            self.requests, self.crash_at, self.crash_when = [], crash_at, crash_when
+            self.flavour, self.on_fault, self.dead = flavour, on_fault, False
+
+    def heal(self) -> None:
+        with self._lock:
+            self.crash_at, self.crash_when, self.dead, self.on_fault = None, None, False, None
+
+    def _decide(self, description: str) -> tuple[bool, bool, int]:
+        """(forward upstream?, fail the reply?, request number) for one arriving request."""
+        with self._lock:
+            if self.dead:
+                return False, True, 0
+            self.requests.append(description)
+            number = len(self.requests)
+            matches = self.crash_when is not None and self.crash_when(description)
+            if number != self.crash_at and not matches:
+                return True, False, number
+            self.dead = True
+            return self.flavour == "lose_response", True, number
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                verb = "COPY" if self.headers.get("x-amz-copy-source") else self.command
+                forward, fail, number = proxy._decide(f"{verb} {self.path}")
+                reply = proxy._forward(self.command, self.path, self.headers, body) if forward else None
+                if fail:
+                    if number and proxy.on_fault is not None:
+                        proxy.on_fault(number, f"{verb} {self.path}")
+                    self._send(403, [("Content-Type", "application/xml")], _CRASH_BODY)
+                else:
+                    assert reply is not None
+                    self._send(*reply)
+
+            def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+                try:
+                    self._write(status, headers, body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the caller was killed while we answered
+
+            def _write(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
+
+        return Handler
+
+    def _forward(self, method: str, path: str, headers: object, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        connection = http.client.HTTPConnection(*self.upstream, timeout=60)
+        try:
+            outgoing = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}  # type: ignore[attr-defined]
+            connection.request(method, path, body=body, headers=outgoing)
+            response = connection.getresponse()
+            return response.status, response.getheaders(), response.read()
+        finally:
+            connection.close()
