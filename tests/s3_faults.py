@@ -61,3 +61,32 @@ def clone_bucket(client: Any, source: str, target: str) -> None:
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=source):
         for item in page.get("Contents", []):
             client.copy_object(Bucket=target, Key=item["Key"], CopySource={"Bucket": source, "Key": item["Key"]})
+
+
+class PausingClient:
+    """Stops the calling thread just before its S3 call number `pause_at` until `release()`:
+    with a second promoter run in between, each k is one deterministic interleaving."""
+
+    def __init__(self, inner: Any, pause_at: int) -> None:
+        self.inner = inner
+        self.pause_at = pause_at
+        self.calls = 0
+        self.paused = threading.Event()
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in S3_METHODS:
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == self.pause_at:
+                self.paused.set()
+                assert self._released.wait(timeout=120), "never released"
+            return attr(**kwargs)
+
+        return call

@@ -182,10 +182,16 @@ def write_commit(store: S3Store, layout: Layout, record: CommitRecord) -> None:
     if existing is not None and existing.token == record.token:
         log.info("commit %s already holds our token: a retried PUT whose first response was lost", key)
         return
-    holder = existing.batch_id if existing else "an unreadable record"
+    if existing is not None and existing.batch_id == record.batch_id:
+        raise CommitConflictError(
+            f"batch {record.batch_id}: another promoter committed it as log version {record.version} "
+            f"({store.uri(key)}) while this one ran; nothing is lost and nothing is left to do"
+        )
+    holder = f"batch {existing.batch_id}" if existing else "an unreadable record"
     raise CommitConflictError(
-        f"batch {record.batch_id}: log version {record.version} ({store.uri(key)}) was committed by "
-        f"{holder}{' (another promoter of this batch)' if existing and existing.batch_id == record.batch_id else ''}"
+        f"batch {record.batch_id}: log version {record.version} ({store.uri(key)}) was committed by {holder} "
+        f"while this promotion ran, so batch {record.batch_id} is not committed; it must be recomputed on top of "
+        f"it: run `eventdedup recover`, then rerun batch {record.batch_id}"
     )
 
 

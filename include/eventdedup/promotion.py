@@ -17,9 +17,11 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from botocore.exceptions import ClientError
+
 from .commit_log import CommittedState, load_committed_state, read_commit, write_checkpoint_if_due, write_commit
 from .config import Config
-from .errors import InconsistentStoreError, StaleBatchError
+from .errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
 from .job_result import load_job_result
 from .journal import EntryState, PromotionJournal, check_entries, journal_or_none, list_journals
 from .layout import Layout
@@ -44,6 +46,15 @@ def promote_batch(store: S3Store, config: Config, batch_id: str,
     state = load_committed_state(store, layout)
     if batch_id in state.batches:
         return _already_committed(store, layout, state, batch_id)
+    try:
+        return _promote_uncommitted(store, config, layout, state, batch_id, new_token)
+    except (ClientError, EventDedupError):
+        _raise_if_committed_meanwhile(store, layout, batch_id)
+        raise
+
+
+def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: CommittedState, batch_id: str,
+                         new_token: Callable[[], str]) -> PromotionOutcome:
     refuse_if_other_journals(store, layout, batch_id)
     journal = journal_or_none(store, layout, batch_id)
     if journal is None:
@@ -54,13 +65,29 @@ def promote_batch(store: S3Store, config: Config, batch_id: str,
                 f"{state.version} (last batch {state.last_batch_id}); rerun the dedup step for {batch_id}"
             )
         journal = PromotionJournal.for_job(job, new_token(), state.last_batch_id)
-        if store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None:
-            return execute_journal(store, config, journal, state, fresh=True)
-        log.info("batch %s: another promoter wrote the journal first; continuing its promotion", batch_id)
-        journal = journal_or_none(store, layout, batch_id) or journal
+        fresh = store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None
+        if not fresh:
+            log.info("batch %s: another promoter wrote the journal first; continuing its promotion", batch_id)
+            journal = journal_or_none(store, layout, batch_id) or journal
     else:
+        fresh = False
         log.info("batch %s: resuming the promotion recorded in its journal", batch_id)
-    return execute_journal(store, config, journal, state)
+    return execute_journal(store, config, journal, state, fresh=fresh)
+
+
+def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str) -> None:
+    """A promoter racing another promoter of the same batch can fail half-way (its staged objects
+    were cleaned up under it). If the batch is committed, say so instead of the low-level error."""
+    try:
+        state = load_committed_state(store, layout)
+    except (ClientError, EventDedupError):
+        return  # the store is unreachable or broken: the original error says more
+    if batch_id in state.batches:
+        clean_up_batch(store, layout, batch_id)
+        raise CommitConflictError(
+            f"batch {batch_id}: another promoter committed it as log version {state.batches[batch_id]} while this "
+            f"one ran; nothing is lost and nothing is left to do"
+        )
 
 
 def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
@@ -108,6 +135,15 @@ def refuse_if_other_journals(store: S3Store, layout: Layout, batch_id: str | Non
         raise InconsistentStoreError(
             f"unfinished promotion of batch(es) {names}; the pipeline is halted until `eventdedup recover` succeeds"
         )
+
+
+def abandon_promotion(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
+    """Undo an uncommitted promotion whose log version another batch took. Only for a batch with
+    no commit: then no commit refers to any object its journal names (they all carry its id)."""
+    if journal.batch_id in load_committed_state(store, layout).batches:
+        raise CommitConflictError(f"batch {journal.batch_id} is committed; its promotion cannot be abandoned")
+    store.delete_keys([entry.final_key for entry in journal.entries])
+    clean_up_batch(store, layout, journal.batch_id)
 
 
 def clean_up_batch(store: S3Store, layout: Layout, batch_id: str) -> None:

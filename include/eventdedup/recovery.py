@@ -15,7 +15,7 @@ from .config import Config
 from .errors import CommitConflictError, EventDedupError
 from .journal import EntryState, PromotionJournal, check_entries, list_journals
 from .layout import Layout
-from .promotion import clean_up_batch, execute_journal
+from .promotion import abandon_promotion, clean_up_batch, execute_journal
 from .s3store import S3Store
 
 log = logging.getLogger(__name__)
@@ -70,11 +70,15 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
         report.actions.append(f"batch {batch} is committed (version {state.batches[batch]}); cleaned up its journal")
         return
     if state.version >= journal.target_version:
+        # A lost race (two batches promoted at once): the loser committed nothing, so everything
+        # it wrote carries its own name and no commit refers to it. Remove it; rerun the batch.
         holder = read_commit(store, layout, journal.target_version)
-        report.problems.append(
-            f"batch {batch}: its promotion targeted log version {journal.target_version}, which batch "
-            f"{holder.batch_id if holder else '?'} has committed since; batch {batch} is not committed and its "
-            f"copied objects are invisible. Delete {store.uri(layout.journal(batch))} and rerun batch {batch}"
+        if apply:
+            abandon_promotion(store, layout, journal)
+        report.actions.append(
+            f"batch {batch}: its promotion lost log version {journal.target_version} to batch "
+            f"{holder.batch_id if holder else '?'}; {'abandoned' if apply else 'would abandon'} it (journal, staged "
+            f"and copied objects deleted; none was committed). Rerun batch {batch}"
         )
         return
     if state.version != journal.target_version - 1:

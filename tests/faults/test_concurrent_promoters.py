@@ -1,0 +1,133 @@
+"""Concurrent promoters, driven through deterministic interleavings: promoter A is stopped before
+its k-th S3 call, promoter B runs to its end, A resumes -- for every k. Exactly one commit wins
+each log version, the loser fails with a message that says what to do, nothing is corrupted, and
+after `recover` plus a rerun of the loser the store equals a sequential run."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from eventdedup.commit_log import load_committed_state
+from eventdedup.errors import EventDedupError
+from eventdedup.job import run_dedup_job
+from eventdedup.layout import Layout
+from eventdedup.pipeline import run_batch
+from eventdedup.promotion import promote_batch
+from eventdedup.recovery import recover
+from eventdedup.s3store import S3Store
+from eventdedup.staging import InputSelector, stage_batch
+
+from ..helpers import NOW, bucket_listing, put_lines
+from ..invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..s3_faults import CrashingClient, PausingClient
+from .conftest import E, committed_state_of, config_for, fresh_copy
+
+B3 = [E % (b"a%d" % i, 3 + i % 2, 1) for i in range(16, 24)]  # overlaps b2 (a16..a19)
+
+
+@pytest.fixture(scope="module")
+def both_computed(s3_server, before_b2, spark):  # type: ignore[no-untyped-def]
+    """b1 committed; b2 and b3 both staged and computed against it, neither promoted."""
+    bucket = fresh_copy(s3_server, before_b2)
+    config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+    put_lines(store, "landing/b3/1.jsonl", B3)
+    for batch in ("b2", "b3"):
+        stage_batch(store, config, batch, InputSelector(input_prefix=f"landing/{batch}/"), NOW)
+        run_dedup_job(spark, config, batch)
+    return bucket
+
+
+@pytest.fixture(scope="module")
+def sequential(s3_server, both_computed, spark):  # type: ignore[no-untyped-def]
+    """The committed state for each order the two batches can end up in."""
+    states = {}
+    for first, second in (("b2", "b3"), ("b3", "b2")):
+        bucket = fresh_copy(s3_server, both_computed)
+        config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+        promote_batch(store, config, first)
+        run_batch(store, config, second, InputSelector(input_prefix=f"landing/{second}/"), NOW, lambda: spark)
+        states[first] = committed_state_of(store, config)
+    return states
+
+
+def promotion_calls(s3_server, source: str, batch: str) -> int:  # type: ignore[no-untyped-def]
+    bucket = fresh_copy(s3_server, source)
+    counter = CrashingClient(s3_server.client(), crash_at=None)
+    promote_batch(S3Store(counter, bucket), config_for(s3_server.endpoint_url, bucket), batch)
+    return len(counter.calls)
+
+
+def interleave(s3_server, bucket: str, pause_at: int, batch_a: str, batch_b: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """A (batch_a) stops before call `pause_at`; B (batch_b) runs to its end; A resumes."""
+    config = config_for(s3_server.endpoint_url, bucket)
+    pausing = PausingClient(s3_server.client(), pause_at)
+    outcome: dict[str, Any] = {}
+
+    def run_a() -> None:
+        try:
+            outcome["A"] = promote_batch(S3Store(pausing, bucket), config, batch_a)
+        except EventDedupError as exc:
+            outcome["A"] = exc
+
+    thread = threading.Thread(target=run_a)
+    thread.start()
+    assert pausing.paused.wait(timeout=60), f"A made fewer than {pause_at} calls"
+    try:
+        outcome["B"] = promote_batch(S3Store(s3_server.client(), bucket), config, batch_b)
+    except EventDedupError as exc:
+        outcome["B"] = exc
+    pausing.release()
+    thread.join(timeout=120)
+    return outcome
+
+
+def test_batch_n_plus_1_racing_batch_n_one_wins_the_loser_is_told_and_a_rerun_gives_the_sequential_state(
+        s3_server, both_computed, sequential, spark) -> None:
+    calls = promotion_calls(s3_server, both_computed, "b2")
+    winners = set()
+    for pause_at in range(1, calls + 1):
+        bucket = fresh_copy(s3_server, both_computed)
+        config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+        outcome = interleave(s3_server, bucket, pause_at, "b2", "b3")
+        state = load_committed_state(store, Layout(config.layout))
+        assert state.version == 2 and set(state.batches) in ({"b1", "b2"}, {"b1", "b3"}), (pause_at, outcome)
+        winner = "b2" if "b2" in state.batches else "b3"
+        winners.add(winner)
+        loser_outcome = outcome["A" if winner == "b3" else "B"]
+        assert isinstance(loser_outcome, EventDedupError), (pause_at, outcome)
+        assert any(hint in str(loser_outcome) for hint in (
+            f"committed by batch {winner}", "eventdedup recover", "rerun the dedup step")), (pause_at, loser_outcome)
+        assert_commits_are_whole(store, config)
+        assert_seen_ids_match_output(store, config)
+
+        report = recover(store, config)
+        assert report.consistent, (pause_at, report.problems)
+        loser = "b3" if winner == "b2" else "b2"
+        run_batch(store, config, loser, InputSelector(input_prefix=f"landing/{loser}/"), NOW, lambda: spark)
+        assert committed_state_of(store, config) == sequential[winner], pause_at
+        leftovers = [k for k in bucket_listing(store) if k.startswith(("_eventdedup/staging/", "_eventdedup/state/journal/"))]
+        assert leftovers == [], (pause_at, leftovers)
+    assert winners == {"b2", "b3"}  # both orders happen across the interleavings
+
+
+def test_two_promoters_of_one_batch_make_exactly_one_commit(s3_server, both_computed) -> None:
+    calls = promotion_calls(s3_server, both_computed, "b2")
+    for pause_at in range(1, calls + 1):
+        bucket = fresh_copy(s3_server, both_computed)
+        config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+        outcome = interleave(s3_server, bucket, pause_at, "b2", "b2")
+        state = load_committed_state(store, Layout(config.layout))
+        assert (state.version, dict(state.batches)) == (2, {"b1": 1, "b2": 2}), (pause_at, outcome)
+        for who, result in outcome.items():  # a promoter either took part in the commit or was told
+            if isinstance(result, EventDedupError):
+                assert "another promoter committed it as log version 2" in str(result), (pause_at, who, result)
+            else:
+                assert result.version == 2, (pause_at, who, result)
+        assert_commits_are_whole(store, config)
+        assert_seen_ids_match_output(store, config)
+        assert recover(store, config).consistent, pause_at
+        leftovers = [k for k in bucket_listing(store)
+                     if k.startswith(("_eventdedup/staging/b2/", "_eventdedup/state/journal/"))]
+        assert leftovers == [], (pause_at, leftovers)  # (b3 is computed and waits in staging, untouched)
