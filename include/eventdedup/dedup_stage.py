@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from .arrow_tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, ipc_to_table, split_seq, table_to_parquet
 from .cache_segment import CacheRun, decode_segment, encode_segment
 from .config import S3Settings
+from .errors import CorruptStateError
 from .dedup_core import Action, CacheView, DuplicatePolicy, KeyDecision, Outcome, decide_key_group, new_cache_run
 from .keys import CacheKey, digest_array, renamed_event_id
 from .layout import Layout
@@ -100,7 +101,10 @@ def _load_runs(store: S3Store, ctx: DedupContext, cache_heads: Mapping[str, str]
     head = cache_heads.get(str(key))
     if head is None or not _in_window(ctx, key):
         return []
-    data = store.get_bytes(head)
+    data = store.get_bytes_or_none(head)
+    if data is None:
+        raise CorruptStateError(f"cache segment {store.uri(head)} is named by the commit log but missing; "
+                                "reading it as empty would let duplicates through")
     return decode_segment(data, store.uri(head))
 
 

@@ -10,7 +10,7 @@ from eventdedup.layout import Layout
 from eventdedup.pipeline import run_batch
 from eventdedup.staging import InputSelector, stage_batch
 
-from ..helpers import NOW, put_lines
+from ..helpers import NOW, bucket_listing, put_lines
 
 E = b'{"event_id":"e1","created_at":"2026-11-22T03:10:00Z"}'
 
@@ -23,17 +23,33 @@ def test_an_input_changed_after_staging_fails_the_job_naming_it(store, config, s
         run_dedup_job(spark, config, "b1")
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "delete"])
 def test_a_damaged_cache_segment_halts_the_batch_naming_the_object(store, config, spark, damage) -> None:
     put_lines(store, "landing/b1/1.jsonl", [E])
     run_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW, lambda: spark)
     heads = load_committed_state(store, Layout(config.layout)).cache_heads
     (segment,) = heads.values()
     data = store.get_bytes(segment)
-    store.put_bytes(segment, data[:-7] if damage == "truncate" else b"\x00" * len(data))
+    if damage == "delete":
+        store.delete_keys([segment])
+    else:
+        store.put_bytes(segment, data[:-7] if damage == "truncate" else b"\x00" * len(data))
     put_lines(store, "landing/b2/1.jsonl", [E])
     with pytest.raises(CorruptStateError, match=f"cache segment s3://{store.bucket}/{segment}"):
         run_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW, lambda: spark)
+    assert load_committed_state(store, Layout(config.layout)).batches == {"b1": 1}
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b"", b'{"format": 1}'])
+def test_a_commit_record_that_does_not_parse_halts_the_next_batch_before_any_work(store, config, spark, damage) -> None:
+    put_lines(store, "landing/b1/1.jsonl", [E])
+    run_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW, lambda: spark)
+    layout = Layout(config.layout)
+    store.put_bytes(layout.commit(1), damage)
+    put_lines(store, "landing/b2/1.jsonl", [E])
+    with pytest.raises(CorruptStateError, match=f"commit record s3://{store.bucket}/_eventdedup/log/0+1.json"):
+        run_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW, lambda: spark)
+    assert not [key for key in bucket_listing(store) if key.startswith(layout.staging_root("b2"))]
 
 
 def test_an_empty_batch_commits_with_zero_counts(store, config, spark) -> None:
