@@ -31,7 +31,7 @@ test: venv check-java
 	$(PY) -m pytest -q tests
 
 soak: venv check-java
-	$(PY) -m pytest -q -m soak tests
+	$(PY) -m pytest -q -m soak tests/faults/test_soak.py && cat bench/results/soak-latest.json
 
 lock:
 	$(VENV)/bin/uv pip compile pyproject.toml --extra airflow --extra test --python-version 3.11 -o requirements.lock

@@ -86,6 +86,7 @@ def interleave(s3_server, bucket: str, pause_at: int, batch_a: str, batch_b: str
 def test_batch_n_plus_1_racing_batch_n_one_wins_the_loser_is_told_and_a_rerun_gives_the_sequential_state(
         s3_server, both_computed, sequential, spark) -> None:
     calls = promotion_calls(s3_server, both_computed, "b2")
+    print(f"promoting b2 makes {calls} S3 calls: {calls} interleavings with b3")
     winners = set()
     for pause_at in range(1, calls + 1):
         bucket = fresh_copy(s3_server, both_computed)
@@ -114,6 +115,7 @@ def test_batch_n_plus_1_racing_batch_n_one_wins_the_loser_is_told_and_a_rerun_gi
 
 def test_two_promoters_of_one_batch_make_exactly_one_commit(s3_server, both_computed) -> None:
     calls = promotion_calls(s3_server, both_computed, "b2")
+    print(f"promoting b2 makes {calls} S3 calls: {calls} interleavings of two promoters")
     for pause_at in range(1, calls + 1):
         bucket = fresh_copy(s3_server, both_computed)
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
