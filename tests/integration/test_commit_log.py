@@ -31,7 +31,7 @@ def commit_many(store: S3Store, layout: Layout, count: int, interval: int) -> Co
 def test_a_commit_version_can_be_created_once_and_the_loser_is_told_who_won(store, config) -> None:
     layout = Layout(config.layout)
     write_commit(store, layout, record(1, "b1", None, token="mine"))
-    with pytest.raises(CommitConflictError, match="log version 1 .* was committed by b1"):
+    with pytest.raises(CommitConflictError, match="log version 1 .* was committed by batch b1 while this promotion ran"):
         write_commit(store, layout, record(1, "b2", None, token="theirs"))
     assert read_commit(store, layout, 1) == record(1, "b1", None, token="mine")
 
@@ -42,7 +42,7 @@ def test_a_commit_whose_response_was_lost_is_recognised_by_its_token(store, conf
     with pytest.raises(SimulatedCrash):
         write_commit(lossy, layout, record(1, "b1", None, token="tok-1"))
     write_commit(store, layout, record(1, "b1", None, token="tok-1"))  # the retry: no conflict
-    with pytest.raises(CommitConflictError, match="another promoter of this batch"):
+    with pytest.raises(CommitConflictError, match="another promoter committed it as log version 1"):
         write_commit(store, layout, record(1, "b1", None, token="tok-2"))
 
 
