@@ -36,6 +36,7 @@ class FaultProxy:
         self.flavour = "raise_before"
         self.on_fault: Callable[[int, str], None] | None = None
         self.dead = False
+        self.sticky = True
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -55,12 +56,13 @@ class FaultProxy:
 
     def arm(self, crash_at: int | None, flavour: str = "raise_before",
             on_fault: Callable[[int, str], None] | None = None,
-            crash_when: Callable[[str], bool] | None = None) -> None:
-        """Fail request number `crash_at`, or else the first request whose description matches `crash_when`."""
+            crash_when: Callable[[str], bool] | None = None, sticky: bool = True) -> None:
+        """Fail request number `crash_at`, or else the first request whose description matches
+        `crash_when`; with sticky=False only that request fails (a transient fault, not a death)."""
         assert flavour in ("raise_before", "lose_response")
         with self._lock:
             self.requests, self.crash_at, self.crash_when = [], crash_at, crash_when
-            self.flavour, self.on_fault, self.dead = flavour, on_fault, False
+            self.flavour, self.on_fault, self.dead, self.sticky = flavour, on_fault, False, sticky
 
     def heal(self) -> None:
         with self._lock:
@@ -76,7 +78,10 @@ class FaultProxy:
             matches = self.crash_when is not None and self.crash_when(description)
             if number != self.crash_at and not matches:
                 return True, False, number
-            self.dead = True
+            if self.sticky:
+                self.dead = True
+            else:
+                self.crash_at, self.crash_when = None, None
             return self.flavour == "lose_response", True, number
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

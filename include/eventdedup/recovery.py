@@ -25,16 +25,20 @@ log = logging.getLogger(__name__)
 class RecoveryReport:
     actions: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Leftovers of batches that are committed (a journal, staging): harmless, only tidied.
+    cleanups: list[str] = field(default_factory=list)
 
     @property
     def consistent(self) -> bool:
         return not self.problems
 
     def to_json(self) -> dict[str, Any]:
-        return {"consistent": self.consistent, "actions": self.actions, "problems": self.problems}
+        return {"consistent": self.consistent, "actions": self.actions, "problems": self.problems,
+                "cleanups": self.cleanups}
 
     def text(self) -> str:
-        lines = [f"recovered: {a}" for a in self.actions] + [f"INCONSISTENT: {p}" for p in self.problems]
+        lines = ([f"cleaned: {c}" for c in self.cleanups] + [f"recovered: {a}" for a in self.actions]
+                 + [f"INCONSISTENT: {p}" for p in self.problems])
         return "\n".join(lines) if lines else "consistent: no unfinished promotions"
 
 
@@ -67,7 +71,8 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
     if batch in state.batches:
         if apply:
             clean_up_batch(store, layout, batch)
-        report.actions.append(f"batch {batch} is committed (version {state.batches[batch]}); cleaned up its journal")
+        report.cleanups.append(f"batch {batch} is committed (version {state.batches[batch]}); "
+                               f"{'removed' if apply else 'would remove'} its leftover journal and staging")
         return
     if state.version >= journal.target_version:
         # A lost race (two batches promoted at once): the loser committed nothing, so everything

@@ -28,23 +28,33 @@ def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
 
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(settings.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", settings.driver_memory)
-        # Workers must run this interpreter, the one with eventdedup and its dependencies.
-        .config("spark.pyspark.python", sys.executable)
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.ui.showConsoleProgress", "false")
-        # Local mode stays on loopback: no listening on external interfaces.
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
     )
+    if not launched_by_spark_submit():
+        # Under spark-submit (Airflow's SparkSubmitOperator, a cluster) the master, driver memory,
+        # host and interpreter come from spark-submit and its connection: do not override them.
+        builder = (
+            builder.master(settings.master)
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.memory", settings.driver_memory)
+            # Workers must run this interpreter, the one with eventdedup and its dependencies.
+            .config("spark.pyspark.python", sys.executable)
+            # Local mode stays on loopback: no listening on external interfaces.
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+        )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def launched_by_spark_submit(environ: dict[str, str] | None = None) -> bool:
+    """spark-submit starts a Python application with the gateway to its JVM in the environment."""
+    return "PYSPARK_GATEWAY_PORT" in (os.environ if environ is None else environ)
 
 
 def require_java(environ: dict[str, str] | None = None) -> int:

@@ -1,0 +1,177 @@
+"""What Airflow itself loads for eventdedup: S3 access from an Airflow connection, the Spark
+submit operator that passes it on, and the alert notifier.
+
+Nothing here runs at DAG-parse time: connections and variables are read inside `execute` /
+task bodies only, so parsing opens no connection.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseNotifier
+from airflow.plugins_manager import AirflowPlugin
+
+from eventdedup.config import Config, load_config
+from eventdedup.orchestration import Alert, record_alert
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "eventdedup.airflow.toml"
+
+
+def aws_conn_id() -> str:
+    return os.environ.get("EVENTDEDUP_AWS_CONN_ID", "aws_default")
+
+
+def config_path() -> str:
+    return os.environ.get("EVENTDEDUP_CONFIG", str(DEFAULT_CONFIG))
+
+
+def load_pipeline_config() -> Config:
+    """The TOML configuration, with the S3 endpoint taken from the Airflow connection's extra
+    `endpoint_url` when it has one: endpoints and credentials live in the connection, not in code."""
+    endpoint = _connection_endpoint()
+    environ = dict(os.environ)
+    if endpoint:
+        environ["EVENTDEDUP_S3__ENDPOINT_URL"] = f'"{endpoint}"'
+    return load_config(config_path(), environ)
+
+
+def s3_store(config: Config) -> S3Store:
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    return S3Store(S3Hook(aws_conn_id=aws_conn_id()).get_conn(), config.s3.bucket)
+
+
+def _connection_endpoint() -> str | None:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    hook = AwsBaseHook(aws_conn_id=aws_conn_id(), client_type="s3")
+    return hook.conn_config.endpoint_url
+
+
+class EventDedupSparkSubmitOperator(SparkSubmitOperator):
+    """spark-submit of spark_jobs/dedup_batch.py, with the S3 connection's credentials and
+    endpoint handed to the job's environment at run time (never rendered into the command line)
+    and the workers pinned to this interpreter (spark.pyspark.python)."""
+
+    def __init__(self, *, batch_id: str, **kwargs: Any) -> None:
+        kwargs.setdefault("application", str(PROJECT_ROOT / "spark_jobs" / "dedup_batch.py"))
+        kwargs.setdefault("name", "eventdedup-dedup-batch")
+        kwargs.setdefault("conn_id", os.environ.get("EVENTDEDUP_SPARK_CONN_ID", "spark_default"))
+        conf = {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
+                "spark.ui.enabled": "false", **kwargs.pop("conf", {})}
+        super().__init__(conf=conf, application_args=["--batch-id", batch_id], **kwargs)
+
+    def execute(self, context: Any) -> None:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        hook = AwsBaseHook(aws_conn_id=aws_conn_id(), client_type="s3")
+        credentials = hook.get_credentials()
+        env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+               "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+               "AWS_ACCESS_KEY_ID": credentials.access_key, "AWS_SECRET_ACCESS_KEY": credentials.secret_key,
+               # spark-submit of the pyspark in this environment comes first on the PATH
+               "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+        if credentials.token:
+            env["AWS_SESSION_TOKEN"] = credentials.token
+        if hook.conn_config.endpoint_url:
+            env["EVENTDEDUP_S3__ENDPOINT_URL"] = f'"{hook.conn_config.endpoint_url}"'
+        if os.environ.get("JAVA_HOME"):
+            env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+        self.env_vars = {**(self.env_vars or {}), **env}
+        # The configuration path is resolved when the task runs, like the connection.
+        self.application_args = ["--config", config_path(), *(self.application_args or [])]
+        super().execute(context)
+
+
+class EventDedupAlertNotifier(BaseNotifier):
+    """Sends an eventdedup alert everywhere configured: always the alert object on S3 and a
+    structured log line; SNS when EVENTDEDUP_ALERT_SNS_TOPIC_ARN is set; e-mail through the SMTP
+    connection when EVENTDEDUP_ALERT_EMAIL is set."""
+
+    template_fields = ("batch_id", "kind", "message")
+
+    def __init__(self, *, batch_id: str, kind: str, message: str) -> None:
+        super().__init__()
+        self.batch_id, self.kind, self.message = batch_id, kind, message
+
+    def notify(self, context: Any) -> None:
+        run_id = str(context.get("run_id", "")) if hasattr(context, "get") else ""
+        send_alert(Alert.now(self.batch_id, self.kind, self.message, run_id), context)
+
+
+def send_alert(alert: Alert, context: Any = None) -> None:
+    config = load_pipeline_config()
+    record_alert(s3_store(config), config, alert)
+    topic = os.environ.get("EVENTDEDUP_ALERT_SNS_TOPIC_ARN")
+    if topic:
+        from airflow.providers.amazon.aws.notifications.sns import SnsNotifier
+
+        SnsNotifier(aws_conn_id=aws_conn_id(), target_arn=topic, subject=alert.subject[:100],
+                    message=alert.message).notify(context or {})
+    email = os.environ.get("EVENTDEDUP_ALERT_EMAIL")
+    if email:
+        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+        SmtpNotifier(to=email, subject=alert.subject, html_content=f"<pre>{alert.message}</pre>").notify(context or {})
+
+
+class EventDedupPlugin(AirflowPlugin):
+    name = "eventdedup"
+
+
+@contextmanager
+def alert_and_raise(batch_id: str, kind: str, context: Any) -> Iterator[None]:
+    """Alert from inside the task: callbacks do not fire when someone changes task state in the UI."""
+    try:
+        yield
+    except Exception as exc:
+        run_id = str(context.get("run_id", "")) if context is not None else ""
+        try:
+            send_alert(Alert.now(batch_id, kind, f"{type(exc).__name__}: {exc}", run_id), context)
+        except Exception:  # the alert must never hide the failure it reports
+            log.exception("eventdedup: could not send the %s alert for batch %s", kind, batch_id)
+        raise
+
+
+def check_planned_order(store: S3Store, config: Config, plan: dict[str, Any]) -> None:
+    from eventdedup.orchestration import IntervalBatch, check_run_order
+
+    if "since" not in plan:
+        return  # a manual batch: not ordered by time
+    batch = IntervalBatch(plan["batch_id"], datetime.fromisoformat(plan["since"]),
+                          datetime.fromisoformat(plan["until"]), plan["previous_batch_id"])
+    check_run_order(store, config, batch)
+
+
+def stage_planned_batch(store: S3Store, config: Config, plan: dict[str, Any]) -> str:
+    from eventdedup.staging import InputSelector, stage_batch
+
+    if "since" in plan:
+        selector = InputSelector(since=datetime.fromisoformat(plan["since"]), until=datetime.fromisoformat(plan["until"]))
+    else:
+        selector = InputSelector(input_prefix=plan["input_prefix"])
+    manifest = stage_batch(store, config, plan["batch_id"], selector, datetime.now(timezone.utc))
+    log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
+    return manifest.batch_id
+
+
+def log_metrics(summary: dict[str, Any]) -> None:
+    counts = summary["counts"]
+    log.info("EVENTDEDUP_METRICS %s", json.dumps(summary, sort_keys=True))
+    log.info("batch %s (log version %d): %d input lines, %d output rows, %d in-batch and %d cross-batch duplicates "
+             "dropped, %d quarantined", summary["batch_id"], summary["version"], counts.get("input_lines", 0),
+             counts.get("output_rows", 0), counts.get("in_batch_duplicates", 0),
+             counts.get("cross_batch_duplicates", 0), counts.get("malformed", 0))
