@@ -115,10 +115,13 @@ class FaultProxy:
 
             def _write(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
                 self.send_response(status)
+                # A HEAD reply has no body but announces the object's length: pass that through.
+                keep_length = self.command == "HEAD" and any(n.lower() == "content-length" for n, _ in headers)
                 for name, value in headers:
-                    if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                    if name.lower() not in _HOP_BY_HOP and (name.lower() != "content-length" or keep_length):
                         self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
+                if not keep_length:
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)
