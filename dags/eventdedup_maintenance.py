@@ -1,0 +1,50 @@
+"""Daily eventdedup maintenance: expire cache segments nothing inside the dedup window can still
+read (superseded copies, hours before the oldest window in use), then check consistency.
+
+Wiring only; the rules are in eventdedup.maintenance. Parsing opens no connection.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow.sdk import dag, get_current_context, task
+
+
+@dag(
+    dag_id="eventdedup_maintenance",
+    schedule=os.environ.get("EVENTDEDUP_MAINTENANCE_SCHEDULE", "@daily"),
+    start_date=datetime(2026, 11, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    tags=["eventdedup", "maintenance"],
+    default_args={"retries": int(os.environ.get("EVENTDEDUP_TASK_RETRIES", "2")),
+                  "retry_delay": timedelta(seconds=int(os.environ.get("EVENTDEDUP_RETRY_DELAY_SECONDS", "300")))},
+    doc_md=__doc__,
+)
+def eventdedup_maintenance() -> None:
+    @task
+    def expire_cache() -> dict[str, Any]:
+        from eventdedup.maintenance import expire_cache as expire
+        from eventdedup_airflow import load_pipeline_config, s3_store
+
+        config = load_pipeline_config()
+        now = get_current_context()["data_interval_end"]
+        report = expire(s3_store(config), config, now)
+        return {"superseded": len(report.superseded), "expired": len(report.expired), "kept": report.kept}
+
+    @task
+    def check_consistency() -> None:
+        from eventdedup.orchestration import consistency_gate
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        context = get_current_context()
+        config = load_pipeline_config()
+        with alert_and_raise(f"maintenance-{context['ds_nodash']}", "pipeline_halted", context):
+            consistency_gate(s3_store(config), config)
+
+    expire_cache() >> check_consistency()
+
+
+eventdedup_maintenance()
