@@ -25,7 +25,7 @@ check-java:
 	@scripts/check_java.sh
 
 demo: venv check-java
-	$(VENV)/bin/eventdedup demo
+	$(PY) scripts/airflow_demo.py
 
 test: venv check-java
 	$(PY) -m pytest -q tests

@@ -49,9 +49,14 @@ def load_pipeline_config() -> Config:
 
 
 def s3_store(config: Config) -> S3Store:
+    """A client from the Airflow connection, with the pool and retry settings the library uses
+    (promotion copies with 16 threads; the hook's default pool of 10 would thrash)."""
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+    from botocore.config import Config as BotoConfig
 
-    return S3Store(S3Hook(aws_conn_id=aws_conn_id()).get_conn(), config.s3.bucket)
+    boto_config = BotoConfig(retries={"mode": "standard", "max_attempts": 5},
+                             max_pool_connections=config.s3.max_pool_connections)
+    return S3Store(S3Hook(aws_conn_id=aws_conn_id(), config=boto_config).get_conn(), config.s3.bucket)
 
 
 def _connection_endpoint() -> str | None:
