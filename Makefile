@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv demo test soak lock check-java clean
+.PHONY: venv demo airflow test soak lock check-java clean
 
 venv: $(VENV)/.installed
 
@@ -26,6 +26,9 @@ check-java:
 
 demo: venv check-java
 	$(PY) scripts/airflow_demo.py
+
+airflow: venv check-java
+	$(PY) scripts/airflow_standalone.py
 
 test: venv check-java
 	$(PY) -m pytest -q tests
