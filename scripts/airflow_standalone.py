@@ -27,6 +27,7 @@ def airflow_env(port: int, no_login: bool, s3_endpoint: str, credentials: dict[s
     env = {
         **os.environ, **credentials,
         "AIRFLOW_HOME": str(HOME), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db",
         "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT / "dags"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),
         "AIRFLOW__API__HOST": "127.0.0.1", "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",

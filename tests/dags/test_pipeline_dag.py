@@ -49,8 +49,9 @@ def upload_in_consecutive_intervals(stores: list[S3Store]) -> datetime:
 
 
 def run_interval(dag, start: datetime, **conf):  # type: ignore[no-untyped-def]
-    """dag.test() of the run whose data interval starts at `start`."""
-    run = dag.test(logical_date=start + STEP, run_conf=conf or None)
+    """dag.test() of the run whose data interval starts at `start`. The params are always given:
+    dag.test() keeps a previous run's conf on the shared DAG object otherwise."""
+    run = dag.test(logical_date=start + STEP, run_conf={"batch_id": None, "input_prefix": None, **conf})
     return run, {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
