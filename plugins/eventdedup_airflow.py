@@ -1,5 +1,5 @@
 """What Airflow itself loads for eventdedup: S3 access from an Airflow connection, the Spark
-submit operator that passes it on, and the alert notifier.
+submit operator that passes it on, and alerting through the provider notifiers.
 
 Nothing here runs at DAG-parse time: connections and variables are read inside `execute` /
 task bodies only, so parsing opens no connection.
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseNotifier
 from airflow.plugins_manager import AirflowPlugin
 
 from eventdedup.config import Config, load_config
@@ -101,23 +100,10 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         super().execute(context)
 
 
-class EventDedupAlertNotifier(BaseNotifier):
-    """Sends an eventdedup alert everywhere configured: always the alert object on S3 and a
-    structured log line; SNS when EVENTDEDUP_ALERT_SNS_TOPIC_ARN is set; e-mail through the SMTP
-    connection when EVENTDEDUP_ALERT_EMAIL is set."""
-
-    template_fields = ("batch_id", "kind", "message")
-
-    def __init__(self, *, batch_id: str, kind: str, message: str) -> None:
-        super().__init__()
-        self.batch_id, self.kind, self.message = batch_id, kind, message
-
-    def notify(self, context: Any) -> None:
-        run_id = str(context.get("run_id", "")) if hasattr(context, "get") else ""
-        send_alert(Alert.now(self.batch_id, self.kind, self.message, run_id), context)
-
-
 def send_alert(alert: Alert, context: Any = None) -> None:
+    """Everywhere configured: always the alert object on S3 and a structured log line; SNS
+    (SnsNotifier) when EVENTDEDUP_ALERT_SNS_TOPIC_ARN is set; e-mail (SmtpNotifier, connection
+    smtp_default) when EVENTDEDUP_ALERT_EMAIL is set."""
     config = load_pipeline_config()
     record_alert(s3_store(config), config, alert)
     topic = os.environ.get("EVENTDEDUP_ALERT_SNS_TOPIC_ARN")
