@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 from .arrow_tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, ipc_to_table, split_seq, table_to_parquet
 from .cache_segment import CacheRun, decode_segment, encode_segment
 from .config import S3Settings
-from .errors import CorruptStateError
 from .dedup_core import Action, CacheView, DuplicatePolicy, KeyDecision, Outcome, decide_key_group, new_cache_run
+from .errors import CorruptStateError
 from .keys import CacheKey, digest_array, renamed_event_id
 from .layout import Layout
 from .read_stage import META_DAY, ObjectStats
