@@ -88,62 +88,74 @@ def pair_bytes(digests: np.ndarray, fingerprints: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class CacheView:
-    """Committed entries of one cache key visible to a batch, indexed for pair and key lookups.
+class CacheLookup:
+    """Per queried (key, fingerprint): whether the pair and the key are cached, and by which runs
+    (indexes into CacheView.owners; -1 when absent)."""
 
-    Owner indexes refer to `owners`, which lists runs in commit order (the order segments keep).
+    pair_owner: np.ndarray  # int32: the earliest run holding the pair
+    key_first: np.ndarray  # int32: the earliest run holding the key
+    key_last: np.ndarray  # int32: the latest run holding the key (the current version)
+
+    @property
+    def pair_hit(self) -> np.ndarray:
+        return self.pair_owner >= 0
+
+    @property
+    def key_hit(self) -> np.ndarray:
+        return self.key_first >= 0
+
+
+@dataclass(frozen=True)
+class CacheView:
+    """Committed runs of one cache key visible to a batch, in commit order.
+
+    Each run's digests are sorted when written, so a lookup binary-searches the batch's few
+    queries in every run instead of sorting the (much larger) history: the cost of a cache key
+    grows with the log of its history, not with its size.
     """
 
-    pairs: np.ndarray  # sorted PAIR_DTYPE
-    pair_owner: np.ndarray  # int32, the run that emitted the pair
-    keys: np.ndarray  # sorted unique DIGEST_DTYPE
-    key_first_owner: np.ndarray  # int32, the earliest run holding the key
-    key_last_owner: np.ndarray  # int32, the latest run holding the key (the current version)
-    owners: tuple[str, ...]
+    runs: tuple[CacheRun, ...]
 
     @classmethod
     def empty(cls) -> CacheView:
-        none = np.empty(0, np.int32)
-        return cls(np.empty(0, PAIR_DTYPE), none, np.empty(0, DIGEST_DTYPE), none, none, ())
+        return cls(())
 
     @classmethod
     def from_runs(cls, runs: Sequence[CacheRun], visible_owners: Collection[str]) -> CacheView:
         """Keep only runs of batches committed before the one being computed: a rerun must not
         see its own earlier claims, nor claims made by batches committed after it."""
-        kept = [run for run in runs if run.owner in visible_owners and len(run)]
-        if not kept:
-            return cls.empty()
-        digests = np.concatenate([run.digests for run in kept])
-        fps = np.concatenate([run.fingerprints for run in kept])
-        owner = np.concatenate([np.full(len(run), i, np.int32) for i, run in enumerate(kept)])
-        pairs = pair_bytes(digests, fps)
-        by_pair = np.argsort(pairs, kind="stable")
-        by_key = np.argsort(digests, kind="stable")  # stable: equal keys stay in commit order
-        sorted_keys = digests[by_key]
-        starts = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
-        ends = np.r_[starts[1:], True]
-        return cls(pairs[by_pair], owner[by_pair], sorted_keys[starts], owner[by_key][starts],
-                   owner[by_key][ends], tuple(run.owner for run in kept))
+        return cls(tuple(run for run in runs if run.owner in visible_owners and len(run)))
+
+    @property
+    def owners(self) -> tuple[str, ...]:
+        return tuple(run.owner for run in self.runs)
 
     def __len__(self) -> int:
-        return len(self.pairs)
+        return sum(len(run) for run in self.runs)
 
-    def find_pairs(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per queried pair: whether it is cached, and its owner index (-1 if not)."""
-        return _find(self.pairs, self.pair_owner, pairs)
+    def lookup(self, digests: np.ndarray, fingerprints: np.ndarray) -> CacheLookup:
+        count = len(digests)
+        pair_owner, key_first, key_last = (np.full(count, -1, np.int32) for _ in range(3))
+        fingerprints = fingerprints.astype(np.uint64)
+        for index, run in enumerate(self.runs):
+            low = np.searchsorted(run.digests, digests, side="left")
+            high = np.searchsorted(run.digests, digests, side="right")
+            has_key = high > low
+            key_first[has_key & (key_first < 0)] = index
+            key_last[has_key] = index
+            pair_owner[_pair_in_run(run, low, high, fingerprints) & (pair_owner < 0)] = index
+        return CacheLookup(pair_owner, key_first, key_last)
 
-    def find_keys(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        hit, first = _find(self.keys, self.key_first_owner, keys)
-        _, last = _find(self.keys, self.key_last_owner, keys)
-        return hit, first, last
 
-
-def _find(sorted_values: np.ndarray, owners: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if not len(sorted_values):
-        return np.zeros(len(queries), bool), np.full(len(queries), -1, np.int32)
-    position = np.minimum(np.searchsorted(sorted_values, queries), len(sorted_values) - 1)
-    hit = sorted_values[position] == queries
-    return hit, np.where(hit, owners[position], -1).astype(np.int32)
+def _pair_in_run(run: CacheRun, low: np.ndarray, high: np.ndarray, fingerprints: np.ndarray) -> np.ndarray:
+    """Whether each query's fingerprint is among its key's entries in the run (usually 0 or 1)."""
+    width = high - low
+    found = np.zeros(len(low), bool)
+    single = np.flatnonzero(width == 1)
+    found[single] = run.fingerprints[low[single]] == fingerprints[single]
+    for i in np.flatnonzero(width > 1).tolist():  # a key emitted with several payloads (renamed copies)
+        found[i] = bool((run.fingerprints[low[i]:high[i]] == fingerprints[i]).any())
+    return found
 
 
 @dataclass(frozen=True)
@@ -176,11 +188,10 @@ def decide_key_group(digests: np.ndarray, fingerprints: np.ndarray, priorities: 
     by_pair = np.lexsort((priorities, pair_of_row))
     pair_rep = by_pair[np.r_[True, pair_of_row[by_pair][1:] != pair_of_row[by_pair][:-1]]] if n else by_pair
     key_of_pair = np.unique(digests[pair_rep], return_inverse=True)[1].reshape(-1)
-    pair_hit, pair_owner = cache.find_pairs(pairs[pair_rep])
-    key_hit, key_first, key_last = cache.find_keys(digests[pair_rep])
-    best = _best_new_pair_per_key(key_of_pair, priorities[pair_rep], pair_hit)
-    rep, rest = _classify_pairs(pair_hit, pair_owner, key_hit, key_first, key_last, best, policy,
-                                this_batch=len(cache.owners))
+    found = cache.lookup(digests[pair_rep], fingerprints[pair_rep])
+    best = _best_new_pair_per_key(key_of_pair, priorities[pair_rep], found.pair_hit)
+    rep, rest = _classify_pairs(found.pair_hit, found.pair_owner, found.key_hit, found.key_first, found.key_last,
+                                best, policy, this_batch=len(cache.owners))
     is_rep = pair_rep[pair_of_row] == np.arange(n)
     outcomes = np.where(is_rep, rep.outcome[pair_of_row], rest.outcome[pair_of_row]).astype(np.uint8)
     actions = np.where(is_rep, rep.action[pair_of_row], rest.action[pair_of_row]).astype(np.uint8)

@@ -85,7 +85,7 @@ def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
     if not rules.min_time_us <= time_us <= rules.max_time_us:
         raise InvalidEvent(f"{rules.time_field} {_iso(time_us)} is outside the accepted range "
                            f"[{_iso(rules.min_time_us)}, {_iso(rules.max_time_us)}]")
-    order_key = _order_key(event, time_us, rules) if rules.survivor_field else None
+    order_key = order_key_for(event, time_us, rules) if rules.survivor_field else None
     return ParsedEvent(key_text, key_digest(key_text), rules.fingerprint.fingerprint(event), time_us, raw, order_key)
 
 
@@ -168,7 +168,7 @@ def normalize_event_id(value: object, field: str, trim: bool = False, lower: boo
     raise InvalidEvent(f"{field} is a {_json_type(value)}, not a string or integer")
 
 
-def _order_key(event: dict, time_us: int, rules: ParseRules) -> bytes | None:
+def order_key_for(event: dict, time_us: int, rules: ParseRules) -> bytes | None:
     field = rules.survivor_field
     assert field is not None
     if field == rules.time_field:

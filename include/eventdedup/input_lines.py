@@ -22,31 +22,51 @@ class InputLine:
 
 def iter_input_lines(body: bytes) -> Iterator[InputLine]:
     """Yield every line of an object, decompressing gzip (multi-member too) when the magic says so."""
+    split = split_input(body)
+    for number, piece in enumerate(split.pieces, start=1):
+        yield line_of_piece(number, piece)
+    yield from split.trailing
+
+
+@dataclass(frozen=True)
+class SplitInput:
+    """An object cut at its newlines. `pieces[i]` is line i + 1 exactly as between the newlines
+    (a "\r" or blank content still in it: `line_of_piece` judges it); `trailing` holds what
+    follows the last newline and findings about the object as a whole."""
+
+    pieces: list[bytes]
+    trailing: list[InputLine]
+
+
+def split_input(body: bytes) -> SplitInput:
     text, tail_error = _decompress(body) if body.startswith(GZIP_MAGIC) else (body, None)
     if not text and tail_error is None:
-        yield InputLine(0, b"", "empty object: no lines")
-        return
+        return SplitInput([], [InputLine(0, b"", "empty object: no lines")])
     if text.startswith(UTF8_BOM):
         text = text[len(UTF8_BOM):]
     pieces = text.split(b"\n")
     # A complete object ends with "\n", leaving an empty last piece that is not a line;
     # a truncated gzip stream leaves a partial last line, which is quarantined below.
     last = pieces.pop()
-    number = 0
-    for number, piece in enumerate(pieces, start=1):
-        if piece.endswith(b"\r"):
-            piece = piece[:-1]
-        if not piece.strip():
-            yield InputLine(number, piece, "blank line")
-        else:
-            yield InputLine(number, piece)
+    number = len(pieces) + 1
     if tail_error is not None:
-        yield InputLine(number + 1, last, tail_error)
+        trailing = [InputLine(number, last, tail_error)]
     elif last.strip():
         # Final line without a trailing newline: still a line.
-        yield InputLine(number + 1, last[:-1] if last.endswith(b"\r") else last)
+        trailing = [InputLine(number, last[:-1] if last.endswith(b"\r") else last)]
     elif last:
-        yield InputLine(number + 1, last, "blank line")
+        trailing = [InputLine(number, last, "blank line")]
+    else:
+        trailing = []
+    return SplitInput(pieces, trailing)
+
+
+def line_of_piece(number: int, piece: bytes) -> InputLine:
+    if piece.endswith(b"\r"):
+        piece = piece[:-1]
+    if not piece.strip():
+        return InputLine(number, piece, "blank line")
+    return InputLine(number, piece)
 
 
 def _decompress(body: bytes) -> tuple[bytes, str | None]:

@@ -12,11 +12,11 @@ import numpy as np
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
-from .arrow_tables import CHUNK_SCHEMA, QUARANTINE_SCHEMA, make_seq, table_to_ipc, table_to_parquet
+from .arrow_tables import QUARANTINE_SCHEMA, table_to_ipc, table_to_parquet
+from .batch_parser import parse_object
 from .config import S3Settings
 from .errors import InputChangedError
-from .event_parser import InvalidEvent, ParseRules, parse_event
-from .input_lines import iter_input_lines
+from .event_parser import ParseRules
 from .keys import CacheKey, bucket_array, digest_array
 from .s3store import ObjectInfo, S3Store, error_code, process_client
 
@@ -55,30 +55,10 @@ def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterato
                 f"(recorded ETag {info.etag}); a rerun would not reproduce the batch"
             ) from None
         raise
-    columns: dict[str, list] = {name: [] for name in CHUNK_SCHEMA.names}
-    bad_raw, bad_error, bad_line = [], [], []
-    lines = 0
-    for line in iter_input_lines(body):
-        lines += 1
-        try:
-            if line.error is not None:
-                raise InvalidEvent(line.error)
-            event = parse_event(line.raw, ctx.rules)
-        except InvalidEvent as exc:
-            bad_raw.append(line.raw)
-            bad_error.append(str(exc))
-            bad_line.append(line.line_number)
-            continue
-        columns["seq"].append(make_seq(input_index, line.line_number))
-        columns["event_id"].append(event.event_id)
-        columns["key_digest"].append(event.digest)
-        columns["fingerprint"].append(event.fingerprint)
-        columns["event_time"].append(event.time_us)
-        columns["raw"].append(event.raw)
-        columns["order_key"].append(event.order_key)
-    staged = _stage_quarantine(store, ctx, input_index, info.key, bad_raw, bad_error, bad_line)
-    yield (META_DAY, input_index, 0), ObjectStats(input_index, lines, len(bad_raw), staged)
-    yield from _chunks_by_cache_key(pa.table(columns, schema=CHUNK_SCHEMA), ctx.buckets)
+    parsed = parse_object(body, input_index, ctx.rules)
+    staged = _stage_quarantine(store, ctx, input_index, info.key, parsed.bad_raw, parsed.bad_error, parsed.bad_line)
+    yield (META_DAY, input_index, 0), ObjectStats(input_index, parsed.lines, len(parsed.bad_raw), staged)
+    yield from _chunks_by_cache_key(parsed.table, ctx.buckets)
 
 
 def _chunks_by_cache_key(table: pa.Table, buckets: int) -> Iterator[tuple[tuple[int, int, int], bytes]]:

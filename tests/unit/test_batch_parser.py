@@ -1,0 +1,145 @@
+"""The vectorised object parser must agree with the line-by-line reference on every line:
+the same rows (seq, key text, key bytes, fingerprint, time, raw, order key) and the same
+quarantine (raw bytes, reason, line number)."""
+from __future__ import annotations
+
+import gzip
+import uuid
+from datetime import datetime, timezone
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eventdedup.arrow_tables import make_seq
+from eventdedup.batch_parser import parse_object
+from eventdedup.config import config_from_mapping
+from eventdedup.event_parser import InvalidEvent, ParseRules, parse_event
+from eventdedup.input_lines import iter_input_lines
+
+AS_OF = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
+INPUT_INDEX = 3
+
+
+def rules_with(events: dict | None = None, **dedup: object) -> ParseRules:
+    mapping = {"s3": {"bucket": "bkt"}, "dedup": dedup, "events": events or {}}
+    return ParseRules.for_batch(config_from_mapping(mapping), AS_OF)
+
+
+RULE_SETS = {
+    "default": rules_with(),
+    "normalised": rules_with(normalize=["trim", "lower"]),
+    "composite": rules_with(key_fields=["event_id", "user"]),
+    "fingerprint fields": rules_with(fingerprint_fields=["event_id", "n"], fingerprint_exclude=["n"]),
+    "survivor max": rules_with(survivor="max:n", events={"max_line_bytes": 400}),
+    "survivor by time": rules_with(survivor="min:created_at"),
+}
+
+
+def reference(body: bytes, rules: ParseRules) -> tuple[list[tuple], list[tuple]]:
+    rows, bad = [], []
+    for line in iter_input_lines(body):
+        try:
+            if line.error is not None:
+                raise InvalidEvent(line.error)
+            event = parse_event(line.raw, rules)
+        except InvalidEvent as exc:
+            bad.append((line.raw, str(exc), line.line_number))
+            continue
+        rows.append((make_seq(INPUT_INDEX, line.line_number), event.event_id, event.digest, event.fingerprint,
+                     event.time_us, event.raw, event.order_key))
+    return rows, bad
+
+
+def fast(body: bytes, rules: ParseRules) -> tuple[list[tuple], list[tuple]]:
+    parsed = parse_object(body, INPUT_INDEX, rules)
+    table = parsed.table
+    times = table.column("event_time").cast("int64").to_pylist()
+    rows = list(zip(table.column("seq").to_pylist(), table.column("event_id").to_pylist(),
+                    table.column("key_digest").to_pylist(), table.column("fingerprint").to_pylist(), times,
+                    table.column("raw").to_pylist(), table.column("order_key").to_pylist()))
+    assert parsed.lines == sum(1 for _ in iter_input_lines(body))
+    return rows, list(zip(parsed.bad_raw, parsed.bad_error, parsed.bad_line))
+
+
+UUID_TEXT = st.uuids().map(str)
+IDS = st.one_of(
+    UUID_TEXT, UUID_TEXT.map(str.upper), UUID_TEXT.map(lambda u: f" {u} "), UUID_TEXT.map(lambda u: u.replace("-", "")),
+    st.text(max_size=6), st.integers(-5, 2**63 - 1), st.booleans(), st.none(), st.floats(allow_nan=False),
+    st.lists(st.integers(-9, 9), max_size=2), st.just("   "),
+)
+TIMES = st.one_of(
+    st.datetimes(min_value=datetime(1999, 1, 1), max_value=datetime(2026, 11, 23, 12),
+                 timezones=st.sampled_from([timezone.utc])).map(lambda d: d.isoformat()),
+    st.datetimes(min_value=datetime(2026, 11, 20), max_value=datetime(2026, 11, 22)).map(lambda d: d.isoformat() + "Z"),
+    st.sampled_from(["2026-11-22T04:30:00.5+02:00", "2026-02-30T01:00:00Z", "2026-11-22 04:30:00Z",
+                     "2026-11-22T04:30:00", "0000-01-01T00:00:00Z", "2026-11-22T24:00:00Z", "2026-11-22T04:30:00+24:00",
+                     "2026-11-22T04:30:60Z", "1795321800", "2026-11-22T04:30:00.1234567Z", "２０２６-11-22T04:30:00Z"]),
+    st.integers(0, 2 * 10**12), st.floats(allow_nan=True), st.none(), st.text(max_size=5),
+)
+
+
+@st.composite
+def lines(draw: st.DrawFn) -> bytes:
+    event: dict = {}
+    for name in draw(st.permutations(["event_id", "created_at", "user", "n", "nested"])):
+        if name == "event_id" and draw(st.integers(0, 9)):
+            event[name] = draw(IDS)
+        elif name == "created_at" and draw(st.integers(0, 9)):
+            event[name] = draw(TIMES)
+        elif name == "user" and draw(st.booleans()):
+            event[name] = draw(st.text(max_size=4))
+        elif name == "n" and draw(st.booleans()):
+            event[name] = draw(st.one_of(st.integers(-3, 3), st.floats(allow_nan=False), st.text(max_size=3),
+                                         st.none(), st.lists(st.integers(-9, 9), max_size=1)))
+        elif name == "nested" and draw(st.booleans()):
+            event[name] = {"é": draw(st.text(max_size=3)), "list": [1, {"a": None}]}
+    text = orjson.dumps(event)
+    flavour = draw(st.sampled_from(["compact", "compact", "compact", "spaced", "repeat", "crlf", "garbage",
+                                    "blank", "bad utf8", "array", "escaped", "long"]))
+    if flavour == "spaced":
+        return orjson.dumps(event, option=orjson.OPT_INDENT_2).replace(b"\n", b" ")
+    if flavour == "repeat" and event:
+        first = next(iter(event))
+        return text[:-1] + b',"' + first.encode() + b'":1}'
+    if flavour == "crlf":
+        return text + b"\r"
+    if flavour == "garbage":
+        return text[:draw(st.integers(0, max(len(text) - 1, 0)))]
+    if flavour == "blank":
+        return draw(st.sampled_from([b"", b"  ", b"\t"]))
+    if flavour == "bad utf8":
+        return text.replace(b"{", b"{\xff", 1)
+    if flavour == "array":
+        return b"[" + text + b"]"
+    if flavour == "escaped":
+        return text.replace(b'"event_id"', b'"event\\u005fid"')
+    if flavour == "long":
+        return text[:-1] + b',"pad":"' + b"x" * 500 + b'"}' if len(text) > 2 else text
+    return text
+
+
+@pytest.mark.parametrize("name", list(RULE_SETS))
+@given(body_lines=st.lists(lines(), max_size=25), ending=st.sampled_from([b"\n", b"", b"\n\n"]),
+       packed=st.sampled_from(["plain", "gzip", "bom"]))
+def test_fast_parse_equals_the_line_by_line_reference(name: str, body_lines: list[bytes], ending: bytes,
+                                                      packed: str) -> None:
+    rules = RULE_SETS[name]
+    body = b"\n".join(body_lines) + ending
+    if packed == "gzip":
+        body = gzip.compress(body, mtime=0)
+    elif packed == "bom":
+        body = b"\xef\xbb\xbf" + body
+    assert fast(body, rules) == reference(body, rules)
+
+
+def test_a_large_clean_object_goes_the_fast_way_and_keeps_input_order() -> None:
+    ids = [str(uuid.UUID(int=i * 7919 + 1, version=4)) for i in range(40_000)]
+    body = b"".join(orjson.dumps({"event_id": i, "created_at": "2026-11-22T04:30:00.000001Z", "k": n}) + b"\n"
+                    for n, i in enumerate(ids))
+    rows, bad = fast(body, RULE_SETS["default"])
+    assert bad == []
+    assert [row[1] for row in rows] == ids
+    assert [row[2] for row in rows] == [uuid.UUID(i).bytes for i in ids]
+    assert rows == reference(body, RULE_SETS["default"])[0]
