@@ -37,7 +37,7 @@ soak: venv check-java
 	$(PY) -m pytest -q -m soak tests/faults/test_soak.py && cat bench/results/soak-latest.json
 
 lock:
-	$(VENV)/bin/uv pip compile pyproject.toml --extra airflow --extra test --python-version 3.11 -o requirements.lock
+	$(VENV)/bin/uv pip compile pyproject.toml --extra airflow --extra test --extra bench --python-version 3.11 -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .demo

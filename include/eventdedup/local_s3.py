@@ -142,6 +142,12 @@ class LocalS3Process(_LoopbackS3):
         super().__init__(port, data_dir, host)
         self._process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int:
+        """The server's process id (the benchmark reads the emulator's CPU time from it)."""
+        assert self._process is not None, "the server is not running"
+        return self._process.pid
+
     def start(self, timeout: float = 60.0) -> LocalS3Process:
         command = [sys.executable, "-m", "eventdedup", "local-s3", "--port", str(self.port)]
         if self.data_dir is not None:

@@ -1,0 +1,68 @@
+"""The benchmark's stdout table and PNG chart, both from the result document alone."""
+from __future__ import annotations
+
+from pathlib import Path
+
+LABELS = {
+    "eventdedup": "eventdedup (Spark job, S3 emulator)",
+    "spark_batch": "Spark batch: dropDuplicates + left-anti join (local files)",
+    "streaming": "Structured Streaming: dropDuplicatesWithinWatermark, RocksDB (local files)",
+    "redis": "Redis + Lua, Tapjoy design: dedup step only (no parsing, no output)",
+}
+
+
+def print_table(result: dict) -> None:
+    summary = result["summary"]
+    events = result["workload"]["events"]
+    runs = result["settings"]["runs"]
+    print()
+    print(f"{events:,} events per batch, {result['workload']['history_batches']} hourly history batches of "
+          f"{result['workload']['history_batch_events']:,}; median of {runs} runs; {result['machine']['cpus']} cores")
+    print(f"{'system':<80} {'seconds':>8} {'events/s':>10} {'peer/eventdedup':>16} {'output rows':>12}")
+    for name, row in summary.items():
+        if name not in LABELS:
+            continue
+        ratio = f"{row['ratio_to_eventdedup']:.2f}x" if "ratio_to_eventdedup" in row else ""
+        print(f"{LABELS[name]:<80} {row['median_seconds']:>8.2f} {row['events_per_second']:>10,.0f} "
+              f"{ratio:>16} {row['output_rows']:>12,}")
+    ours = summary["eventdedup"]
+    print(f"eventdedup including Spark start-up ({result['spark_startup_seconds']:.1f}s): "
+          f"{ours['events_per_second_with_startup']:,.0f} events/s; S3 emulator CPU during the job "
+          f"{ours['server_cpu_seconds']:.1f}s")
+    print(f"expected output rows: {result['expected']['unique_new']:,}")
+    print("history in the window: " + ", ".join(
+        f"{h['scale']}x {h['median_seconds']:.2f}s ({h['growth']:+.0%})" for h in summary["history_scaling"]))
+    print("batch size: " + ", ".join(
+        f"{s['events']:,} {s['median_seconds']:.2f}s ({s['microseconds_per_event']:.2f} us/event)"
+        for s in summary["batch_sizes"]))
+    requests = result["s3_requests"]
+    print(f"S3 requests per batch: {requests['total']} for {requests['touched_cache_keys']} touched cache keys "
+          f"({requests['per_touched_key']:.2f} per key) {requests['by_method']}")
+    print(f"cache: {result['cache_bytes_per_key']['bytes_per_key']:.2f} bytes per key on S3")
+
+
+def write_chart(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = result["summary"]
+    names = [n for n in LABELS if n in summary]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    values = [summary[n]["events_per_second"] / 1000 for n in names]
+    bars = left.barh([LABELS[n].split(":")[0].split(" (")[0] for n in names], values,
+                     color=["#1f77b4"] + ["#999999"] * (len(names) - 1))
+    left.bar_label(bars, labels=[f"{v:,.0f}k" for v in values], padding=3)
+    left.invert_yaxis()
+    left.set_xlabel("thousand events per second (median; Redis: dedup step only)")
+    left.set_title(f"{result['workload']['events']:,}-event batch, {result['machine']['cpus']} cores")
+    scaling = summary["history_scaling"]
+    history = result["workload"]["history_batches"] * result["workload"]["history_batch_events"]
+    right.plot([h["scale"] * history / 1e6 for h in scaling], [h["median_seconds"] for h in scaling], "o-")
+    right.set_ylim(bottom=0)
+    right.set_xlabel("ids already in the dedup window (millions)")
+    right.set_ylabel("eventdedup batch time (s)")
+    right.set_title("Batch time against history size")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

@@ -1,0 +1,325 @@
+"""`make bench`: eventdedup against its peers on one seeded workload, in one run.
+
+    .venv/bin/python bench/run_bench.py [--events 1000000] [--history-batches 24] [--runs 3] ...
+
+Writes bench/results/latest.json, bench/results/latest.png and a table on stdout. Every figure
+is a median of --runs runs; each ratio is computed per run (peer time / eventdedup time of the
+same round, the systems taking turns) and the median of those ratios is reported.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from eventdedup.config import Config, config_from_mapping  # noqa: E402
+from eventdedup.job import run_dedup_job  # noqa: E402
+from eventdedup.layout import Layout  # noqa: E402
+from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
+from eventdedup.promotion import promote_batch  # noqa: E402
+from eventdedup.s3store import S3Store, make_client  # noqa: E402
+from eventdedup.spark_session import build_spark_session  # noqa: E402
+from eventdedup.staging import InputSelector, stage_batch  # noqa: E402
+
+from peers import RedisPeer, SparkBatchPeer, StreamingPeer  # noqa: E402
+from report import print_table, write_chart  # noqa: E402
+from s3_fault_proxy import FaultProxy  # noqa: E402
+from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
+from workload import Workload, WorkloadSpec  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def main() -> int:
+    args = parse_args()
+    os.environ.update(LOCAL_CREDENTIALS)
+    spec = WorkloadSpec(events=args.events, history_batches=args.history_batches,
+                        history_batch_events=args.history_batch_events or args.events, seed=args.seed)
+    work = Path(tempfile.mkdtemp(prefix="eventdedup-bench-"))
+    result: dict = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
+                    "workload": {**asdict(spec), "anchor": spec.anchor.isoformat(), "objects": args.objects},
+                    "settings": {"buckets": args.buckets, "partitions": args.partitions, "runs": args.runs}}
+    try:
+        with LocalS3Process() as server:
+            bench = EventdedupBench(server, args, spec, "main")
+            spark, startup = bench.start_spark()
+            result["spark_startup_seconds"] = startup
+            workload = Workload(spec)
+            lines = workload.batch_lines()
+            bench.seed(workload)
+            bench.upload("landing/main/", lines)
+            batch_file = work / "batch.json"
+            batch_file.write_bytes(b"\n".join(lines) + b"\n")
+            peers = make_peers(spark, work, workload, args)
+            rounds = []
+            for run in range(args.runs):
+                row = {"eventdedup": bench.run_job("landing/main/", f"main-{run}")}
+                for name, peer in peers.items():
+                    row[name] = run_peer(name, peer, batch_file, lines, run)
+                    print(f"  {name}: {row[name]['seconds']:.2f}s", flush=True)
+                rounds.append(row)
+            if "redis" in peers:
+                peers["redis"].close()
+            result["rounds"] = rounds
+            result["expected"] = workload.expected_counts()
+            result["s3_requests"] = bench.count_requests(server, "landing/main/")
+            result["cache_bytes_per_key"] = bench.cache_bytes_per_key()
+            result["promotion"] = bench.promote_once()
+            result["batch_sizes"] = bench.batch_sizes(args.sizes, spec)
+        result["history_scaling"] = history_scaling(args, spec, spark)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summarise(result, args)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_chart(result, RESULTS / "latest.png")
+    print_table(result)
+    return 0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000, help="events per measured batch")
+    parser.add_argument("--history-batches", type=int, default=24, help="hourly batches already in the window")
+    parser.add_argument("--history-batch-events", type=int, default=0, help="events per history batch (default: --events)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--objects", type=int, default=8, help="input objects the batch arrives in")
+    parser.add_argument("--buckets", type=int, default=8)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument("--history-scales", default="4,16", help="window sizes to measure, as multiples of the history")
+    parser.add_argument("--sizes", default="100000,4000000", help="further batch sizes to measure (linearity)")
+    parser.add_argument("--peers", default="spark_batch,streaming,redis")
+    return parser.parse_args()
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+
+
+class EventdedupBench:
+    def __init__(self, server: LocalS3Process, args: argparse.Namespace, spec: WorkloadSpec, name: str) -> None:
+        self.server, self.args, self.spec = server, args, spec
+        server.client().create_bucket(Bucket="bench")
+        self.config = bench_config(server.endpoint_url, args, spec)
+        self.store = S3Store(make_client(self.config.s3), "bench")
+        self.spark = None
+        self.last_batch: str | None = None
+
+    def start_spark(self) -> tuple[object, float]:
+        started = time.perf_counter()
+        self.spark = build_spark_session(self.config.spark, "eventdedup-bench")
+        self.spark.sparkContext.parallelize([0], 1).count()  # executors and a Python worker up
+        return self.spark, time.perf_counter() - started
+
+    def seed(self, workload: Workload) -> None:
+        started = time.perf_counter()
+        seed_eventdedup(self.store, self.config, workload)
+        print(f"eventdedup history: {workload.spec.history_batches} batches seeded in "
+              f"{time.perf_counter() - started:.1f}s", flush=True)
+
+    def upload(self, prefix: str, lines: list[bytes]) -> None:
+        per = -(-len(lines) // self.args.objects)
+        for i in range(self.args.objects):
+            self.store.put_bytes(f"{prefix}part-{i:03d}.jsonl", b"\n".join(lines[i * per:(i + 1) * per]) + b"\n")
+
+    def run_job(self, prefix: str, batch_id: str, config: Config | None = None) -> dict:
+        config = config or self.config
+        stage_batch(self.store, config, batch_id, InputSelector(input_prefix=prefix), self.spec.anchor)
+        cpu_before = server_cpu_seconds(self.server)
+        started = time.perf_counter()
+        job = run_dedup_job(self.spark, config, batch_id)
+        seconds = time.perf_counter() - started
+        record = {"seconds": seconds, "server_cpu_seconds": server_cpu_seconds(self.server) - cpu_before,
+                  "output_rows": job.counts["output_rows"], "counts": dict(job.counts)}
+        print(f"eventdedup {batch_id}: {seconds:.2f}s ({job.counts['input_lines'] / seconds:,.0f} events/s)", flush=True)
+        if batch_id != self.last_batch_to_keep():
+            self.store.delete_prefix(Layout(config.layout).staging_root(batch_id))
+        self.last_batch = batch_id
+        return record
+
+    def last_batch_to_keep(self) -> str:
+        return f"main-{self.args.runs - 1}"
+
+    def count_requests(self, server: LocalS3Process, prefix: str) -> dict:
+        """One more (untimed) job through a counting proxy: every request of driver and executors."""
+        with FaultProxy(server.endpoint_url) as proxy:
+            config = bench_config(proxy.endpoint_url, self.args, self.spec)
+            stage_batch(self.store, config, "requests", InputSelector(input_prefix=prefix), self.spec.anchor)
+            proxy.arm(None)
+            job = run_dedup_job(self.spark, config, "requests")
+            requests = list(proxy.requests)
+        self.store.delete_prefix(Layout(config.layout).staging_root("requests"))
+        by_method: dict[str, int] = {}
+        for request in requests:
+            by_method[request.split()[0]] = by_method.get(request.split()[0], 0) + 1
+        touched = len([r for r in requests if r.startswith("GET") and "/cache/" in r])
+        written = job.counts["cache_keys_written"]
+        touched_keys = len({r.split("/cache/")[1].rsplit("/", 1)[0] for r in requests if "/cache/" in r})
+        return {"total": len(requests), "by_method": by_method, "cache_segment_gets": touched,
+                "touched_cache_keys": touched_keys, "per_touched_key": len(requests) / max(touched_keys, 1),
+                "input_objects": self.args.objects, "cache_keys_written": written}
+
+    def cache_bytes_per_key(self) -> dict:
+        """Staged segments of the last measured batch: bytes on S3 over the entries they hold."""
+        from eventdedup.cache_segment import decode_segment
+
+        root = Layout(self.config.layout).staging_root(self.last_batch_to_keep())
+        size = entries = 0
+        for item in self.store.list(root):
+            if "/cache/" in item["Key"]:
+                runs = decode_segment(self.store.get_bytes(item["Key"]), item["Key"])
+                size += item["Size"]
+                entries += sum(len(run) for run in runs)
+        return {"bytes": size, "entries": entries, "bytes_per_key": size / max(entries, 1)}
+
+    def promote_once(self) -> dict:
+        started = time.perf_counter()
+        outcome = promote_batch(self.store, self.config, self.last_batch_to_keep())
+        return {"seconds": time.perf_counter() - started, "outcome": str(outcome)}
+
+    def batch_sizes(self, sizes: str, spec: WorkloadSpec) -> list[dict]:
+        out = []
+        for size in [int(s) for s in sizes.split(",") if s]:
+            lines = Workload(replace(spec, events=size)).batch_lines()
+            prefix = f"landing/size-{size}/"
+            self.upload(prefix, lines)
+            del lines
+            runs = [self.run_job(prefix, f"size-{size}-{run}") for run in range(self.args.runs)]
+            self.store.delete_prefix(prefix)
+            out.append({"events": size, "runs": runs})
+        return out
+
+
+def bench_config(endpoint: str, args: argparse.Namespace, spec: WorkloadSpec) -> Config:
+    return config_from_mapping({
+        "s3": {"endpoint_url": endpoint, "bucket": "bench"},
+        "dedup": {"buckets": args.buckets, "window_hours": spec.window_hours},
+        "spark": {"master": "local[2]", "partitions": args.partitions},
+    })
+
+
+def server_cpu_seconds(server: LocalS3Process) -> float:
+    """CPU the S3 emulator used: it shares the machine's two cores with Spark."""
+    fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def make_peers(spark: object, work: Path, workload: Workload, args: argparse.Namespace) -> dict:
+    wanted = [p for p in args.peers.split(",") if p]
+    peers: dict = {}
+    if "spark_batch" in wanted:
+        started = time.perf_counter()
+        seed_id_parquet(work / "spark_batch" / "ids", workload)
+        peers["spark_batch"] = SparkBatchPeer(spark, work / "spark_batch", workload)
+        print(f"spark_batch history written in {time.perf_counter() - started:.1f}s", flush=True)
+    if "streaming" in wanted:
+        started = time.perf_counter()
+        seed_stream_files(work / "streaming" / "source", workload)
+        peer = StreamingPeer(spark, work / "streaming", workload)
+        peer.seed()
+        peers["streaming"] = peer
+        print(f"streaming history through the query in {time.perf_counter() - started:.1f}s", flush=True)
+    if "redis" in wanted:
+        if shutil.which("redis-server") is None:
+            raise SystemExit("redis-server is not installed: `apt-get install redis-server` (make bench does it as root)")
+        peer = RedisPeer(work / "redis", workload)
+        started = time.perf_counter()
+        peer.seed()
+        print(f"redis history loaded in {time.perf_counter() - started:.1f}s ({peer.memory_bytes() / 2**20:.0f} MiB)",
+              flush=True)
+        peers["redis"] = peer
+    return peers
+
+
+def run_peer(name: str, peer: object, batch_file: Path, lines: list[bytes], run: int) -> dict:
+    if name == "spark_batch":
+        outcome = peer.run(batch_file)
+    elif name == "streaming":
+        outcome = peer.run(batch_file, run)
+    else:
+        ids, times = ids_and_times(lines)
+        outcome = peer.run(ids, times, f"main-{run}")
+    return {"seconds": outcome.seconds, "output_rows": outcome.output_rows, **outcome.detail}
+
+
+def ids_and_times(lines: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """What the Redis peer's caller hands it: id bytes and event times (parsing is not timed)."""
+    import uuid
+
+    events = [orjson.loads(line) for line in lines]
+    ids = np.array([uuid.UUID(e["event_id"]).bytes for e in events], "S16")
+    times = np.array([int(datetime.fromisoformat(e["created_at"]).timestamp() * 1_000_000) for e in events], np.int64)
+    return ids, times
+
+
+def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object) -> list[dict]:
+    """The same batch on windows of 4x and 16x the history: each on its own S3 server."""
+    out = []
+    for scale in [int(s) for s in args.history_scales.split(",") if s]:
+        scaled = replace(spec, history_batches=spec.history_batches * scale)
+        with LocalS3Process() as server:
+            bench = EventdedupBench(server, args, scaled, f"x{scale}")
+            bench.spark = spark
+            workload = Workload(scaled)
+            lines = workload.batch_lines()
+            bench.seed(workload)
+            bench.upload("landing/main/", lines)
+            runs = [bench.run_job("landing/main/", f"x{scale}-{run}") for run in range(args.runs)]
+        out.append({"scale": scale, "history_batches": scaled.history_batches, "runs": runs})
+    return out
+
+
+def summarise(result: dict, args: argparse.Namespace) -> None:
+    rounds = result["rounds"]
+    events = result["workload"]["events"]
+    startup = result["spark_startup_seconds"]
+    ours = [r["eventdedup"]["seconds"] for r in rounds]
+    summary: dict = {"eventdedup": {
+        "median_seconds": statistics.median(ours),
+        "events_per_second": events / statistics.median(ours),
+        "events_per_second_with_startup": events / (statistics.median(ours) + startup),
+        "server_cpu_seconds": statistics.median(r["eventdedup"]["server_cpu_seconds"] for r in rounds),
+        "output_rows": rounds[0]["eventdedup"]["output_rows"],
+    }}
+    for name in rounds[0]:
+        if name == "eventdedup":
+            continue
+        times = [r[name]["seconds"] for r in rounds]
+        summary[name] = {
+            "median_seconds": statistics.median(times), "events_per_second": events / statistics.median(times),
+            "output_rows": rounds[0][name]["output_rows"],
+            "ratio_to_eventdedup": statistics.median(r[name]["seconds"] / r["eventdedup"]["seconds"] for r in rounds),
+        }
+    base = summary["eventdedup"]["median_seconds"]
+    summary["history_scaling"] = [
+        {"scale": 1, "median_seconds": base, "growth": 0.0},
+        *({"scale": h["scale"], "median_seconds": statistics.median(r["seconds"] for r in h["runs"]),
+           "growth": statistics.median(r["seconds"] for r in h["runs"]) / base - 1} for h in result["history_scaling"]),
+    ]
+    sizes = [{"events": events, "median_seconds": base}] + [
+        {"events": s["events"], "median_seconds": statistics.median(r["seconds"] for r in s["runs"])}
+        for s in result["batch_sizes"]]
+    for size in sizes:
+        size["microseconds_per_event"] = size["median_seconds"] / size["events"] * 1e6
+    summary["batch_sizes"] = sorted(sizes, key=lambda s: s["events"])
+    result["summary"] = summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())
