@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv demo airflow test soak lock check-java clean
+.PHONY: venv demo airflow test soak bench redis-server lock check-java clean
 
 venv: $(VENV)/.installed
 
@@ -35,6 +35,19 @@ test: venv check-java
 
 soak: venv check-java
 	$(PY) -m pytest -q -m soak tests/faults/test_soak.py && cat bench/results/soak-latest.json
+
+# Seeded workload, eventdedup and its three peers in one run: bench/results/latest.{json,png} + a table.
+# BENCH_ARGS passes options through, e.g. make bench BENCH_ARGS="--events 100000 --history-scales 4".
+bench: venv check-java redis-server
+	$(PY) bench/run_bench.py $(BENCH_ARGS)
+
+# The Redis peer runs Debian's redis-server; installed here when missing (needs root, as in CI images).
+redis-server:
+	@command -v redis-server >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q redis-server >/dev/null \
+	      || { apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null; }; \
+	  else echo "make bench needs redis-server: sudo apt-get install redis-server" >&2; exit 1; fi; }
 
 lock:
 	$(VENV)/bin/uv pip compile pyproject.toml --extra airflow --extra test --extra bench --python-version 3.11 -o requirements.lock

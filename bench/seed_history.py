@@ -28,7 +28,7 @@ from eventdedup.keys import CacheKey, bucket_array
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
-from workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, iso_time, uuid_text
+from workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, iso_texts, uuid_texts
 
 
 def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> CommittedState:
@@ -89,7 +89,9 @@ def _put_segment(store: S3Store, layout: Layout, batch_id: str, key: CacheKey,
 
 
 def uuid_column(ids: np.ndarray) -> pa.Array:
-    return pa.array([uuid_text(row.tobytes()) for row in ids.view(np.uint8).reshape(-1, 16)], pa.string())
+    count = len(ids)
+    offsets = pa.py_buffer((np.arange(count + 1, dtype=np.int32) * 36).tobytes())
+    return pa.StringArray.from_buffers(count, offsets, pa.py_buffer(uuid_texts(ids).tobytes()))
 
 
 def seed_id_parquet(directory: Path, workload: Workload) -> None:
@@ -109,7 +111,8 @@ def seed_stream_files(directory: Path, workload: Workload) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for j in range(workload.spec.history_batches):
         batch = workload.history_batch(j)
-        with open(directory / f"{batch.batch_id}.json", "wb") as out:
-            out.write(b"".join(
-                f'{{"event_id":"{uuid_text(row.tobytes())}","created_at":"{iso_time(int(t))}"}}\n'.encode()
-                for row, t in zip(batch.ids.view(np.uint8).reshape(-1, 16), batch.times_us)))
+        # {"event_id":"<36>","created_at":"<27>"}\n, assembled column-wise
+        parts = [b'{"event_id":"', uuid_texts(batch.ids), b'","created_at":"', iso_texts(batch.times_us), b'"}\n']
+        columns = [np.broadcast_to(np.frombuffer(p, np.uint8), (len(batch.ids), len(p))) if isinstance(p, bytes) else p
+                   for p in parts]
+        (directory / f"{batch.batch_id}.json").write_bytes(np.ascontiguousarray(np.hstack(columns)).tobytes())

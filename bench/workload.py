@@ -70,6 +70,28 @@ def random_ids(rng: np.random.Generator, count: int) -> np.ndarray:
     return raw.view("S16").reshape(count)
 
 
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
+_DASH_AT = (8, 13, 18, 23)
+
+
+def uuid_texts(ids: np.ndarray) -> np.ndarray:
+    """Canonical UUID text of every id as an (n, 36) uint8 matrix, without per-row Python."""
+    raw = ids.view(np.uint8).reshape(-1, 16)
+    hexed = np.empty((len(raw), 32), np.uint8)
+    hexed[:, 0::2], hexed[:, 1::2] = _HEX_DIGITS[raw >> 4], _HEX_DIGITS[raw & 15]
+    out = np.full((len(raw), 36), ord("-"), np.uint8)
+    out[:, [i for i in range(36) if i not in _DASH_AT]] = hexed
+    return out
+
+
+def iso_texts(times_us: np.ndarray) -> np.ndarray:
+    """'YYYY-MM-DDTHH:MM:SS.ffffffZ' of every time as an (n, 27) uint8 matrix."""
+    text = np.datetime_as_string(times_us.astype("datetime64[us]"), unit="us").astype("S26")
+    out = np.full((len(times_us), 27), ord("Z"), np.uint8)
+    out[:, :26] = text.view(np.uint8).reshape(-1, 26)
+    return out
+
+
 def id_bytes(ids: np.ndarray, i: int) -> bytes:
     """Row i of an S16 array with its trailing zero bytes (numpy strips them from S scalars)."""
     return ids.view(np.uint8).reshape(-1, 16)[i].tobytes()

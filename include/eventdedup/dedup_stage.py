@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow_tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, ipc_to_table, split_seq, table_to_parquet
+from .arrow_tables import AUDIT_SCHEMA, LINE_BITS, OUTPUT_SCHEMA, ipc_to_table, table_to_parquet
 from .cache_segment import CacheRun, decode_segment, encode_segment
 from .config import S3Settings
 from .dedup_core import Action, CacheView, DuplicatePolicy, KeyDecision, Outcome, decide_key_group, new_cache_run
@@ -59,22 +59,29 @@ def dedup_partition(ctx: DedupContext, cache_heads: Mapping[str, str], partition
         else:
             groups[key].append(value)  # sorted input: each key's chunks arrive together
     keys = [CacheKey(*key) for key in groups]
+    hours_left = Counter((key.date_text, key.hour_text) for key in keys)
+    counts: Counter[str] = Counter()
+    outputs: dict[tuple[str, str], list[pa.Table]] = defaultdict(list)
+    audits: list[pa.Table] = []
     with ThreadPoolExecutor(IO_THREADS) as pool:
-        runs = list(pool.map(lambda k: _load_runs(store, ctx, cache_heads, k), keys))
-        works = [_KeyWork(k, _sorted_by_seq(groups[k.as_tuple()]), r) for k, r in zip(keys, runs)]
-        counts: Counter[str] = Counter()
-        outputs: dict[tuple[str, str], list[pa.Table]] = defaultdict(list)
-        audits: list[pa.Table] = []
-        segment_jobs = []
-        for work in works:
+        # Every cache load is in flight at once; each key is decided as soon as its load lands,
+        # and its segment (and an hour's data, once its last key is decided) is written while
+        # the next key is decided: S3 latency overlaps the compute instead of adding to it.
+        loads = [pool.submit(_load_runs, store, ctx, cache_heads, key) for key in keys]
+        writes: list[Future[dict[str, Any] | None]] = []
+        for key, load in zip(keys, loads):
+            work = _KeyWork(key, _sorted_by_seq(groups.pop(key.as_tuple())), load.result())
             kept, audit, segment = _decide(ctx, work, counts)
-            outputs[(work.key.date_text, work.key.hour_text)].append(kept)
             if audit.num_rows:
                 audits.append(audit)
             if segment is not None:
-                segment_jobs.append((work.key, segment))
-        staged = list(pool.map(lambda job: _stage_segment(store, ctx, *job), segment_jobs))
-        staged += list(pool.map(lambda item: _stage_data(store, ctx, partition, *item), sorted(outputs.items())))
+                writes.append(pool.submit(_stage_segment, store, ctx, key, segment))
+            hour = (key.date_text, key.hour_text)
+            outputs[hour].append(kept)
+            hours_left[hour] -= 1
+            if not hours_left[hour]:
+                writes.append(pool.submit(_stage_data, store, ctx, partition, hour, outputs.pop(hour)))
+        staged = [write.result() for write in writes]
     if audits:
         staged.append(_stage_audit(store, ctx, partition, pa.concat_tables(audits)))
     yield from (record for record in staged if record is not None)
@@ -89,8 +96,16 @@ def _object_stats_record(stats: ObjectStats) -> dict[str, Any]:
 
 
 def _sorted_by_seq(chunks: list[bytes]) -> pa.Table:
-    table = pa.concat_tables([ipc_to_table(chunk) for chunk in chunks])
-    return table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+    """One key's rows in input order. Each chunk comes from one input object (a contiguous seq
+    range) and is already in input order, so ordering the chunks by their first seq orders
+    the rows; the shuffle only delivers the chunks in an arbitrary order."""
+    tables = [ipc_to_table(chunk) for chunk in chunks]
+    tables.sort(key=lambda table: table.column("seq")[0].as_py())
+    table = pa.concat_tables(tables)
+    seq = table.column("seq").to_numpy()
+    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():  # cannot happen; cheap to make sure
+        table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+    return table
 
 
 def _in_window(ctx: DedupContext, key: CacheKey) -> bool:
@@ -177,18 +192,24 @@ def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa
     """Every duplicate found, whatever became of it: dropped ones are only ever found here."""
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
     rows = table.take(pa.array(duplicates, pa.int64()))
-    sources = [split_seq(seq) for seq in rows.column("seq").to_pylist()]
+    seq = rows.column("seq").to_numpy()
+    holders = np.array([*decision.owners, ctx.batch_id], dtype=object)
     return pa.table({
         "event_id": rows.column("event_id"),
         "event_time": rows.column("event_time"),
-        "reason": [Outcome(int(decision.outcomes[i])).reason for i in duplicates],
-        "action": [Action(int(decision.actions[i])).label for i in duplicates],
-        "kept_in_batch": [decision.holder_batch(int(i)) for i in duplicates],
-        "batch_id": [ctx.batch_id] * len(duplicates),
-        "source_object": [ctx.input_keys[index] for index, _ in sources],
-        "line_number": [line for _, line in sources],
+        "reason": pa.array(_REASONS[decision.outcomes[duplicates]], pa.string()),
+        "action": pa.array(_ACTION_LABELS[decision.actions[duplicates]], pa.string()),
+        "kept_in_batch": pa.array(holders[decision.holder[duplicates]], pa.string()),
+        "batch_id": pa.array([ctx.batch_id] * len(duplicates), pa.string()),
+        "source_object": pa.array(np.array(ctx.input_keys, dtype=object)[seq >> LINE_BITS], pa.string()),
+        "line_number": pa.array(seq & ((1 << LINE_BITS) - 1), pa.int64()),
         "raw": rows.column("raw"),
     }, schema=AUDIT_SCHEMA)
+
+
+# Labels indexed by the enums' values (0, 1, 2, ...), so an audit column is one numpy take.
+_REASONS = np.array([Outcome(i).reason for i in range(len(Outcome))], dtype=object)
+_ACTION_LABELS = np.array([Action(i).label for i in range(len(Action))], dtype=object)
 
 
 def _staged_record(kind: str, info_json: dict[str, Any], final_key: str, rows: int, **extra: Any) -> dict[str, Any]:
