@@ -1,6 +1,9 @@
 """The benchmark's stdout table and PNG chart, both from the result document alone."""
 from __future__ import annotations
 
+import json
+import statistics
+import sys
 from pathlib import Path
 
 LABELS = {
@@ -11,6 +14,46 @@ LABELS = {
 }
 
 
+def summarise(result: dict) -> None:
+    """Medians and per-round ratios, from the raw rounds alone (so a result file can be re-read)."""
+    rounds = result["rounds"]
+    events = result["workload"]["events"]
+    startup = result["spark_startup_seconds"]
+    ours = [r["eventdedup"]["seconds"] for r in rounds]
+    summary: dict = {"eventdedup": {
+        "median_seconds": statistics.median(ours),
+        "events_per_second": events / statistics.median(ours),
+        "events_per_second_with_startup": events / (statistics.median(ours) + startup),
+        "server_cpu_seconds": statistics.median(r["eventdedup"]["server_cpu_seconds"] for r in rounds),
+        "output_rows": rounds[0]["eventdedup"]["output_rows"],
+        # Promotion (copies + the commit) runs once, after the last round: the peers' times
+        # include their own final writes, so this is the like-for-like end-to-end figure.
+        "with_promotion_seconds": statistics.median(ours) + result["promotion"]["seconds"],
+    }}
+    for name in rounds[0]:
+        if name == "eventdedup":
+            continue
+        times = [r[name]["seconds"] for r in rounds]
+        summary[name] = {
+            "median_seconds": statistics.median(times), "events_per_second": events / statistics.median(times),
+            "output_rows": rounds[0][name]["output_rows"],
+            "ratio_to_eventdedup": statistics.median(r[name]["seconds"] / r["eventdedup"]["seconds"] for r in rounds),
+        }
+    base = summary["eventdedup"]["median_seconds"]
+    scaling = [{"scale": h["scale"], "median_seconds": statistics.median(r["seconds"] for r in h["runs"])}
+               for h in result["history_scaling"]]
+    # Growth is measured against the 1x window measured the same way (fresh server, peers done).
+    reference = next((h["median_seconds"] for h in scaling if h["scale"] == 1), base)
+    summary["history_scaling"] = [{**h, "growth": h["median_seconds"] / reference - 1} for h in scaling]
+    sizes = [{"events": events, "median_seconds": base}] + [
+        {"events": s["events"], "median_seconds": statistics.median(r["seconds"] for r in s["runs"])}
+        for s in result["batch_sizes"]]
+    for size in sizes:
+        size["microseconds_per_event"] = size["median_seconds"] / size["events"] * 1e6
+    summary["batch_sizes"] = sorted(sizes, key=lambda s: s["events"])
+    result["summary"] = summary
+
+
 def print_table(result: dict) -> None:
     summary = result["summary"]
     events = result["workload"]["events"]
@@ -18,14 +61,17 @@ def print_table(result: dict) -> None:
     print()
     print(f"{events:,} events per batch, {result['workload']['history_batches']} hourly history batches of "
           f"{result['workload']['history_batch_events']:,}; median of {runs} runs; {result['machine']['cpus']} cores")
-    print(f"{'system':<80} {'seconds':>8} {'events/s':>10} {'peer/eventdedup':>16} {'output rows':>12}")
+    expected = result["expected"]["unique_new"]
+    print(f"{'system':<80} {'seconds':>8} {'events/s':>10} {'peer/eventdedup':>16} {'output rows':>12} {'correct':>8}")
     for name, row in summary.items():
         if name not in LABELS:
             continue
         ratio = f"{row['ratio_to_eventdedup']:.2f}x" if "ratio_to_eventdedup" in row else ""
         print(f"{LABELS[name]:<80} {row['median_seconds']:>8.2f} {row['events_per_second']:>10,.0f} "
-              f"{ratio:>16} {row['output_rows']:>12,}")
+              f"{ratio:>16} {row['output_rows']:>12,} {'yes' if row['output_rows'] == expected else 'NO':>8}")
     ours = summary["eventdedup"]
+    print(f"eventdedup job + promotion ({result['promotion']['seconds']:.1f}s): "
+          f"{events / ours['with_promotion_seconds']:,.0f} events/s")
     print(f"eventdedup including Spark start-up ({result['spark_startup_seconds']:.1f}s): "
           f"{ours['events_per_second_with_startup']:,.0f} events/s; S3 emulator CPU during the job "
           f"{ours['server_cpu_seconds']:.1f}s")
@@ -66,3 +112,12 @@ def write_chart(result: dict, path: Path) -> None:
     right.set_title("Batch time against history size")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":  # re-render a result file: python bench/report.py bench/results/latest.json
+    path = Path(sys.argv[1])
+    document = json.loads(path.read_text())
+    summarise(document)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    write_chart(document, path.with_suffix(".png"))
+    print_table(document)

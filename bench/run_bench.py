@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ from eventdedup.spark_session import build_spark_session  # noqa: E402
 from eventdedup.staging import InputSelector, stage_batch  # noqa: E402
 
 from peers import RedisPeer, SparkBatchPeer, StreamingPeer  # noqa: E402
-from report import print_table, write_chart  # noqa: E402
+from report import print_table, summarise, write_chart  # noqa: E402
 from s3_fault_proxy import FaultProxy  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
 from workload import Workload, WorkloadSpec  # noqa: E402
@@ -84,10 +83,10 @@ def main() -> int:
         result["history_scaling"] = history_scaling(args, spec, spark)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    summarise(result, args)
+    summarise(result)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
-    write_chart(result, RESULTS / "latest.png")
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_chart(result, RESULTS / f"{args.out}.png")
     print_table(result)
     return 0
 
@@ -102,9 +101,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--buckets", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--history-scales", default="4,16", help="window sizes to measure, as multiples of the history")
+    parser.add_argument("--history-scales", default="1,4,16",
+                        help="window sizes to measure, as multiples of the history; each on a fresh S3 server "
+                             "after the peers are done, so 1x is the like-for-like baseline")
     parser.add_argument("--sizes", default="100000,4000000", help="further batch sizes to measure (linearity)")
-    parser.add_argument("--peers", default="spark_batch,streaming,redis")
+    parser.add_argument("--peers", default="spark_batch,streaming,redis", help="comma-separated; empty for none")
+    parser.add_argument("--out", default="latest", help="result name under bench/results/ (.json, .png)")
     return parser.parse_args()
 
 
@@ -269,7 +271,7 @@ def ids_and_times(lines: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object) -> list[dict]:
-    """The same batch on windows of 4x and 16x the history: each on its own S3 server."""
+    """The same batch on windows of 1x, 4x and 16x the history, each on its own S3 server."""
     out = []
     for scale in [int(s) for s in args.history_scales.split(",") if s]:
         scaled = replace(spec, history_batches=spec.history_batches * scale)
@@ -283,42 +285,6 @@ def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object)
             runs = [bench.run_job("landing/main/", f"x{scale}-{run}") for run in range(args.runs)]
         out.append({"scale": scale, "history_batches": scaled.history_batches, "runs": runs})
     return out
-
-
-def summarise(result: dict, args: argparse.Namespace) -> None:
-    rounds = result["rounds"]
-    events = result["workload"]["events"]
-    startup = result["spark_startup_seconds"]
-    ours = [r["eventdedup"]["seconds"] for r in rounds]
-    summary: dict = {"eventdedup": {
-        "median_seconds": statistics.median(ours),
-        "events_per_second": events / statistics.median(ours),
-        "events_per_second_with_startup": events / (statistics.median(ours) + startup),
-        "server_cpu_seconds": statistics.median(r["eventdedup"]["server_cpu_seconds"] for r in rounds),
-        "output_rows": rounds[0]["eventdedup"]["output_rows"],
-    }}
-    for name in rounds[0]:
-        if name == "eventdedup":
-            continue
-        times = [r[name]["seconds"] for r in rounds]
-        summary[name] = {
-            "median_seconds": statistics.median(times), "events_per_second": events / statistics.median(times),
-            "output_rows": rounds[0][name]["output_rows"],
-            "ratio_to_eventdedup": statistics.median(r[name]["seconds"] / r["eventdedup"]["seconds"] for r in rounds),
-        }
-    base = summary["eventdedup"]["median_seconds"]
-    summary["history_scaling"] = [
-        {"scale": 1, "median_seconds": base, "growth": 0.0},
-        *({"scale": h["scale"], "median_seconds": statistics.median(r["seconds"] for r in h["runs"]),
-           "growth": statistics.median(r["seconds"] for r in h["runs"]) / base - 1} for h in result["history_scaling"]),
-    ]
-    sizes = [{"events": events, "median_seconds": base}] + [
-        {"events": s["events"], "median_seconds": statistics.median(r["seconds"] for r in s["runs"])}
-        for s in result["batch_sizes"]]
-    for size in sizes:
-        size["microseconds_per_event"] = size["median_seconds"] / size["events"] * 1e6
-    summary["batch_sizes"] = sorted(sizes, key=lambda s: s["events"])
-    result["summary"] = summary
 
 
 if __name__ == "__main__":
