@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +36,7 @@ from eventdedup.s3store import S3Store, make_client  # noqa: E402
 from eventdedup.spark_session import build_spark_session  # noqa: E402
 from eventdedup.staging import InputSelector, stage_batch  # noqa: E402
 
-from peers import RedisPeer, SparkBatchPeer, StreamingPeer  # noqa: E402
+from peers import RedisPeer  # noqa: E402
 from report import print_table, summarise, write_chart  # noqa: E402
 from s3_fault_proxy import FaultProxy  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
@@ -64,7 +65,7 @@ def main() -> int:
             bench.upload("landing/main/", lines)
             batch_file = work / "batch.json"
             batch_file.write_bytes(b"\n".join(lines) + b"\n")
-            peers = make_peers(spark, work, workload, args)
+            peers = make_peers(work, workload, args)
             rounds = []
             for run in range(args.runs):
                 row = {"eventdedup": bench.run_job("landing/main/", f"main-{run}")}
@@ -72,8 +73,8 @@ def main() -> int:
                     row[name] = run_peer(name, peer, batch_file, lines, run)
                     print(f"  {name}: {row[name]['seconds']:.2f}s", flush=True)
                 rounds.append(row)
-            if "redis" in peers:
-                peers["redis"].close()
+            for peer in peers.values():
+                peer.close()
             result["rounds"] = rounds
             result["expected"] = workload.expected_counts()
             result["s3_requests"] = bench.count_requests(server, "landing/main/")
@@ -222,19 +223,44 @@ def server_cpu_seconds(server: LocalS3Process) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def make_peers(spark: object, work: Path, workload: Workload, args: argparse.Namespace) -> dict:
+class SubprocessPeer:
+    """A Spark peer served by its own long-lived process and JVM (bench/peer_run.py)."""
+
+    def __init__(self, name: str, root: Path, spec: WorkloadSpec) -> None:
+        self.name = name
+        spec_json = json.dumps({**asdict(spec), "anchor": spec.anchor.isoformat()})
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve().parent / "peer_run.py"), name, str(root), spec_json],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def step(self, **command: object) -> dict:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT "):])
+        raise RuntimeError(f"the {self.name} peer process died (exit {self.process.wait()})")
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(120)
+
+
+def make_peers(work: Path, workload: Workload, args: argparse.Namespace) -> dict:
     wanted = [p for p in args.peers.split(",") if p]
     peers: dict = {}
     if "spark_batch" in wanted:
         started = time.perf_counter()
         seed_id_parquet(work / "spark_batch" / "ids", workload)
-        peers["spark_batch"] = SparkBatchPeer(spark, work / "spark_batch", workload)
+        peers["spark_batch"] = SubprocessPeer("spark_batch", work / "spark_batch", workload.spec)
         print(f"spark_batch history written in {time.perf_counter() - started:.1f}s", flush=True)
     if "streaming" in wanted:
         started = time.perf_counter()
         seed_stream_files(work / "streaming" / "source", workload)
-        peer = StreamingPeer(spark, work / "streaming", workload)
-        peer.seed()
+        peer = SubprocessPeer("streaming", work / "streaming", workload.spec)
+        peer.step(action="seed")
         peers["streaming"] = peer
         print(f"streaming history through the query in {time.perf_counter() - started:.1f}s", flush=True)
     if "redis" in wanted:
@@ -250,13 +276,10 @@ def make_peers(spark: object, work: Path, workload: Workload, args: argparse.Nam
 
 
 def run_peer(name: str, peer: object, batch_file: Path, lines: list[bytes], run: int) -> dict:
-    if name == "spark_batch":
-        outcome = peer.run(batch_file)
-    elif name == "streaming":
-        outcome = peer.run(batch_file, run)
-    else:
-        ids, times = ids_and_times(lines)
-        outcome = peer.run(ids, times, f"main-{run}")
+    if name in ("spark_batch", "streaming"):
+        return peer.step(action="run", run=run, batch_file=str(batch_file))
+    ids, times = ids_and_times(lines)
+    outcome = peer.run(ids, times, f"main-{run}")
     return {"seconds": outcome.seconds, "output_rows": outcome.output_rows, **outcome.detail}
 
 
