@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import io
+from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -55,11 +57,14 @@ QUARANTINE_SCHEMA = pa.schema([
 LINE_BITS = 40
 
 
-def make_seq(input_index: int, line_number: int) -> int:
+Seq = TypeVar("Seq", int, np.ndarray)  # one row's seq, or a numpy column of them
+
+
+def make_seq(input_index: Seq, line_number: Seq) -> Seq:
     return (input_index << LINE_BITS) | line_number
 
 
-def split_seq(seq: int) -> tuple[int, int]:
+def split_seq(seq: Seq) -> tuple[Seq, Seq]:
     return seq >> LINE_BITS, seq & ((1 << LINE_BITS) - 1)
 
 

@@ -22,7 +22,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow_tables import CHUNK_SCHEMA, LINE_BITS
+from .arrow_tables import CHUNK_SCHEMA, make_seq
 from .event_parser import InvalidEvent, ParsedEvent, ParseRules, dedup_key_text, order_key_for, parse_event
 from .fingerprints import fingerprint_digests
 from .input_lines import InputLine, line_of_piece, split_input
@@ -92,7 +92,7 @@ def _parse_slowly(line: InputLine, input_index: int, rules: ParseRules, result: 
         result.quarantine(line, line.error)
         return
     try:
-        rows.append(ParsedRow((input_index << LINE_BITS) | line.line_number, parse_event(line.raw, rules)))
+        rows.append(ParsedRow(make_seq(input_index, line.line_number), parse_event(line.raw, rules)))
     except InvalidEvent as exc:
         result.quarantine(line, str(exc))
 
@@ -140,7 +140,7 @@ def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
     chosen = events if everything else [events[i] for i in row_list]
     numbers = np.asarray(candidates, np.int64)[rows] + first_number
     table = pa.table({
-        "seq": pa.array((np.int64(input_index) << LINE_BITS) | numbers, pa.int64()),
+        "seq": pa.array(make_seq(np.int64(input_index), numbers), pa.int64()),
         "event_id": keys.texts_of(rows),
         "key_digest": pa.FixedSizeBinaryArray.from_buffers(
             pa.binary(KEY_DIGEST_BYTES), len(rows), [None, pa.py_buffer(keys.digests[rows].tobytes())]),

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrow_tables import AUDIT_SCHEMA, LINE_BITS, OUTPUT_SCHEMA, ipc_to_table, table_to_parquet
+from .arrow_tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, ipc_to_table, split_seq, table_to_parquet
 from .cache_segment import CacheRun, decode_segment, encode_segment
 from .config import S3Settings
 from .dedup_core import Action, CacheView, DuplicatePolicy, KeyDecision, Outcome, decide_key_group, new_cache_run
@@ -127,7 +127,7 @@ def _decide(ctx: DedupContext, work: _KeyWork, counts: Counter[str]) -> tuple[pa
     table = work.table
     in_window = _in_window(ctx, work.key)
     visible = [run for run in work.runs if run.owner in ctx.visible_owners]
-    cache = CacheView.from_runs(visible, ctx.visible_owners) if in_window else CacheView.empty()
+    cache = CacheView.from_runs(work.runs, ctx.visible_owners) if in_window else CacheView.empty()
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
     priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
@@ -192,7 +192,7 @@ def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa
     """Every duplicate found, whatever became of it: dropped ones are only ever found here."""
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
     rows = table.take(pa.array(duplicates, pa.int64()))
-    seq = rows.column("seq").to_numpy()
+    input_index, line_number = split_seq(rows.column("seq").to_numpy())
     holders = np.array([*decision.owners, ctx.batch_id], dtype=object)
     return pa.table({
         "event_id": rows.column("event_id"),
@@ -201,8 +201,8 @@ def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa
         "action": pa.array(_ACTION_LABELS[decision.actions[duplicates]], pa.string()),
         "kept_in_batch": pa.array(holders[decision.holder[duplicates]], pa.string()),
         "batch_id": pa.array([ctx.batch_id] * len(duplicates), pa.string()),
-        "source_object": pa.array(np.array(ctx.input_keys, dtype=object)[seq >> LINE_BITS], pa.string()),
-        "line_number": pa.array(seq & ((1 << LINE_BITS) - 1), pa.int64()),
+        "source_object": pa.array(np.array(ctx.input_keys, dtype=object)[input_index], pa.string()),
+        "line_number": pa.array(line_number, pa.int64()),
         "raw": rows.column("raw"),
     }, schema=AUDIT_SCHEMA)
 
