@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eventdedup.config import SparkSettings  # noqa: E402
-from eventdedup.spark_session import build_spark_session  # noqa: E402
-
 from peers import SparkBatchPeer, StreamingPeer  # noqa: E402
 from workload import Workload, WorkloadSpec  # noqa: E402
+
+from eventdedup.config import SparkSettings  # noqa: E402
+from eventdedup.job.spark_session import build_spark_session  # noqa: E402
 
 
 def main() -> int:

@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.parquet as pq
+from workload import HOUR_US, Workload, id_bytes
 
 from eventdedup.keys import bucket_array
-from eventdedup.local_s3 import free_port
-
-from workload import HOUR_US, Workload, id_bytes
+from eventdedup_dev.local_s3 import free_port
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -225,4 +224,4 @@ class RedisPeer:
 
 
 def _positions(results: list, calls: list[tuple[int, list[int]]]) -> list[int]:
-    return [part[int(i) - 1] for dupes, (_, part) in zip(results, calls) for i in dupes]
+    return [part[int(i) - 1] for dupes, (_, part) in zip(results, calls, strict=False) for i in dupes]

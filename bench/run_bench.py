@@ -25,22 +25,22 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from eventdedup.config import Config, config_from_mapping  # noqa: E402
-from eventdedup.job import run_dedup_job  # noqa: E402
-from eventdedup.layout import Layout  # noqa: E402
-from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
-from eventdedup.promotion import promote_batch  # noqa: E402
-from eventdedup.s3store import S3Store, make_client  # noqa: E402
-from eventdedup.spark_session import build_spark_session  # noqa: E402
-from eventdedup.staging import InputSelector, stage_batch  # noqa: E402
 
 from peers import RedisPeer  # noqa: E402
 from report import print_table, summarise, write_chart  # noqa: E402
-from s3_fault_proxy import FaultProxy  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
 from workload import Workload, WorkloadSpec  # noqa: E402
+
+from eventdedup.commit.promotion import promote_batch  # noqa: E402
+from eventdedup.config import Config, config_from_mapping  # noqa: E402
+from eventdedup.inputs.manifest import freeze_batch_inputs
+from eventdedup.inputs.selector import InputSelector  # noqa: E402
+from eventdedup.job.driver import run_dedup_job  # noqa: E402
+from eventdedup.job.spark_session import build_spark_session  # noqa: E402
+from eventdedup.layout import Layout  # noqa: E402
+from eventdedup.s3store import S3Store, make_client  # noqa: E402
+from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
+from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -143,14 +143,15 @@ class EventdedupBench:
 
     def run_job(self, prefix: str, batch_id: str, config: Config | None = None) -> dict:
         config = config or self.config
-        stage_batch(self.store, config, batch_id, InputSelector(input_prefix=prefix), self.spec.anchor)
+        freeze_batch_inputs(self.store, config, batch_id, InputSelector(input_prefix=prefix), self.spec.anchor)
         cpu_before = server_cpu_seconds(self.server)
         started = time.perf_counter()
         job = run_dedup_job(self.spark, config, batch_id)
         seconds = time.perf_counter() - started
         record = {"seconds": seconds, "server_cpu_seconds": server_cpu_seconds(self.server) - cpu_before,
                   "output_rows": job.counts["output_rows"], "counts": dict(job.counts)}
-        print(f"eventdedup {batch_id}: {seconds:.2f}s ({job.counts['input_lines'] / seconds:,.0f} events/s)", flush=True)
+        print(f"eventdedup {batch_id}: {seconds:.2f}s ({job.counts['input_lines'] / seconds:,.0f} events/s)",
+              flush=True)
         if batch_id != self.last_batch_to_keep():
             self.store.delete_prefix(Layout(config.layout).staging_root(batch_id))
         self.last_batch = batch_id
@@ -163,7 +164,7 @@ class EventdedupBench:
         """One more (untimed) job through a counting proxy: every request of driver and executors."""
         with FaultProxy(server.endpoint_url) as proxy:
             config = bench_config(proxy.endpoint_url, self.args, self.spec)
-            stage_batch(self.store, config, "requests", InputSelector(input_prefix=prefix), self.spec.anchor)
+            freeze_batch_inputs(self.store, config, "requests", InputSelector(input_prefix=prefix), self.spec.anchor)
             proxy.arm(None)
             job = run_dedup_job(self.spark, config, "requests")
             requests = list(proxy.requests)
@@ -180,14 +181,14 @@ class EventdedupBench:
 
     def cache_bytes_per_key(self) -> dict:
         """Staged segments of the last measured batch: bytes on S3 over the entries they hold."""
-        from eventdedup.cache_segment import decode_segment
+        from eventdedup.cache.segment import decode_segment
 
         root = Layout(self.config.layout).staging_root(self.last_batch_to_keep())
         size = entries = 0
         for item in self.store.list(root):
-            if "/cache/" in item["Key"]:
-                runs = decode_segment(self.store.get_bytes(item["Key"]), item["Key"])
-                size += item["Size"]
+            if "/cache/" in item.key:
+                runs = decode_segment(self.store.get_bytes(item.key), item.key)
+                size += item.size
                 entries += sum(len(run) for run in runs)
         return {"bytes": size, "entries": entries, "bytes_per_key": size / max(entries, 1)}
 
@@ -265,7 +266,8 @@ def make_peers(work: Path, workload: Workload, args: argparse.Namespace) -> dict
         print(f"streaming history through the query in {time.perf_counter() - started:.1f}s", flush=True)
     if "redis" in wanted:
         if shutil.which("redis-server") is None:
-            raise SystemExit("redis-server is not installed: `apt-get install redis-server` (make bench does it as root)")
+            raise SystemExit("redis-server is not installed: `apt-get install redis-server` "
+                             "(make bench does it as root)")
         peer = RedisPeer(work / "redis", workload)
         started = time.perf_counter()
         peer.seed()

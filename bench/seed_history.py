@@ -18,17 +18,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from eventdedup.cache_identity import check_cache_identity
-from eventdedup.cache_segment import CacheRun, encode_segment
-from eventdedup.commit_log import CommitRecord, CommittedState, PromotedObject, write_checkpoint_if_due, write_commit
-from eventdedup.config import Config
-from eventdedup.event_parser import ParseRules, parse_event
-from eventdedup.keys import CacheKey, bucket_array
-from eventdedup.layout import Layout
-from eventdedup.s3store import S3Store
-
 from workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, iso_texts, uuid_texts
+
+from eventdedup.cache.identity import check_cache_identity
+from eventdedup.cache.segment import CacheRun, encode_segment
+from eventdedup.commit.log import CommitRecord, CommittedState, PromotedObject, write_checkpoint_if_due, write_commit
+from eventdedup.config import Config
+from eventdedup.keys import CacheKey, bucket_array, hour_codes
+from eventdedup.layout import Layout
+from eventdedup.parse.event_parser import ParseRules, parse_event
+from eventdedup.s3store import S3Store
 
 
 def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> CommittedState:
@@ -46,7 +45,8 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
                 runs = open_runs.get(key, []) + [run]
                 open_runs[key] = runs
                 segments.append((key, encode_segment(runs)))
-            written = list(pool.map(lambda item: _put_segment(store, layout, batch.batch_id, *item), segments))
+            written = list(pool.map(lambda item, batch_id=batch.batch_id: _put_segment(store, layout, batch_id, *item),
+                                    segments))
             superseded = [state.cache_heads[str(key)] for key, _ in segments if str(key) in state.cache_heads]
             record = CommitRecord(
                 version=state.version + 1, batch_id=batch.batch_id, previous_batch_id=state.last_batch_id,
@@ -58,7 +58,7 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
             write_checkpoint_if_due(store, layout, state, config.dedup.checkpoint_interval)
             store.delete_keys(superseded)
             oldest_open = int(batch.as_of.timestamp()) * 1_000_000 // HOUR_US - 1
-            open_runs = {k: v for k, v in open_runs.items() if k.day * 24 + k.hour >= oldest_open}
+            open_runs = {k: v for k, v in open_runs.items() if k.hour_index >= oldest_open}
     return state
 
 
@@ -70,15 +70,15 @@ def _fingerprints(batch: HistoryBatch, resent: np.ndarray, rules: ParseRules) ->
 
 
 def _runs_by_cache_key(batch: HistoryBatch, fingerprints: np.ndarray, buckets: int) -> Iterator[tuple[CacheKey, CacheRun]]:
-    code = (batch.times_us // HOUR_US) * buckets + bucket_array(batch.ids, buckets)
+    code = hour_codes(batch.times_us, bucket_array(batch.ids, buckets), buckets)
     order = np.argsort(code, kind="stable")
     sorted_code = code[order]
     starts = np.r_[0, np.flatnonzero(np.diff(sorted_code)) + 1]
     stops = np.r_[starts[1:], len(order)]
-    for start, stop in zip(starts, stops):
-        hour, bucket = divmod(int(sorted_code[start]), buckets)
+    for start, stop in zip(starts, stops, strict=False):
         rows = order[start:stop]
-        yield CacheKey(hour // 24, hour % 24, bucket), CacheRun.build(batch.batch_id, batch.ids[rows], fingerprints[rows])
+        run = CacheRun.build(batch.batch_id, batch.ids[rows], fingerprints[rows])
+        yield CacheKey.of_code(int(sorted_code[start]), buckets), run
 
 
 def _put_segment(store: S3Store, layout: Layout, batch_id: str, key: CacheKey,

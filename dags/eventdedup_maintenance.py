@@ -1,7 +1,7 @@
 """Daily eventdedup maintenance: expire cache segments nothing inside the dedup window can still
 read (superseded copies, hours before the oldest window in use), then check consistency.
 
-Wiring only; the rules are in eventdedup.maintenance. Parsing opens no connection.
+Wiring only; the rules are in eventdedup.cache.expiry. Parsing opens no connection.
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from airflow.sdk import dag, get_current_context, task
 def eventdedup_maintenance() -> None:
     @task
     def expire_cache() -> dict[str, Any]:
-        from eventdedup.maintenance import expire_cache as expire
         from eventdedup_airflow import load_pipeline_config, s3_store
+
+        from eventdedup.cache.expiry import expire_cache as expire
 
         config = load_pipeline_config()
         now = get_current_context()["data_interval_end"]
@@ -36,8 +37,9 @@ def eventdedup_maintenance() -> None:
 
     @task
     def check_consistency() -> None:
-        from eventdedup.orchestration import consistency_gate
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        from eventdedup.ops.scheduling import consistency_gate
 
         context = get_current_context()
         config = load_pipeline_config()

@@ -17,29 +17,21 @@ import os
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from airflow.sdk import (Asset, CronDataIntervalTimetable, DeltaDataIntervalTimetable, Param, dag, get_current_context,
-                         task)
-
+from airflow.sdk import (
+    Asset,
+    CronDataIntervalTimetable,
+    DeltaDataIntervalTimetable,
+    Param,
+    dag,
+    get_current_context,
+    task,
+)
 from eventdedup_airflow import EventDedupSparkSubmitOperator
 
 SCHEDULE = os.environ.get("EVENTDEDUP_SCHEDULE", "*/5 * * * *")
 # Tests (and sub-minute demos) use fixed-length intervals in seconds instead of the cron.
 INTERVAL_SECONDS = os.environ.get("EVENTDEDUP_INTERVAL_SECONDS")
 OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/deduped/"), group="eventdedup")
-
-
-def _batch_plan(context: Any) -> dict[str, Any]:
-    """The run's batch: explicit (params) or its data interval."""
-    from eventdedup.orchestration import IntervalBatch
-
-    params = context["params"]
-    if params.get("batch_id") or params.get("input_prefix"):
-        if not (params.get("batch_id") and params.get("input_prefix")):
-            raise ValueError("a manual batch needs both params batch_id and input_prefix")
-        return {"batch_id": params["batch_id"], "input_prefix": params["input_prefix"]}
-    batch = IntervalBatch.for_interval(context["data_interval_start"], context["data_interval_end"])
-    return {"batch_id": batch.batch_id, "since": batch.since.isoformat(), "until": batch.until.isoformat(),
-            "previous_batch_id": batch.previous_batch_id}
 
 
 @dag(
@@ -60,46 +52,50 @@ def _batch_plan(context: Any) -> dict[str, Any]:
 def eventdedup_pipeline() -> None:
     @task
     def check_consistency() -> dict[str, Any]:
-        """Halt (and alert) on any unfinished promotion or inconsistency; return the run's batch."""
-        from eventdedup.orchestration import consistency_gate
+        """Halt (and alert) on any unfinished promotion or inconsistency; return the run's batch plan."""
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
+        from eventdedup.ops.scheduling import BatchPlan, consistency_gate
+
         context = get_current_context()
-        plan = _batch_plan(context)
+        plan = BatchPlan.for_run(context["params"], context.get("data_interval_start"),
+                                 context.get("data_interval_end"))
         config = load_pipeline_config()
-        with alert_and_raise(plan["batch_id"], "pipeline_halted", context):
+        with alert_and_raise(plan.batch_id, "pipeline_halted", context):
             consistency_gate(s3_store(config), config)
-        return plan
+        return plan.to_json()
 
     @task
     def stage_batch(plan: dict[str, Any]) -> str:
-        from eventdedup_airflow import check_planned_order, load_pipeline_config, s3_store, stage_planned_batch
+        """The promotion gate (run order: before any Spark work), then the batch's frozen inputs."""
+        from eventdedup_airflow import load_pipeline_config, s3_store
+
+        from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 
         config = load_pipeline_config()
-        store = s3_store(config)
-        check_planned_order(store, config, plan)  # before any Spark work: say which batch must commit first
-        return stage_planned_batch(store, config, plan)
+        return stage_planned_batch(s3_store(config), config, BatchPlan.from_json(plan),
+                                   datetime.now(timezone.utc)).batch_id
 
     @task
     def promote_batch(plan: dict[str, Any]) -> dict[str, Any]:
-        from eventdedup.promotion import promote_batch as promote
-        from eventdedup_airflow import alert_and_raise, check_planned_order, load_pipeline_config, s3_store
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        from eventdedup.commit.promotion import promote_batch as promote
 
         config = load_pipeline_config()
-        store = s3_store(config)
-        check_planned_order(store, config, plan)
         with alert_and_raise(plan["batch_id"], "promotion_failed", get_current_context()):
-            outcome = promote(store, config, plan["batch_id"])
+            outcome = promote(s3_store(config), config, plan["batch_id"])
         return {"batch_id": outcome.batch_id, "version": outcome.version, "newly_committed": outcome.newly_committed}
 
     @task(outlets=[OUTPUT_ASSET])
     def publish_metrics(plan: dict[str, Any]) -> dict[str, Any]:
-        from eventdedup.orchestration import committed_counts
-        from eventdedup_airflow import load_pipeline_config, log_metrics, s3_store
+        from eventdedup_airflow import load_pipeline_config, s3_store
+
+        from eventdedup.ops.status import committed_summary, log_batch_metrics
 
         config = load_pipeline_config()
-        summary = committed_counts(s3_store(config), config, plan["batch_id"])
-        log_metrics(summary)
+        summary = committed_summary(s3_store(config), config, plan["batch_id"])
+        log_batch_metrics(summary)
         return summary  # small: counts only, never data
 
     plan = check_consistency()

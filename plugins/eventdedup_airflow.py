@@ -1,27 +1,25 @@
 """What Airflow itself loads for eventdedup: S3 access from an Airflow connection, the Spark
-submit operator that passes it on, and alerting through the provider notifiers.
+submit operator that passes it on, and alerting through the provider notifiers. Everything that
+decides something (which batch a run is, whether it may be promoted) is in the library.
 
 Nothing here runs at DAG-parse time: connections and variables are read inside `execute` /
 task bodies only, so parsing opens no connection.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.plugins_manager import AirflowPlugin
 
 from eventdedup.config import Config, load_config
-from eventdedup.orchestration import Alert, record_alert
-from eventdedup.s3store import S3Store
+from eventdedup.ops.alerts import Alert, record_alert
+from eventdedup.s3store import S3Store, boto_config
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +46,11 @@ def load_pipeline_config() -> Config:
 
 
 def s3_store(config: Config) -> S3Store:
-    """A client from the Airflow connection, with the pool and retry settings the library uses
-    (promotion copies with 16 threads; the hook's default pool of 10 would thrash)."""
+    """A client from the Airflow connection, with the library's own client settings (retries,
+    a pool for the promotion's 16 copy threads, path-style addressing for a custom endpoint)."""
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-    from botocore.config import Config as BotoConfig
 
-    boto_config = BotoConfig(retries={"mode": "standard", "max_attempts": 5},
-                             max_pool_connections=config.s3.max_pool_connections)
-    return S3Store(S3Hook(aws_conn_id=aws_conn_id(), config=boto_config).get_conn(), config.s3.bucket)
+    return S3Store(S3Hook(aws_conn_id=aws_conn_id(), config=boto_config(config.s3)).get_conn(), config.s3.bucket)
 
 
 def _connection_endpoint() -> str | None:
@@ -119,10 +114,6 @@ def send_alert(alert: Alert, context: Any = None) -> None:
         SmtpNotifier(to=email, subject=alert.subject, html_content=f"<pre>{alert.message}</pre>").notify(context or {})
 
 
-class EventDedupPlugin(AirflowPlugin):
-    name = "eventdedup"
-
-
 @contextmanager
 def alert_and_raise(batch_id: str, kind: str, context: Any) -> Iterator[None]:
     """Alert from inside the task: callbacks do not fire when someone changes task state in the UI."""
@@ -136,33 +127,3 @@ def alert_and_raise(batch_id: str, kind: str, context: Any) -> Iterator[None]:
             log.exception("eventdedup: could not send the %s alert for batch %s", kind, batch_id)
         raise
 
-
-def check_planned_order(store: S3Store, config: Config, plan: dict[str, Any]) -> None:
-    from eventdedup.orchestration import IntervalBatch, check_run_order
-
-    if "since" not in plan:
-        return  # a manual batch: not ordered by time
-    batch = IntervalBatch(plan["batch_id"], datetime.fromisoformat(plan["since"]),
-                          datetime.fromisoformat(plan["until"]), plan["previous_batch_id"])
-    check_run_order(store, config, batch)
-
-
-def stage_planned_batch(store: S3Store, config: Config, plan: dict[str, Any]) -> str:
-    from eventdedup.staging import InputSelector, stage_batch
-
-    if "since" in plan:
-        selector = InputSelector(since=datetime.fromisoformat(plan["since"]), until=datetime.fromisoformat(plan["until"]))
-    else:
-        selector = InputSelector(input_prefix=plan["input_prefix"])
-    manifest = stage_batch(store, config, plan["batch_id"], selector, datetime.now(timezone.utc))
-    log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
-    return manifest.batch_id
-
-
-def log_metrics(summary: dict[str, Any]) -> None:
-    counts = summary["counts"]
-    log.info("EVENTDEDUP_METRICS %s", json.dumps(summary, sort_keys=True))
-    log.info("batch %s (log version %d): %d input lines, %d output rows, %d in-batch and %d cross-batch duplicates "
-             "dropped, %d quarantined", summary["batch_id"], summary["version"], counts.get("input_lines", 0),
-             counts.get("output_rows", 0), counts.get("in_batch_duplicates", 0),
-             counts.get("cross_batch_duplicates", 0), counts.get("malformed", 0))

@@ -36,10 +36,10 @@ def prepare_airflow() -> None:
 
 def main() -> int:
     prepare_airflow()
-    from eventdedup.demo import DEMO_BUCKET, _committed_rows, demo_config, planted_batches
-    from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+    from eventdedup.ops.status import format_batch_table
     from eventdedup.s3store import S3Store
-    from eventdedup.status import format_batch_table
+    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+    from eventdedup_dev.planted_demo import DEMO_BUCKET, committed_rows, demo_config, planted_batches
 
     os.environ.update(LOCAL_CREDENTIALS)
     now = datetime.now(timezone.utc)
@@ -70,7 +70,7 @@ def main() -> int:
             if set(states.values()) != {"success"}:
                 print(f"batch {batch.name} failed in Airflow; see the task logs above")
                 return 1
-        rows, mismatches = _committed_rows(store, config, batches)
+        rows, mismatches = committed_rows(store, config, batches)
     print(format_batch_table(rows))
     for problem in mismatches:
         print(f"MISMATCH: {problem}")

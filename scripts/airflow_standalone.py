@@ -77,7 +77,7 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--no-login", action="store_true")
     args = parser.parse_args()
-    from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
 
     HOME.mkdir(parents=True, exist_ok=True)
     with LocalS3Process(data_dir=str(PROJECT / ".demo" / "s3")) as s3:

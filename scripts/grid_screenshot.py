@@ -67,15 +67,15 @@ def standalone_env(endpoint: str) -> dict[str, str]:
     sys.path.insert(0, str(PROJECT / "scripts"))
     from airflow_standalone import airflow_env
 
-    from eventdedup.local_s3 import LOCAL_CREDENTIALS
+    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS
 
     return airflow_env(PORT, True, endpoint, LOCAL_CREDENTIALS)
 
 
 def land_demo_batch(endpoint: str) -> None:
-    from eventdedup.demo import planted_batches
-    from eventdedup.local_s3 import LOCAL_CREDENTIALS
     from eventdedup.s3store import S3Store
+    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS
+    from eventdedup_dev.planted_demo import planted_batches
 
     os.environ.update(LOCAL_CREDENTIALS)
     import boto3

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-
-from eventdedup.config import Config, config_from_mapping
-from eventdedup.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+from eventdedup.config import Config
 from eventdedup.s3store import S3Store
+from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+
+from .support.helpers import make_config
 
 # Spark's Python workers must use this interpreter (the virtualenv's), and stay on loopback.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -31,6 +32,14 @@ settings.register_profile("explore", database=None, deadline=None, max_examples=
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, every Airflow test runs in one worker: one Airflow home, one SQLite
+    database migrated once. Other tests go wherever a worker is free."""
+    for item in items:
+        if "/tests/dags/" in str(item.path):
+            item.add_marker(pytest.mark.xdist_group("airflow"))
+
+
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[LocalS3Process]:
     with LocalS3Process() as server:
@@ -43,17 +52,6 @@ def bucket(s3_server: LocalS3Process) -> str:
     name = f"test-{os.getpid()}-{next(_bucket_numbers):05d}"
     s3_server.client().create_bucket(Bucket=name)
     return name
-
-
-def make_config(endpoint_url: str, bucket: str, **sections: dict) -> Config:
-    raw: dict = {
-        "s3": {"endpoint_url": endpoint_url, "bucket": bucket},
-        "dedup": {"buckets": 4, "checkpoint_interval": 3},
-        "spark": {"master": "local[2]", "partitions": 4, "driver_memory": "2g"},
-    }
-    for name, values in sections.items():
-        raw.setdefault(name, {}).update(values)
-    return config_from_mapping(raw, source="test")
 
 
 @pytest.fixture
@@ -69,7 +67,7 @@ def store(s3_server: LocalS3Process, config: Config) -> S3Store:
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     from eventdedup.config import SparkSettings
-    from eventdedup.spark_session import build_spark_session
+    from eventdedup.job.spark_session import build_spark_session
 
     session = build_spark_session(SparkSettings(master="local[2]", partitions=4, driver_memory="2g"), "eventdedup-tests")
     yield session

@@ -3,6 +3,6 @@ from __future__ import annotations
 
 import sys
 
-from .cli import main
+from eventdedup.cli import main
 
 sys.exit(main())

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
-from .config import Config, load_config
-from .errors import EventDedupError
-from .s3store import S3Store, make_client
-from .staging import InputSelector
+from eventdedup.config import Config, load_config
+from eventdedup.errors import EventDedupError
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.naming import validate_batch_id
+from eventdedup.s3store import S3Store, make_client
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 EXIT_FAILED = 1
 EXIT_INCONSISTENT = 3
@@ -26,8 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return int(args.handler(args) or 0)
+        return handler(args)
     except EventDedupError as exc:
         print(f"eventdedup: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -38,11 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Any, help_text: str, config: bool = True) -> argparse.ArgumentParser:
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(handler=handler)
-        if config:
-            p.add_argument("--config", required=True, help="TOML configuration file")
+        p.add_argument("--config", required=True, help="TOML configuration file")
         return p
 
     run = command("run-batch", _run_batch, "stage, deduplicate and promote one batch")
@@ -58,12 +61,6 @@ def _parser() -> argparse.ArgumentParser:
     status = command("status", _status, "committed batches and store consistency")
     status.add_argument("--json", action="store_true")
     status.add_argument("--limit", type=int, default=20, help="how many recent batches to list")
-    local = command("local-s3", _local_s3, "run the embedded S3 server on 127.0.0.1", config=False)
-    local.add_argument("--port", type=int, default=9000)
-    local.add_argument("--data-dir", help="restore from and snapshot to this directory")
-    local.add_argument("--create-bucket", action="append", default=[], help="bucket to create at start")
-    demo = command("demo", _demo, "three micro-batches on the embedded S3 server", config=False)
-    demo.add_argument("--json", action="store_true", help="print the counts as JSON too")
     return parser
 
 
@@ -82,46 +79,46 @@ def _timestamp(text: str) -> datetime:
     return moment
 
 
-def _selector(args: argparse.Namespace) -> InputSelector:
-    return InputSelector(input_prefix=args.input_prefix, since=args.since, until=args.until)
+def _batch_request(args: argparse.Namespace) -> tuple[str, InputSelector]:
+    """The batch id and selector, checked before the configuration is read or S3 is asked."""
+    selector = InputSelector(input_prefix=args.input_prefix, since=args.since, until=args.until)
+    return validate_batch_id(args.batch_id), selector
 
 
 def _store(config: Config) -> S3Store:
     return S3Store(make_client(config.s3), config.s3.bucket)
 
 
-def _spark_factory(config: Config) -> Any:
-    from .spark_session import build_spark_session
+def _spark_factory(config: Config) -> Callable[[], SparkSession]:
+    from eventdedup.job.spark_session import build_spark_session
 
     return lambda: build_spark_session(config.spark)
 
 
 def _run_batch(args: argparse.Namespace) -> int:
-    from .pipeline import run_batch
-    from .validation import validated_batch_request
+    from eventdedup.ops.pipeline import run_batch
 
-    batch_id, selector = validated_batch_request(args.batch_id, _selector(args))
+    batch_id, selector = _batch_request(args)
     config = load_config(args.config)
     outcome = run_batch(_store(config), config, batch_id, selector, datetime.now(timezone.utc), _spark_factory(config))
     state = "committed" if outcome.newly_committed else "already committed"
-    print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {orjson.dumps(dict(outcome.counts)).decode()}")
+    counts = orjson.dumps(dict(outcome.counts)).decode()
+    print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {counts}")
     return 0
 
 
 def _stage(args: argparse.Namespace) -> int:
-    from .staging import stage_batch
-    from .validation import validated_batch_request
+    from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 
-    batch_id, selector = validated_batch_request(args.batch_id, _selector(args))
+    batch_id, selector = _batch_request(args)
     config = load_config(args.config)
-    manifest = stage_batch(_store(config), config, batch_id, selector, datetime.now(timezone.utc))
+    manifest = stage_planned_batch(_store(config), config, BatchPlan(batch_id, selector), datetime.now(timezone.utc))
     print(f"batch {manifest.batch_id}: {len(manifest.inputs)} input objects")
     return 0
 
 
 def _dedup(args: argparse.Namespace) -> int:
-    from .job import run_dedup_job
-    from .naming import validate_batch_id
+    from eventdedup.job.driver import run_dedup_job
 
     config = load_config(args.config)
     result = run_dedup_job(_spark_factory(config)(), config, validate_batch_id(args.batch_id))
@@ -130,8 +127,7 @@ def _dedup(args: argparse.Namespace) -> int:
 
 
 def _promote(args: argparse.Namespace) -> int:
-    from .naming import validate_batch_id
-    from .promotion import promote_batch
+    from eventdedup.commit.promotion import promote_batch
 
     config = load_config(args.config)
     outcome = promote_batch(_store(config), config, validate_batch_id(args.batch_id))
@@ -140,8 +136,7 @@ def _promote(args: argparse.Namespace) -> int:
 
 
 def _verify_rerun(args: argparse.Namespace) -> int:
-    from .naming import validate_batch_id
-    from .pipeline import verify_rerun
+    from eventdedup.ops.pipeline import verify_rerun
 
     config = load_config(args.config)
     problems = verify_rerun(_store(config), config, validate_batch_id(args.batch_id), _spark_factory(config)())
@@ -152,7 +147,7 @@ def _verify_rerun(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    from .recovery import examine, recover
+    from eventdedup.commit.recovery import examine, recover
 
     config = load_config(args.config)
     report = (examine if args.dry_run else recover)(_store(config), config)
@@ -161,33 +156,10 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .status import format_status, store_status
+    from eventdedup.ops.status import format_status, store_status
 
     config = load_config(args.config)
     status = store_status(_store(config), config, args.limit)
     print(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode() if args.json else format_status(status))
     return 0 if status["consistent"] else EXIT_INCONSISTENT
 
-
-def _local_s3(args: argparse.Namespace) -> int:
-    from .local_s3 import READY_LINE, LocalS3Server
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())  # before READY_LINE: an early SIGTERM still snapshots
-    server = LocalS3Server(port=args.port, data_dir=args.data_dir).start()
-    for bucket in args.create_bucket:
-        try:
-            server.client().create_bucket(Bucket=bucket)
-        except server.client().exceptions.BucketAlreadyOwnedByYou:
-            pass
-    print(f"{READY_LINE}{server.endpoint_url} (Ctrl-C to stop)", flush=True)
-    stop.wait()
-    server.stop()
-    return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    return run_demo(print_json=args.json)

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, InvalidNameError
-from .naming import normalize_prefix
+from eventdedup.errors import ConfigError, InvalidNameError
+from eventdedup.naming import normalize_prefix
 
 ENV_PREFIX = "EVENTDEDUP_"
 
@@ -56,6 +56,14 @@ class EventSettings:
 
 SYNTHETIC_POLICIES = ("rename", "drop", "keep")
 NORMALIZE_STEPS = ("trim", "lower")
+SURVIVOR_KINDS_BY_ORDER = ("first", "last")
+SURVIVOR_KINDS_BY_FIELD = ("min", "max")
+
+
+def parse_survivor(text: str) -> tuple[str, str | None]:
+    """'first' -> ('first', None); 'max:updated_at' -> ('max', 'updated_at'). Unvalidated."""
+    kind, _, field_name = text.partition(":")
+    return kind, field_name or None
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,12 @@ class DedupSettings:
     survivor: str = "first"
     changelog: bool = False
     normalize: tuple[str, ...] = ()
+
+    @property
+    def survivor_field(self) -> str | None:
+        """The field min:/max: survivor policies compare; None for first/last."""
+        kind, field_name = parse_survivor(self.survivor)
+        return field_name if kind in SURVIVOR_KINDS_BY_FIELD else None
 
 
 @dataclass(frozen=True)
@@ -234,23 +248,25 @@ def _validated(config: Config, source: str) -> Config:
 
 def _validate_semantics(dedup: DedupSettings, source: str) -> None:
     if dedup.synthetic not in SYNTHETIC_POLICIES:
-        raise ConfigError(f"{source}: [dedup] synthetic must be one of {list(SYNTHETIC_POLICIES)}, got {dedup.synthetic!r}")
+        raise ConfigError(
+            f"{source}: [dedup] synthetic must be one of {list(SYNTHETIC_POLICIES)}, got {dedup.synthetic!r}")
     unknown_steps = [step for step in dedup.normalize if step not in NORMALIZE_STEPS]
     if unknown_steps:
         raise ConfigError(f"{source}: [dedup] normalize accepts {list(NORMALIZE_STEPS)}, got {unknown_steps}")
-    kind, colon, survivor_field = dedup.survivor.partition(":")
-    by_input_order = kind in ("first", "last") and not colon
-    by_field = kind in ("min", "max") and bool(survivor_field)
+    kind, survivor_field = parse_survivor(dedup.survivor)
+    by_input_order = kind in SURVIVOR_KINDS_BY_ORDER and ":" not in dedup.survivor
+    by_field = kind in SURVIVOR_KINDS_BY_FIELD and survivor_field is not None
     if not (by_input_order or by_field):
         raise ConfigError(
-            f"{source}: [dedup] survivor must be 'first', 'last', 'min:<field>' or 'max:<field>', got {dedup.survivor!r}"
+            f"{source}: [dedup] survivor must be 'first', 'last', 'min:<field>' or 'max:<field>', "
+            f"got {dedup.survivor!r}"
         )
 
 
 def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:
     """Nested prefixes would let one kind of object be mistaken for another (e.g. input for output)."""
     items = sorted(prefixes.items(), key=lambda item: item[1])
-    for (name_a, a), (name_b, b) in zip(items, items[1:]):
+    for (name_a, a), (name_b, b) in zip(items, items[1:], strict=False):
         if b.startswith(a):
             raise ConfigError(f"{source}: [layout] {name_b} {b!r} lies inside {name_a} {a!r}; prefixes must not nest")
 

@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import re
-import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 KEY_DIGEST_BYTES = 16
 FINGERPRINT_BYTES = 8
+DIGEST_DTYPE = np.dtype(f"S{KEY_DIGEST_BYTES}")
 _EPOCH = date(1970, 1, 1)
+MICROS_PER_HOUR = 3_600_000_000
 
-
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# The one spelling of an id that is stored as its own 16 bytes: lower-case, hyphenated. The
+# vectorised parser matches the same pattern over Arrow strings.
+CANONICAL_UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_CANONICAL_UUID = re.compile(CANONICAL_UUID_PATTERN)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
@@ -38,7 +42,7 @@ def key_digest(normalized_id: str) -> bytes:
 
 
 def bucket_of(digest: bytes, buckets: int) -> int:
-    return int(bucket_array(np.array([digest], np.dtype(f"S{KEY_DIGEST_BYTES}")), buckets)[0])
+    return int(bucket_array(np.array([digest], DIGEST_DTYPE), buckets)[0])
 
 
 def digest_array(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -48,7 +52,7 @@ def digest_array(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         raise ValueError("key digests may not be null")
     data = array.buffers()[1]
     start = array.offset * KEY_DIGEST_BYTES
-    return np.frombuffer(data, np.dtype(f"S{KEY_DIGEST_BYTES}"), len(array), start)
+    return np.frombuffer(data, DIGEST_DTYPE, len(array), start)
 
 
 def bucket_array(digests: np.ndarray, buckets: int) -> np.ndarray:
@@ -65,22 +69,41 @@ def bucket_array(digests: np.ndarray, buckets: int) -> np.ndarray:
 
 @dataclass(frozen=True, order=True)
 class CacheKey:
-    """One cache partition: the UTC date and hour of the event time, and the id's bucket."""
+    """One cache partition: the UTC date and hour of the event time, and the id's bucket.
+
+    All hour arithmetic of the cache lives here: an hour index counts hours since the epoch, and
+    a key's shuffle code (hour index x buckets + bucket) orders keys by hour, then bucket."""
 
     day: int  # days since 1970-01-01, so keys sort and compare as integers
     hour: int
     bucket: int
 
     @classmethod
+    def of_hour(cls, hour_index: int, bucket: int) -> CacheKey:
+        return cls(hour_index // 24, hour_index % 24, bucket)
+
+    @classmethod
     def for_event(cls, event_time_us: int, bucket: int) -> CacheKey:
-        hours = event_time_us // 3_600_000_000
-        return cls(hours // 24, hours % 24, bucket)
+        return cls.of_hour(event_time_us // MICROS_PER_HOUR, bucket)
+
+    @classmethod
+    def of_code(cls, code: int, buckets: int) -> CacheKey:
+        """Inverse of `code`."""
+        hour, bucket = divmod(code, buckets)
+        return cls.of_hour(hour, bucket)
 
     @classmethod
     def parse(cls, text: str) -> CacheKey:
         """Inverse of str(): '2026-11-22/05/0017'."""
         day_text, hour_text, bucket_text = text.split("/")
         return cls((date.fromisoformat(day_text) - _EPOCH).days, int(hour_text), int(bucket_text))
+
+    @property
+    def hour_index(self) -> int:
+        return self.day * 24 + self.hour
+
+    def code(self, buckets: int) -> int:
+        return self.hour_index * buckets + self.bucket
 
     @property
     def date_text(self) -> str:
@@ -96,9 +119,6 @@ class CacheKey:
             hours=self.hour
         )
 
-    def as_tuple(self) -> tuple[int, int, int]:
-        return (self.day, self.hour, self.bucket)
-
     def __str__(self) -> str:
         return f"{self.date_text}/{self.hour_text}/{self.bucket:04d}"
 
@@ -108,11 +128,7 @@ def hour_index(moment: datetime) -> int:
     return int(moment.timestamp()) // 3600
 
 
-# Namespace of derived ids: uuid5(NAMESPACE_URL, "https://github.com/eventdedup/synthetic-duplicate").
-SYNTHETIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/eventdedup/synthetic-duplicate")
-
-
-def renamed_event_id(original_key: str, payload_fingerprint: int) -> str:
-    """The new id of a renamed synthetic duplicate: a UUIDv5 of the original key and the copy's
-    fingerprint, so every rerun (and every retransmission of that copy) derives the same id."""
-    return str(uuid.uuid5(SYNTHETIC_ID_NAMESPACE, f"{original_key}\n{payload_fingerprint:016x}"))
+def hour_codes(event_time_us: npt.NDArray[np.int64], buckets_of_rows: npt.NDArray[np.int64],
+               buckets: int) -> npt.NDArray[np.int64]:
+    """`CacheKey.code` of many events at once."""
+    return (event_time_us // MICROS_PER_HOUR) * buckets + buckets_of_rows

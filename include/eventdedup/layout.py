@@ -5,13 +5,14 @@ idempotent and recovery decidable.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
-from .config import LayoutSettings
-from .keys import CacheKey
-from .naming import validate_batch_id
+from eventdedup.config import LayoutSettings
+from eventdedup.keys import CacheKey
+from eventdedup.naming import validate_batch_id
 
 LOG_VERSION_DIGITS = 20
+SEGMENT_SUFFIX = ".seg"
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,10 @@ class Layout:
         return f"{self.staging_root(batch_id)}quarantine/part-{input_index:05d}.parquet"
 
     def staged_cache_segment(self, batch_id: str, key: CacheKey) -> str:
-        return f"{self.staging_root(batch_id)}cache/date={key.date_text}/hour={key.hour_text}/bucket={key.bucket:04d}.seg"
+        return (f"{self.staging_root(batch_id)}cache/date={key.date_text}/hour={key.hour_text}/"
+                f"bucket={key.bucket:04d}{SEGMENT_SUFFIX}")
 
-    def staged_load_manifest(self, batch_id: str) -> str:
+    def staged_redshift_manifest(self, batch_id: str) -> str:
         return f"{self.staging_root(batch_id)}load.manifest"
 
     # --- final, promoted locations ------------------------------------------------------------
@@ -60,9 +62,21 @@ class Layout:
         return f"{self.settings.cache_prefix}date={key.date_text}/hour={key.hour_text}/bucket={key.bucket:04d}/"
 
     def final_cache_segment(self, batch_id: str, key: CacheKey) -> str:
-        return f"{self.cache_key_prefix(key)}{validate_batch_id(batch_id)}.seg"
+        return f"{self.cache_key_prefix(key)}{validate_batch_id(batch_id)}{SEGMENT_SUFFIX}"
 
-    def load_manifest(self, batch_id: str) -> str:
+    def segment_owner_and_key(self, key: str) -> tuple[str, CacheKey] | None:
+        """Inverse of final_cache_segment: '…/date=2026-11-22/hour=05/bucket=0003/<batch>.seg' ->
+        (batch, cache key); None for any other object under the cache prefix."""
+        parts = key[len(self.settings.cache_prefix):].split("/") if key.startswith(self.settings.cache_prefix) else []
+        if len(parts) != 4 or not parts[3].endswith(SEGMENT_SUFFIX):
+            return None
+        try:
+            date_text, hour_text, bucket_text = (part.split("=", 1)[1] for part in parts[:3])
+            return parts[3][:-len(SEGMENT_SUFFIX)], CacheKey.parse(f"{date_text}/{hour_text}/{bucket_text}")
+        except (IndexError, ValueError):
+            return None
+
+    def redshift_manifest(self, batch_id: str) -> str:
         """Redshift COPY manifest of the batch's data files."""
         return f"{self.settings.manifest_prefix}{validate_batch_id(batch_id)}.manifest"
 
@@ -94,3 +108,7 @@ class Layout:
 
     def cache_identity(self) -> str:
         return f"{self.settings.state_prefix}cache_identity.json"
+
+    def own_prefixes(self) -> dict[str, str]:
+        """Every prefix eventdedup writes under, by setting name: input may come from none of them."""
+        return {f.name: getattr(self.settings, f.name) for f in fields(self.settings) if f.name != "landing_prefix"}

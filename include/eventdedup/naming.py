@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidNameError
+from eventdedup.errors import InvalidNameError
 
 _BATCH_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # Printable ASCII without space or backslash; S3 allows more, but these are what a prefix

@@ -9,15 +9,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
-from .config import S3Settings
+from eventdedup.config import S3Settings
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,9 @@ class ObjectInfo:
     key: str
     size: int
     etag: str
+    # Set only on objects read from a listing: when the upload started, not when the object
+    # became visible, so it is never part of an object's identity.
+    last_modified: datetime | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "size": self.size, "etag": self.etag}
@@ -48,15 +52,21 @@ class ObjectInfo:
         return cls(str(data["key"]), int(data["size"]), str(data["etag"]))
 
 
-def make_client(settings: S3Settings) -> S3Client:
-    config = BotoConfig(
+def boto_config(settings: S3Settings) -> BotoConfig:
+    """Every S3 client eventdedup makes (its own, or the Airflow hook's) uses these: standard
+    retries, a pool as large as the promotion's copy threads, path-style for a custom endpoint."""
+    return BotoConfig(
         retries={"mode": "standard", "max_attempts": 5},
         max_pool_connections=settings.max_pool_connections,
         s3={"addressing_style": "path"} if settings.endpoint_url else {},
     )
-    return boto3.session.Session().client(
-        "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=config
+
+
+def make_client(settings: S3Settings) -> S3Client:
+    client: S3Client = boto3.session.Session().client(
+        "s3", endpoint_url=settings.endpoint_url, region_name=settings.region, config=boto_config(settings)
     )
+    return client
 
 
 _process_clients: dict[tuple[int, S3Settings], S3Client] = {}
@@ -86,6 +96,11 @@ def is_precondition_failed(exc: ClientError) -> bool:
     return error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict")
 
 
+def is_changed_or_missing(exc: ClientError) -> bool:
+    """A conditional read (IfMatch) found the object replaced or gone."""
+    return is_precondition_failed(exc) or is_not_found(exc)
+
+
 class S3Store:
     """Bucket-scoped operations with the semantics the commit protocol needs."""
 
@@ -100,7 +115,8 @@ class S3Store:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if if_match:
             kwargs["IfMatch"] = if_match
-        return self.client.get_object(**kwargs)["Body"].read()
+        body: bytes = self.client.get_object(**kwargs)["Body"].read()
+        return body
 
     def get_bytes_or_none(self, key: str) -> bytes | None:
         try:
@@ -145,18 +161,19 @@ class S3Store:
         )
         return ObjectInfo(dest_key, source.size, response["CopyObjectResult"]["ETag"])
 
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[dict[str, Any]]:
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if start_after:
             kwargs["StartAfter"] = start_after
         while True:
             page = self.client.list_objects_v2(**kwargs)
-            yield from page.get("Contents", [])
+            for item in page.get("Contents", []):
+                yield ObjectInfo(item["Key"], int(item["Size"]), item["ETag"], item.get("LastModified"))
             if not page.get("IsTruncated"):
                 return
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
 
-    def delete_keys(self, keys: list[str]) -> None:
+    def delete_keys(self, keys: Sequence[str]) -> None:
         for start in range(0, len(keys), 1000):
             chunk = keys[start:start + 1000]
             response = self.client.delete_objects(
@@ -166,6 +183,6 @@ class S3Store:
                 raise RuntimeError(f"could not delete {len(response['Errors'])} objects: {response['Errors'][:3]}")
 
     def delete_prefix(self, prefix: str) -> int:
-        keys = [item["Key"] for item in self.list(prefix)]
+        keys = [info.key for info in self.list(prefix)]
         self.delete_keys(keys)
         return len(keys)

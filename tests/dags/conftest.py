@@ -43,7 +43,7 @@ def airflow_db() -> str:
 
 @pytest.fixture(scope="session")
 def dag_proxy(s3_server):  # type: ignore[no-untyped-def]
-    from ..s3_fault_proxy import FaultProxy
+    from eventdedup_dev.s3_fault_proxy import FaultProxy
 
     with FaultProxy(s3_server.endpoint_url) as proxy:
         yield proxy
@@ -70,6 +70,7 @@ def pipeline_dag(airflow_db, airflow_connections):  # type: ignore[no-untyped-de
 def pipeline_config(tmp_path, bucket, monkeypatch):  # type: ignore[no-untyped-def]
     """A configuration file for this test's bucket, as the DAG's tasks will read it."""
     path = tmp_path / "eventdedup.toml"
-    path.write_text(f'[s3]\nbucket = "{bucket}"\n[dedup]\nbuckets = 2\ncheckpoint_interval = 3\n[spark]\npartitions = 2\n')
+    path.write_text(f'[s3]\nbucket = "{bucket}"\n[dedup]\nbuckets = 2\ncheckpoint_interval = 3\n'
+                    '[spark]\npartitions = 2\n')
     monkeypatch.setenv("EVENTDEDUP_CONFIG", str(path))
     return path

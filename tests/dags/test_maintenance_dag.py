@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.keys import bucket_of, key_digest
-from eventdedup.pipeline import run_batch
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector
 
-from ..conftest import make_config
-from ..helpers import bucket_listing, put_lines
+from ..support.helpers import bucket_listing, make_config, put_lines
 from .conftest import PROJECT
 
 

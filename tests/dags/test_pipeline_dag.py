@@ -10,13 +10,11 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import orjson
-import pytest
 
 from eventdedup.cli import main as cli_main
 from eventdedup.s3store import S3Store
 
-from ..conftest import make_config
-from ..helpers import commit_counts, committed_rows, put_lines
+from ..support.helpers import commit_counts, committed_rows, make_config, put_lines
 
 STEP = timedelta(seconds=4)
 NOW = datetime.now(timezone.utc)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from eventdedup.commit.recovery import recover
 from eventdedup.layout import Layout
-from eventdedup.recovery import recover
 from eventdedup.s3store import S3Store
 
-from ..conftest import make_config
-from ..helpers import commit_counts, committed_rows
+from ..support.helpers import commit_counts, committed_rows, make_config
 from .test_pipeline_dag import STEP, batch_id, rows, run_interval, upload_in_consecutive_intervals
 
 
@@ -87,7 +86,7 @@ def test_promotion_failing_after_its_commit_then_retried_gives_identical_output(
     assert set(states.values()) == {"success"}, states
     assert rows(store, config) == after_failure
     assert len(commit_counts(store, config)) == 1
-    leftovers = [o["Key"] for o in store.list("_eventdedup/") if "/staging/" in o["Key"] or "/journal/" in o["Key"]]
+    leftovers = [o.key for o in store.list("_eventdedup/") if "/staging/" in o.key or "/journal/" in o.key]
     assert leftovers == []
     assert committed_rows(store, config, "data")  # and there is output to compare
-    assert Layout(config.layout).alert(batch_id(t0)) in [o["Key"] for o in store.list("alerts/")]
+    assert Layout(config.layout).alert(batch_id(t0)) in [o.key for o in store.list("alerts/")]

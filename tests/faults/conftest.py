@@ -7,17 +7,16 @@ from typing import Any
 
 import pytest
 
-from eventdedup.commit_log import load_committed_state
+from eventdedup.commit.log import load_committed_state
 from eventdedup.config import Config
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
-from eventdedup.pipeline import run_batch
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store, make_client
-from eventdedup.staging import InputSelector
+from eventdedup_dev.s3_fault_proxy import FaultProxy
 
-from ..conftest import make_config
-from ..helpers import NOW, committed_rows, put_lines
-from ..s3_fault_proxy import FaultProxy
-from ..s3_faults import clone_bucket
+from ..support.helpers import NOW, committed_rows, make_config, put_lines
+from ..support.s3_faults import clone_bucket
 
 _clones = itertools.count()
 E = b'{"event_id":"%s","created_at":"2026-11-22T0%d:10:00Z","v":%d}'

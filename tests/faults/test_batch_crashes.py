@@ -2,32 +2,38 @@
 each of its S3 requests in turn, in both flavours; recovery plus a rerun must reach exactly the
 state of a batch that never crashed.
 
-Requests are cut at an HTTP proxy in front of the S3 server (tests/s3_fault_proxy.py), so the
+Requests are cut at an HTTP proxy in front of the S3 server (devtools/eventdedup_dev/s3_fault_proxy.py), so the
 Spark executors' requests, made in other processes, are cut too. Executors make requests from
 several threads, so which request is number k can vary between runs; every k is still tested.
+The k are dealt into SHARDS interleaved shards (k = shard + 1, shard + 1 + SHARDS, ...) so that
+parallel test workers can share the sweep; together the shards cover every k.
 """
 from __future__ import annotations
 
 import pytest
 
-from eventdedup.pipeline import run_batch
-from eventdedup.recovery import recover
+from eventdedup.commit.recovery import recover
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store, make_client
 
-from ..helpers import NOW, bucket_listing
-from ..invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..support.helpers import NOW, bucket_listing
+from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from .conftest import B2_SELECTOR, committed_state_of, config_for, fresh_copy
 
+SHARDS = 4
 
+
+@pytest.mark.parametrize("shard", range(SHARDS))
 @pytest.mark.parametrize("flavour", ["raise_before", "lose_response"])
 def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
-        s3_server, proxy, before_b2, clean_run, spark, flavour) -> None:
+        s3_server, proxy, before_b2, clean_run, spark, flavour, shard) -> None:
     requests, expected = clean_run
     kinds = {request.split(" ")[0] for request in requests}
-    print(f"one batch makes {len(requests)} S3 requests ({sorted(kinds)}); crashing at each ({flavour})")
+    print(f"one batch makes {len(requests)} S3 requests ({sorted(kinds)}); crashing at every {SHARDS}th from "
+          f"{shard + 1} ({flavour})")
     assert len(requests) > 40 and kinds == {"GET", "PUT", "COPY", "POST"}  # POST: batch deletes
     assert any("/_eventdedup/log/" in r and r.startswith("PUT") for r in requests)  # the commit is among them
-    for crash_at in range(1, len(requests) + 1):
+    for crash_at in range(shard + 1, len(requests) + 1, SHARDS):
         bucket = fresh_copy(s3_server, before_b2)
         via_proxy = config_for(proxy.endpoint_url, bucket)
         direct = config_for(s3_server.endpoint_url, bucket)

@@ -9,19 +9,20 @@ from typing import Any
 
 import pytest
 
-from eventdedup.commit_log import load_committed_state
+from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.promotion import promote_batch
+from eventdedup.commit.recovery import recover
 from eventdedup.errors import EventDedupError
-from eventdedup.job import run_dedup_job
+from eventdedup.inputs.manifest import freeze_batch_inputs
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
-from eventdedup.pipeline import run_batch
-from eventdedup.promotion import promote_batch
-from eventdedup.recovery import recover
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector, stage_batch
 
-from ..helpers import NOW, bucket_listing, put_lines
-from ..invariants import assert_commits_are_whole, assert_seen_ids_match_output
-from ..s3_faults import CrashingClient, PausingClient
+from ..support.helpers import NOW, bucket_listing, put_lines
+from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..support.s3_faults import CrashingClient, PausingClient
 from .conftest import E, committed_state_of, config_for, fresh_copy
 
 B3 = [E % (b"a%d" % i, 3 + i % 2, 1) for i in range(16, 24)]  # overlaps b2 (a16..a19)
@@ -34,7 +35,7 @@ def both_computed(s3_server, before_b2, spark):  # type: ignore[no-untyped-def]
     config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
     put_lines(store, "landing/b3/1.jsonl", B3)
     for batch in ("b2", "b3"):
-        stage_batch(store, config, batch, InputSelector(input_prefix=f"landing/{batch}/"), NOW)
+        freeze_batch_inputs(store, config, batch, InputSelector(input_prefix=f"landing/{batch}/"), NOW)
         run_dedup_job(spark, config, batch)
     return bucket
 

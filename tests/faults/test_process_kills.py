@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from eventdedup.pipeline import run_batch
-from eventdedup.recovery import recover
+from eventdedup.commit.recovery import recover
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
-from ..helpers import NOW, bucket_listing
-from ..invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..support.helpers import NOW, bucket_listing
+from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from .conftest import B2_SELECTOR, committed_state_of, config_for, fresh_copy
 
 KILL_POINTS: dict[str, tuple[Callable[[str], bool], str]] = {

@@ -7,19 +7,19 @@ import itertools
 
 import pytest
 
-from eventdedup.commit_log import load_committed_state
+from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.promotion import promote_batch
+from eventdedup.commit.recovery import examine, recover
 from eventdedup.errors import InconsistentStoreError
-from eventdedup.job import run_dedup_job
+from eventdedup.inputs.manifest import freeze_batch_inputs
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
-from eventdedup.pipeline import run_batch
-from eventdedup.promotion import promote_batch
-from eventdedup.recovery import examine, recover
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector, stage_batch
 
-from ..conftest import make_config
-from ..helpers import NOW, bucket_listing, put_lines
-from ..s3_faults import CrashingClient, SimulatedCrash, clone_bucket
+from ..support.helpers import NOW, bucket_listing, make_config, put_lines
+from ..support.s3_faults import CrashingClient, SimulatedCrash, clone_bucket
 
 _clones = itertools.count()
 B1 = [b'{"event_id":"a%d","created_at":"2026-11-22T0%d:10:00Z"}' % (i, 3 + i % 2) for i in range(12)]
@@ -41,7 +41,7 @@ def ready_to_promote(s3_server, spark):  # type: ignore[no-untyped-def]
     put_lines(store, "landing/b1/1.jsonl", B1)
     put_lines(store, "landing/b2/1.jsonl", B2)
     run_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW, lambda: spark)
-    stage_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW)
+    freeze_batch_inputs(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW)
     run_dedup_job(spark, config, "b2")
     return bucket
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventdedup.pipeline import run_batch, verify_rerun
-from eventdedup.recovery import recover
+from eventdedup.commit.recovery import recover
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store, make_client
-from eventdedup.staging import InputSelector
 
-from ..helpers import NOW, bucket_listing, committed_rows, expected_renamed_id, put_lines
-from ..invariants import assert_commits_are_whole, assert_seen_ids_match_output
-from ..reference_model import ModelEvent, ModelPolicy, ModelStore, decide_batch
+from ..support.helpers import NOW, bucket_listing, committed_rows, expected_renamed_id, put_lines
+from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, decide_batch
 from .conftest import config_for
 
 BATCHES = int(os.environ.get("SOAK_BATCHES", "50"))
@@ -44,7 +44,7 @@ def expected_output(batch: str, lines: list[bytes], model: ModelStore) -> list[t
     events = [orjson.loads(line) for line in lines if not line.startswith(b'{"event_id": broken')]
     models = [ModelEvent((e["created_at"][11:13], e["event_id"]), (e["v"],)) for e in events]
     rows = []
-    for event, verdict in zip(events, decide_batch(model, batch, models, ModelPolicy())):
+    for event, verdict in zip(events, decide_batch(model, batch, models, ModelPolicy()), strict=False):
         if verdict.action == "renamed":
             rows.append((expected_renamed_id(event["event_id"], event), event["event_id"], orjson.dumps(event).decode()))
         elif verdict.action != "dropped":

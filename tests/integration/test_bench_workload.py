@@ -11,13 +11,12 @@ import numpy as np
 import orjson
 import pyarrow.parquet as pq
 
-from eventdedup.pipeline import run_batch
-from eventdedup.staging import InputSelector
-
-from eventdedup.commit_log import load_committed_state, read_commit
+from eventdedup.commit.log import load_committed_state, read_commit
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
+from eventdedup.ops.pipeline import run_batch
 
-from ..conftest import make_config
+from ..support.helpers import make_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402

@@ -6,8 +6,8 @@ from pathlib import Path
 import orjson
 
 from eventdedup.cli import EXIT_FAILED, EXIT_INCONSISTENT, main
-from eventdedup.journal import PromotionJournal
-from eventdedup.job_result import StagedObject
+from eventdedup.commit.job_result import StagedObject
+from eventdedup.commit.journal import PromotionJournal
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo
 

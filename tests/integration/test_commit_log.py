@@ -3,13 +3,20 @@ from __future__ import annotations
 
 import pytest
 
-from eventdedup.commit_log import (CommitRecord, CommittedState, PromotedObject, load_committed_state, read_commit,
-                                   write_checkpoint_if_due, write_commit)
+from eventdedup.commit.log import (
+    CommitRecord,
+    CommittedState,
+    PromotedObject,
+    load_committed_state,
+    read_commit,
+    write_checkpoint_if_due,
+    write_commit,
+)
 from eventdedup.errors import CommitConflictError, CorruptStateError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
-from ..s3_faults import CrashingClient, SimulatedCrash
+from ..support.s3_faults import CrashingClient, SimulatedCrash
 
 
 def record(version: int, batch_id: str, previous: str | None, token: str = "t") -> CommitRecord:

@@ -6,8 +6,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from eventdedup.demo import planted_batches
-from eventdedup.status import TABLE_COLUMNS
+from eventdedup.ops.status import TABLE_COLUMNS
+from eventdedup_dev.planted_demo import planted_batches
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def test_make_demo_prints_the_planted_counts_for_each_batch() -> None:
     printed = {}
     for line in lines[header + 1: header + 4]:
         version, batch, *numbers = line.split()
-        printed[batch] = (int(version), dict(zip(TABLE_COLUMNS, map(int, numbers))))
+        printed[batch] = (int(version), dict(zip(TABLE_COLUMNS, map(int, numbers), strict=False)))
     expected = {b.name: b.expected_counts() for b in planted_batches(datetime.now(timezone.utc))}
     assert printed == {name: (i + 1, expected[name]) for i, name in enumerate(["demo-001", "demo-002", "demo-003"])}
     assert "all counts match the planted duplicates" in done.stdout

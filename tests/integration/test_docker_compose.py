@@ -17,7 +17,8 @@ def test_the_stack_has_airflow_3_spark_postgres_and_s3() -> None:
             "airflow-triggerer", "spark-master", "spark-worker", "minio", "create-bucket"} <= set(COMPOSE["services"])
     commands = {name: str(service.get("command", "")) for name, service in COMPOSE["services"].items()}
     assert commands["airflow-apiserver"] == "api-server" and commands["airflow-dag-processor"] == "dag-processor"
-    assert "deploy.master.Master" in commands["spark-master"] and "spark://spark-master:7077" in commands["spark-worker"]
+    assert "deploy.master.Master" in commands["spark-master"]
+    assert "spark://spark-master:7077" in commands["spark-worker"]
 
 
 def test_every_mounted_path_and_built_file_exists() -> None:

@@ -14,14 +14,14 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventdedup.job import run_dedup_job
-from eventdedup.pipeline import run_batch, verify_rerun
+from eventdedup.inputs.manifest import freeze_batch_inputs
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.job.driver import run_dedup_job
+from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector, stage_batch
 
-from ..conftest import make_config
-from ..helpers import NOW, committed_rows, expected_renamed_id, put_lines
-from ..reference_model import ModelEvent, ModelPolicy, ModelStore, decide_batch
+from ..support.helpers import NOW, committed_rows, expected_renamed_id, make_config, put_lines
+from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, decide_batch
 
 event_dicts = st.fixed_dictionaries(
     {"event_id": st.sampled_from(["a", "b", "7f1c2a4e-5b6d-4e8f-9a0b-1c2d3e4f5a6b"]),
@@ -45,7 +45,7 @@ def as_model(event: dict) -> ModelEvent:
 
 def expected_rows(batch: str, events: list[dict], verdicts) -> tuple[list, list]:  # type: ignore[no-untyped-def]
     output, audit = [], []
-    for line, (event, verdict) in enumerate(zip(events, verdicts), start=1):
+    for line, (event, verdict) in enumerate(zip(events, verdicts, strict=False), start=1):
         raw, key = orjson.dumps(event).decode(), event["event_id"]
         if verdict.action != "dropped":
             event_id = expected_renamed_id(key, event) if verdict.action == "renamed" else key
@@ -73,7 +73,7 @@ def test_committed_output_equals_the_reference_model_for_every_policy(s3_server,
         put_lines(store, f"landing/{batch}/x.jsonl", [orjson.dumps(e) for e in events])
         selector = InputSelector(input_prefix=f"landing/{batch}/")
         if retry_job:
-            stage_batch(store, config, batch, selector, NOW)
+            freeze_batch_inputs(store, config, batch, selector, NOW)
             run_dedup_job(spark, config, batch)
         run_batch(store, config, batch, selector, NOW, lambda: spark)
         output, audit = expected_rows(batch, events, decide_batch(model, batch, [as_model(e) for e in events], policy))

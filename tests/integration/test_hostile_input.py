@@ -8,12 +8,12 @@ import gzip
 import pytest
 
 from eventdedup.errors import InvalidNameError
-from eventdedup.pipeline import run_batch
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector
 
-from ..helpers import NOW, commit_counts, committed_rows
-from ..s3_faults import CrashingClient
+from ..support.helpers import NOW, commit_counts, committed_rows
+from ..support.s3_faults import CrashingClient
 
 T = b'"created_at":"2026-11-22T05:00:00Z"'
 GOOD = b'{"event_id":"ok-%d",' + T + b"}"

@@ -3,21 +3,22 @@ from __future__ import annotations
 
 import pytest
 
-from eventdedup.commit_log import load_committed_state
+from eventdedup.commit.log import load_committed_state
 from eventdedup.errors import CorruptStateError, InputChangedError
-from eventdedup.job import run_dedup_job
+from eventdedup.inputs.manifest import freeze_batch_inputs
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
-from eventdedup.pipeline import run_batch
-from eventdedup.staging import InputSelector, stage_batch
+from eventdedup.ops.pipeline import run_batch
 
-from ..helpers import NOW, bucket_listing, put_lines
+from ..support.helpers import NOW, bucket_listing, put_lines
 
 E = b'{"event_id":"e1","created_at":"2026-11-22T03:10:00Z"}'
 
 
 def test_an_input_changed_after_staging_fails_the_job_naming_it(store, config, spark) -> None:
     put_lines(store, "landing/b1/1.jsonl", [E])
-    stage_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW)
+    freeze_batch_inputs(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW)
     put_lines(store, "landing/b1/1.jsonl", [E, E])
     with pytest.raises(InputChangedError, match=f"s3://{store.bucket}/landing/b1/1.jsonl changed or vanished"):
         run_dedup_job(spark, config, "b1")

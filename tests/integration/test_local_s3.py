@@ -1,7 +1,7 @@
 """The embedded S3 server: a real HTTP endpoint on loopback, with snapshots across restarts."""
 from __future__ import annotations
 
-from eventdedup.local_s3 import LocalS3Process
+from eventdedup_dev.local_s3 import LocalS3Process
 
 
 def test_data_dir_snapshot_survives_a_restart(tmp_path) -> None:

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from eventdedup.commit_log import load_committed_state
+from eventdedup.cache.expiry import expire_cache
+from eventdedup.commit.log import load_committed_state
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
-from eventdedup.maintenance import expire_cache
-from eventdedup.pipeline import run_batch, verify_rerun
-from eventdedup.staging import InputSelector
+from eventdedup.ops.pipeline import run_batch, verify_rerun
 
-from ..conftest import make_config
-from ..helpers import NOW, bucket_listing, put_lines
+from ..support.helpers import NOW, bucket_listing, make_config, put_lines
 
 E = b'{"event_id":"%s","created_at":"%s"}'
 

@@ -16,12 +16,19 @@ import pytest
 
 from eventdedup.config import Config
 from eventdedup.errors import ConfigError
-from eventdedup.pipeline import run_batch, verify_rerun
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector
 
-from ..conftest import make_config
-from ..helpers import NOW, committed_cache_entries, committed_rows, expected_fingerprint, expected_renamed_id, put_lines
+from ..support.helpers import (
+    NOW,
+    committed_cache_entries,
+    committed_rows,
+    expected_fingerprint,
+    expected_renamed_id,
+    make_config,
+    put_lines,
+)
 
 UUID_B = "0f8fad5b-d9cb-469f-a165-70867728950e"
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eventdedup.arrow_tables import parquet_to_table
+from eventdedup.tables import parquet_to_table
 
-from ..helpers import put_lines
+from ..support.helpers import put_lines
 
 ACCESS_KEY = "AKIAEVENTDEDUPCANARY7"
 SECRET_KEY = "canary-secret/eventdedup+Zq81xKw0pL3"
@@ -37,7 +37,7 @@ def test_a_batch_run_with_recognisable_credentials_writes_them_nowhere(tmp_path,
     assert [run.returncode for run in runs] == [0, 0, 1, 0, 0], [run.stderr[-2000:] for run in runs]
     assert "no job result" in runs[2].stderr  # the failure path's message is in the search below too
 
-    written = {item["Key"]: store.get_bytes(item["Key"]) for item in store.list("")}
+    written = {item.key: store.get_bytes(item.key) for item in store.list("")}
     assert any(key.startswith("_eventdedup/log/") for key in written) and any(k.startswith("audit/") for k in written)
     texts = {f"s3://{bucket}/{key}": _readable(data) for key, data in written.items()}
     texts.update({f"{run.args[4]} stdout": run.stdout.encode() for run in runs})

@@ -5,12 +5,12 @@ import orjson
 import pytest
 
 from eventdedup.config import Config
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
-from eventdedup.pipeline import run_batch, verify_rerun
+from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector
 
-from ..helpers import NOW, bucket_listing, commit_counts, committed_rows, expected_renamed_id, put_lines
+from ..support.helpers import NOW, bucket_listing, commit_counts, committed_rows, expected_renamed_id, put_lines
 
 
 def ev(event_id: str, at: str, **payload: object) -> bytes:
@@ -110,7 +110,7 @@ def test_output_files_live_in_hive_folders_and_the_load_manifest_lists_them(stor
     keys = sorted(k for k in bucket_listing(store) if k.startswith("deduped/"))
     assert {k.rsplit("/", 1)[0] for k in keys} == {"deduped/date=2026-11-22/hour=03", "deduped/date=2026-11-22/hour=04"}
     assert all(k.rsplit("/", 1)[1].startswith("b1-part-") for k in keys)
-    manifest = orjson.loads(store.get_bytes(Layout(config.layout).load_manifest("b1")))
+    manifest = orjson.loads(store.get_bytes(Layout(config.layout).redshift_manifest("b1")))
     assert sorted(e["url"] for e in manifest["entries"]) == [f"s3://{config.s3.bucket}/{k}" for k in keys]
     assert all(e["mandatory"] for e in manifest["entries"])
 
@@ -129,13 +129,13 @@ def test_rerun_of_a_committed_batch_changes_nothing_and_drops_nothing(store, con
 
 
 def test_rerun_after_a_crashed_job_reproduces_the_same_job_result(store, config, spark) -> None:
-    from eventdedup.job import run_dedup_job
-    from eventdedup.staging import stage_batch
+    from eventdedup.inputs.manifest import freeze_batch_inputs
+    from eventdedup.job.driver import run_dedup_job
 
     for rel, (lines, gz) in BATCHES["b1"].items():
         put_lines(store, f"landing/{rel}", lines, gz=gz)
     layout = Layout(config.layout)
-    stage_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW)
+    freeze_batch_inputs(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW)
     first = run_dedup_job(spark, config, "b1")
     first_bytes = store.get_bytes(layout.job_result("b1"))
     # A crash half-way leaves some staged objects, a stray one and no job result.
@@ -150,15 +150,15 @@ def test_rerun_after_a_crashed_job_reproduces_the_same_job_result(store, config,
 
 
 def test_a_batch_computed_before_another_commit_must_be_recomputed(store, config, spark) -> None:
+    from eventdedup.commit.promotion import promote_batch
     from eventdedup.errors import StaleBatchError
-    from eventdedup.job import run_dedup_job
-    from eventdedup.promotion import promote_batch
-    from eventdedup.staging import stage_batch
+    from eventdedup.inputs.manifest import freeze_batch_inputs
+    from eventdedup.job.driver import run_dedup_job
 
     put_lines(store, "landing/x/1.jsonl", [E1, E2])
     put_lines(store, "landing/y/1.jsonl", [E1, E3])
-    stage_batch(store, config, "x", InputSelector(input_prefix="landing/x/"), NOW)
-    stage_batch(store, config, "y", InputSelector(input_prefix="landing/y/"), NOW)
+    freeze_batch_inputs(store, config, "x", InputSelector(input_prefix="landing/x/"), NOW)
+    freeze_batch_inputs(store, config, "y", InputSelector(input_prefix="landing/y/"), NOW)
     run_dedup_job(spark, config, "x")
     run_dedup_job(spark, config, "y")  # computed without x's ids
     promote_batch(store, config, "y")

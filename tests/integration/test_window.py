@@ -1,14 +1,13 @@
 """Events older than the dedup window: still processed, never dropped for age; their cache has expired."""
 from __future__ import annotations
 
-from eventdedup.commit_log import load_committed_state
+from eventdedup.commit.log import load_committed_state
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
-from eventdedup.pipeline import run_batch
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
-from eventdedup.staging import InputSelector
 
-from ..conftest import make_config
-from ..helpers import NOW, commit_counts, committed_rows, put_lines
+from ..support.helpers import NOW, commit_counts, committed_rows, make_config, put_lines
 
 OLD = b'{"event_id":"old","created_at":"2026-11-22T01:30:00Z"}'  # 4.5 h before NOW
 NEW = b'{"event_id":"new","created_at":"2026-11-22T05:30:00Z"}'

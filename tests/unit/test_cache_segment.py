@@ -3,9 +3,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eventdedup.cache_segment import DIGEST_DTYPE, CacheRun, decode_segment, encode_segment
+from eventdedup.cache.segment import CacheRun, decode_segment, encode_segment
 from eventdedup.errors import CorruptStateError
-from eventdedup.keys import key_digest
+from eventdedup.keys import DIGEST_DTYPE, key_digest
 
 
 def run(owner: str, ids: list[str], fps: list[int]) -> CacheRun:
@@ -16,10 +16,10 @@ def test_round_trip_keeps_owners_entries_and_fingerprints() -> None:
     runs = [run("b1", ["a", "b", "c"], [1, 2, 3]), run("b2", ["d"], [2**64 - 1]), run("b3", [], [])]
     decoded = decode_segment(encode_segment(runs), "s3://x/seg")
     assert [r.owner for r in decoded] == ["b1", "b2", "b3"]
-    for original, back in zip(runs, decoded):
+    for original, back in zip(runs, decoded, strict=False):
         assert back.digests.tobytes() == original.digests.tobytes()
         assert back.fingerprints.tolist() == original.fingerprints.tolist()
-    assert dict(zip([d.tobytes() for d in decoded[0].digests], decoded[0].fingerprints.tolist())) == {
+    assert dict(zip([d.tobytes() for d in decoded[0].digests], decoded[0].fingerprints.tolist(), strict=False)) == {
         key_digest("a"): 1, key_digest("b"): 2, key_digest("c"): 3}
 
 

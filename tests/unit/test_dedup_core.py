@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eventdedup.cache_segment import DIGEST_DTYPE, CacheRun
-from eventdedup.dedup_core import Action, CacheView, DuplicatePolicy, Outcome, decide_key_group, new_cache_run
-from eventdedup.keys import key_digest
+from eventdedup.cache.segment import CacheRun
+from eventdedup.cache.view import CacheView
+from eventdedup.dedup.decide import Action, DuplicatePolicy, Outcome, decide_key_group, new_cache_run
+from eventdedup.keys import DIGEST_DTYPE, key_digest
 
 KEPT, IBN, IBS, CBN, CBS = (o.reason for o in Outcome)
 EMIT, DROP, RENAME, FLAG, UPDATE = (a.label for a in Action)
@@ -25,13 +26,14 @@ def cache(*runs: tuple[str, list[tuple[str, int]]], visible: set[str] | None = N
     return CacheView.from_runs(built, visible if visible is not None else {owner for owner, _ in runs})
 
 
-def decide(events, view, policy=DuplicatePolicy(), priorities=None):  # type: ignore[no-untyped-def]
+def decide(events, view, policy=None, priorities=None):  # type: ignore[no-untyped-def]
+    policy = policy or DuplicatePolicy()
     digests, fps = rows(*events)
     if priorities is None:
         priorities = np.arange(len(events))
     decision = decide_key_group(digests, fps, np.asarray(priorities, np.int64), view, "B", policy)
     got = [(Outcome(int(o)).reason, Action(int(a)).label, decision.holder_batch(i))
-           for i, (o, a) in enumerate(zip(decision.outcomes, decision.actions))]
+           for i, (o, a) in enumerate(zip(decision.outcomes, decision.actions, strict=False))]
     return got, decision
 
 
@@ -93,9 +95,9 @@ def test_the_new_cache_run_holds_every_emitted_pair_and_nothing_dropped() -> Non
     _, decision = decide(events, cache(("A0", [("c", 3)])), RENAMING)
     new_run = new_cache_run("B", digests, fps, decision)
     assert new_run.owner == "B"
-    assert sorted(zip(new_run.digests.tolist(), new_run.fingerprints.tolist())) == sorted(
+    assert sorted(zip(new_run.digests.tolist(), new_run.fingerprints.tolist(), strict=False)) == sorted(
         [(key_digest("a"), 1), (key_digest("b"), 2), (key_digest("a"), 7), (key_digest("c"), 4)])
     _, dropping = decide(events, cache(("A0", [("c", 3)])), DROPPING)
     dropped_run = new_cache_run("B", digests, fps, dropping)
-    assert sorted(zip(dropped_run.digests.tolist(), dropped_run.fingerprints.tolist())) == sorted(
+    assert sorted(zip(dropped_run.digests.tolist(), dropped_run.fingerprints.tolist(), strict=False)) == sorted(
         [(key_digest("a"), 1), (key_digest("b"), 2)])

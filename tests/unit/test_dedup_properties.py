@@ -11,12 +11,14 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventdedup.cache_segment import DIGEST_DTYPE, CacheRun, decode_segment, encode_segment
-from eventdedup.dedup_core import Action, CacheView, DuplicatePolicy, Outcome, decide_key_group, new_cache_run
-from eventdedup.keys import key_digest
-from eventdedup.survivor import SurvivorPolicy, order_key_of_value
+from eventdedup.cache.segment import decode_segment, encode_segment
+from eventdedup.cache.view import CacheView
+from eventdedup.dedup.decide import Action, DuplicatePolicy, Outcome, decide_key_group, new_cache_run
+from eventdedup.dedup.survivor import SurvivorPolicy
+from eventdedup.keys import DIGEST_DTYPE, key_digest
+from eventdedup.parse.order_keys import order_key_of_value
 
-from ..reference_model import ModelEvent, ModelPolicy, ModelStore, Verdict, decide_batch
+from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, Verdict, decide_batch
 
 events = st.builds(ModelEvent, key=st.tuples(st.sampled_from([3, 4]), st.sampled_from(["a", "b", "c"])),
                    fingerprint=st.integers(1, 3), order_value=st.none() | st.integers(-2, 2))
@@ -24,7 +26,7 @@ policies = st.builds(ModelPolicy, synthetic=st.sampled_from(["rename", "drop", "
                      survivor=st.sampled_from(["first", "last", "min", "max"]), changelog=st.booleans())
 streams = st.lists(st.lists(events, min_size=1, max_size=12), min_size=1, max_size=5)
 
-_ACTION_NAMES = {Action.EMIT: "emit", Action.DROP: "dropped", Action.RENAME: "renamed", Action.FLAG: "kept",
+_ACTION_NAMES = {Action.EMIT: "emit", Action.DROP: "dropped", Action.RENAME: "renamed", Action.KEEP: "kept",
                  Action.UPDATE: "update"}
 
 

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eventdedup.config import config_from_mapping
-from eventdedup.event_parser import InvalidEvent, ParseRules, parse_event
 from eventdedup.keys import key_digest
+from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
 
 AS_OF = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
 
@@ -38,7 +38,7 @@ def test_integer_ids_become_their_decimal_string_and_share_the_string_digest() -
 def test_raw_line_is_kept_verbatim_and_fingerprint_ignores_key_order_and_spacing() -> None:
     a = parse_event('{"event_id":"e","created_at":"2026-11-22T04:30:00Z","x":"é"}'.encode(), RULES)
     b = parse_event('{ "x": "é",  "created_at":"2026-11-22T04:30:00Z", "event_id":"e" }'.encode(), RULES)
-    c = parse_event('{"event_id":"e","created_at":"2026-11-22T04:30:00Z","x":"e"}'.encode(), RULES)
+    c = parse_event(b'{"event_id":"e","created_at":"2026-11-22T04:30:00Z","x":"e"}', RULES)
     assert a.raw == '{"event_id":"e","created_at":"2026-11-22T04:30:00Z","x":"é"}'
     assert a.fingerprint == b.fingerprint != c.fingerprint
 
@@ -178,7 +178,7 @@ def repeats_a_key(text: str) -> bool:
 def test_repeated_key_detection_agrees_with_a_parser_that_sees_every_key(text: str) -> None:
     import orjson
 
-    from eventdedup.event_parser import refuse_repeated_keys
+    from eventdedup.parse.event_parser import refuse_repeated_keys
 
     data = text.encode()
     try:

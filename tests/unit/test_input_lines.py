@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import gzip
 
-from eventdedup.input_lines import InputLine, iter_input_lines
+from eventdedup.parse.input_lines import InputLine, iter_input_lines
 
 
 def lines(body: bytes) -> list[InputLine]:

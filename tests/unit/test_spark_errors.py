@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from eventdedup.errors import CorruptStateError, EventDedupError
-from eventdedup.job import _unwrapped
+from eventdedup.job.driver import _unwrapped
 
 WORKER_TRACE = """An exception was thrown from the Python worker. Please see the stack trace below.
 Traceback (most recent call last):

@@ -1,0 +1,47 @@
+"""`eventdedup-dev`: the embedded S3 server and the planted-batches demo, for development."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="eventdedup-dev", description=__doc__)
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+    local = sub.add_parser("local-s3", help="run the embedded S3 server (moto) on 127.0.0.1")
+    local.add_argument("--port", type=int, default=9000)
+    local.add_argument("--data-dir", help="restore from and snapshot to this directory")
+    local.add_argument("--create-bucket", action="append", default=[], help="bucket to create at start")
+    local.set_defaults(handler=_local_s3)
+    planted = sub.add_parser("planted-batches", help="three planted micro-batches through run_batch, counts checked")
+    planted.add_argument("--json", action="store_true", help="print the counts as JSON too")
+    planted.set_defaults(handler=_planted_batches)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return int(args.handler(args))
+
+
+def _local_s3(args: argparse.Namespace) -> int:
+    from eventdedup_dev.local_s3 import READY_LINE, LocalS3Server
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())  # before READY_LINE: an early SIGTERM still snapshots
+    server = LocalS3Server(port=args.port, data_dir=args.data_dir).start()
+    for bucket in args.create_bucket:
+        try:
+            server.client().create_bucket(Bucket=bucket)
+        except server.client().exceptions.BucketAlreadyOwnedByYou:
+            pass
+    print(f"{READY_LINE}{server.endpoint_url} (Ctrl-C to stop)", flush=True)
+    stop.wait()
+    server.stop()
+    return 0
+
+
+def _planted_batches(args: argparse.Namespace) -> int:
+    from eventdedup_dev.planted_demo import run_planted_batches
+
+    return run_planted_batches(print_json=args.json)

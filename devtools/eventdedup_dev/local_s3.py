@@ -1,0 +1,184 @@
+"""The embedded S3 server: moto's S3-protocol server on the loopback interface.
+
+moto keeps objects in memory; with a data directory the server restores a snapshot at start
+and writes one at stop, so `make airflow` sessions survive a restart. It is a development and
+test server: a crash loses what changed since the last snapshot.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+log = logging.getLogger(__name__)
+LOOPBACK = "127.0.0.1"
+READY_LINE = "local S3 server on "
+# Credentials for the local server only; moto accepts any, real AWS none of these.
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "eventdedup-local", "AWS_SECRET_ACCESS_KEY": "eventdedup-local"}
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class _LoopbackS3:
+    """What both ways of running the server share: the address, and one client for it."""
+
+    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.data_dir = Path(data_dir) if data_dir else None
+        self._client: Any = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Any:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self) -> Any:
+        """One shared client: creating a boto3 client costs ~70 ms, and clients are thread-safe."""
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+                                        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                                        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        return self._client
+
+
+class LocalS3Server(_LoopbackS3):
+    """moto's threaded server inside this process: what `eventdedup-dev local-s3` runs."""
+
+    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
+        super().__init__(port, data_dir, host)
+        self._server: Any = None
+
+    def start(self) -> LocalS3Server:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
+        self._server.start()
+        if self.data_dir is not None:
+            self._restore()
+        log.info("local S3 server listening on %s", self.endpoint_url)
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        if self.data_dir is not None:
+            self._snapshot()
+        self._server.stop()
+        self._server = None
+
+    def _snapshot(self) -> None:
+        assert self.data_dir is not None
+        client = self.client()
+        target = self.data_dir.with_name(self.data_dir.name + ".new")
+        shutil.rmtree(target, ignore_errors=True)
+        (target / "blobs").mkdir(parents=True)
+        index: dict[str, list[dict[str, str]]] = {}
+        for bucket in client.list_buckets().get("Buckets", []):
+            name = bucket["Name"]
+            index[name] = []
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
+                for item in page.get("Contents", []):
+                    body = client.get_object(Bucket=name, Key=item["Key"])["Body"].read()
+                    digest = hashlib.sha256(body).hexdigest()
+                    (target / "blobs" / digest).write_bytes(body)
+                    index[name].append({"key": item["Key"], "blob": digest})
+        (target / "index.json").write_bytes(orjson.dumps(index))
+        # Swap whole directories so a crash mid-snapshot leaves the previous snapshot intact.
+        if self.data_dir.exists():
+            old = self.data_dir.with_name(self.data_dir.name + ".old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(self.data_dir, old)
+            os.replace(target, self.data_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(target, self.data_dir)
+
+    def _restore(self) -> None:
+        assert self.data_dir is not None
+        index_file = self.data_dir / "index.json"
+        if not index_file.exists():
+            return
+        client = self.client()
+        for bucket, items in orjson.loads(index_file.read_bytes()).items():
+            client.create_bucket(Bucket=bucket)
+            for item in items:
+                client.put_object(Bucket=bucket, Key=item["key"], Body=(self.data_dir / "blobs" / item["blob"]).read_bytes())
+
+
+class LocalS3Process(_LoopbackS3):
+    """The same server in a child process (`eventdedup-dev local-s3`), as tests and the demo use it:
+    it then has its own interpreter and core instead of competing with the client for the GIL."""
+
+    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
+        super().__init__(port, data_dir, host)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        """The server's process id (the benchmark reads the emulator's CPU time from it)."""
+        assert self._process is not None, "the server is not running"
+        return self._process.pid
+
+    def start(self, timeout: float = 60.0) -> LocalS3Process:
+        command = [sys.executable, "-m", "eventdedup_dev", "local-s3", "--port", str(self.port)]
+        if self.data_dir is not None:
+            command += ["--data-dir", str(self.data_dir)]
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        # The server prints READY_LINE only after restoring its snapshot: an open port alone
+        # would let a caller in before the restored objects are there.
+        ready = threading.Event()
+
+        def wait_for_ready() -> None:
+            assert self._process is not None and self._process.stdout is not None
+            for line in self._process.stdout:
+                if line.startswith(READY_LINE.encode()):
+                    ready.set()
+                    return
+
+        threading.Thread(target=wait_for_ready, daemon=True).start()
+        if not ready.wait(timeout):
+            code = self._process.poll()
+            self.stop()
+            raise RuntimeError(f"local S3 server on {self.endpoint_url} did not become ready within {timeout:.0f}s"
+                               + (f" (exited with {code})" if code is not None else ""))
+        return self
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.send_signal(signal.SIGTERM)  # lets the server write its snapshot
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None

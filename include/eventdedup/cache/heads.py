@@ -1,0 +1,31 @@
+"""A cache key's head segment: the one object that holds the key's whole committed history.
+
+Copy-forward: a batch that adds entries to a key writes a new head holding every run it could
+see plus its own, so one GET loads a key's history whatever the number of past batches, and
+every older segment of the key is garbage once the new head is committed.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from eventdedup.cache.segment import CacheRun, decode_segment, encode_segment
+from eventdedup.errors import CorruptStateError
+from eventdedup.s3store import S3Store
+
+
+def load_head_runs(store: S3Store, head_key: str | None) -> list[CacheRun]:
+    """Every run of the key's committed head; none when the key has no head yet. A head the log
+    names but S3 does not have halts the batch: read as empty, it would let duplicates through."""
+    if head_key is None:
+        return []
+    data = store.get_bytes_or_none(head_key)
+    if data is None:
+        raise CorruptStateError(f"cache segment {store.uri(head_key)} is named by the commit log but missing; "
+                                "reading it as empty would let duplicates through")
+    return decode_segment(data, store.uri(head_key))
+
+
+def copy_forward_segment(runs: list[CacheRun], visible_owners: Collection[str], own_run: CacheRun) -> bytes:
+    """The key's next head: the runs of batches this one could see, then its own. Runs of batches
+    it could not see (a rerun's own earlier claim, later batches) are never copied forward."""
+    return encode_segment([run for run in runs if run.owner in visible_owners] + [own_run])

@@ -1,0 +1,99 @@
+"""The binary "seen ids" cache segment of one (date, hour, bucket).
+
+Each batch that adds ids to a cache key writes one new, immutable segment holding every entry
+committed for that key so far plus its own: one GET loads a key's whole history, whatever
+the number of past batches. Entries are grouped in runs by the batch that claimed them (the
+owner), so a rerun can leave out its own run and any run committed after it.
+
+Layout (all integers big-endian):
+    magic "EDCS" | format u8 | digest_bytes u8 | fingerprint_bytes u8 | reserved u8 | runs u32
+    per run:  owner_len u16 | owner (ASCII batch id) | entries u32
+    per run:  digests (entries x 16 bytes, sorted) | fingerprints (entries x 8 bytes)
+    trailer:  crc32 u32 over everything before it
+Per key this is 24 bytes plus a few bytes per run, and a truncated or garbled object fails the
+length or CRC check instead of being read as "no ids seen".
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from eventdedup.errors import CorruptStateError
+from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
+
+MAGIC = b"EDCS"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct(">4sBBBBI")
+_RUN_COUNT = struct.Struct(">I")
+_OWNER_LEN = struct.Struct(">H")
+_CRC = struct.Struct(">I")
+FINGERPRINT_DTYPE = np.dtype(">u8")
+
+
+@dataclass(frozen=True)
+class CacheRun:
+    """The ids one batch claimed for one cache key: sorted digests and their fingerprints."""
+
+    owner: str
+    digests: npt.NDArray[np.bytes_]  # dtype S16, sorted
+    fingerprints: npt.NDArray[np.uint64]  # aligned with digests
+
+    @classmethod
+    def build(cls, owner: str, digests: npt.NDArray[np.bytes_], fingerprints: npt.NDArray[np.uint64]) -> CacheRun:
+        order = np.argsort(digests, kind="stable")
+        return cls(owner, digests[order], fingerprints[order].astype(np.uint64))
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+
+def encode_segment(runs: list[CacheRun]) -> bytes:
+    parts = [_HEADER.pack(MAGIC, FORMAT_VERSION, KEY_DIGEST_BYTES, FINGERPRINT_BYTES, 0, len(runs))]
+    for run in runs:
+        owner = run.owner.encode("ascii")
+        parts.append(_OWNER_LEN.pack(len(owner)) + owner + _RUN_COUNT.pack(len(run)))
+    for run in runs:
+        parts.append(np.ascontiguousarray(run.digests, dtype=DIGEST_DTYPE).tobytes())
+        parts.append(np.ascontiguousarray(run.fingerprints, dtype=FINGERPRINT_DTYPE).tobytes())
+    body = b"".join(parts)
+    return body + _CRC.pack(zlib.crc32(body))
+
+
+def decode_segment(data: bytes, name: str) -> list[CacheRun]:
+    """Parse a segment; any damage raises CorruptStateError naming the object."""
+    if len(data) < _HEADER.size + _CRC.size:
+        raise CorruptStateError(f"cache segment {name} is truncated ({len(data)} bytes)")
+    body, (crc,) = data[:-_CRC.size], _CRC.unpack(data[-_CRC.size:])
+    if zlib.crc32(body) != crc:
+        raise CorruptStateError(f"cache segment {name} fails its checksum: truncated or overwritten")
+    magic, version, digest_bytes, fp_bytes, _, run_count = _HEADER.unpack_from(body)
+    if magic != MAGIC or version != FORMAT_VERSION:
+        raise CorruptStateError(f"cache segment {name} has magic {magic!r} version {version}; expected EDCS v1")
+    if (digest_bytes, fp_bytes) != (KEY_DIGEST_BYTES, FINGERPRINT_BYTES):
+        raise CorruptStateError(f"cache segment {name} uses {digest_bytes}/{fp_bytes}-byte entries")
+    offset = _HEADER.size
+    headers: list[tuple[str, int]] = []
+    try:
+        for _ in range(run_count):
+            (owner_len,) = _OWNER_LEN.unpack_from(body, offset)
+            owner = body[offset + 2: offset + 2 + owner_len].decode("ascii")
+            (entries,) = _RUN_COUNT.unpack_from(body, offset + 2 + owner_len)
+            headers.append((owner, entries))
+            offset += 2 + owner_len + _RUN_COUNT.size
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptStateError(f"cache segment {name} has an unreadable run table: {exc}") from None
+    expected = offset + sum(n for _, n in headers) * (KEY_DIGEST_BYTES + FINGERPRINT_BYTES)
+    if expected != len(body):
+        raise CorruptStateError(f"cache segment {name} holds {len(body)} bytes, its run table says {expected}")
+    runs = []
+    for owner, entries in headers:
+        digests = np.frombuffer(body, DIGEST_DTYPE, entries, offset)
+        offset += entries * KEY_DIGEST_BYTES
+        fps = np.frombuffer(body, FINGERPRINT_DTYPE, entries, offset).astype(np.uint64)
+        offset += entries * FINGERPRINT_BYTES
+        runs.append(CacheRun(owner, digests, fps))
+    return runs

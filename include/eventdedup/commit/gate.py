@@ -1,0 +1,79 @@
+"""May this batch be promoted? Every rule that answers it lives here, and every path that
+promotes (`eventdedup promote`, `run-batch`, the Airflow tasks) asks here: once before any work
+on the batch, where it can, and again right before the promotion journal is written.
+
+- No other batch's promotion may be unfinished: the pipeline halts until `recover`.
+- An interval batch commits only on top of its predecessor, and never behind a later interval.
+- The job must have been computed against the log head it will commit on top of.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from eventdedup.commit.job_result import JobResult
+from eventdedup.commit.journal import list_journals
+from eventdedup.commit.log import CommittedState
+from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, StaleBatchError
+from eventdedup.inputs.intervals import IntervalBatch, interval_start_of
+from eventdedup.inputs.manifest import load_batch_manifest
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+
+def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: InputSelector,
+                    load_state: Callable[[], CommittedState]) -> None:
+    """Before staging or computing a batch: refuse what promotion would refuse anyway, so a
+    refused batch costs no Spark work. The state is loaded only for interval batches."""
+    refuse_if_other_journals(store, layout, batch_id)
+    interval = IntervalBatch.of_request(batch_id, selector)
+    if interval is not None:
+        check_run_order(load_state(), interval)
+
+
+def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job: JobResult) -> None:
+    """Right before the journal is written: run order (read from the batch's own frozen
+    manifest, so every caller is held to it) and a job computed against the current log head."""
+    if interval_start_of(job.batch_id) is not None:  # only an interval-named batch can be ordered
+        selector = load_batch_manifest(store, layout, job.batch_id).selector
+        interval = IntervalBatch.of_request(job.batch_id, selector)
+        if interval is not None:
+            check_run_order(state, interval)
+    if job.base_version != state.version:
+        raise StaleBatchError(
+            f"batch {job.batch_id} was computed against log version {job.base_version}, but the log is at version "
+            f"{state.version} (last batch {state.last_batch_id}); rerun the dedup step for {job.batch_id}"
+        )
+
+
+def refuse_if_other_journals(store: S3Store, layout: Layout, batch_id: str | None) -> None:
+    others = [j for j in list_journals(store, layout) if j.batch_id != batch_id]
+    if others:
+        names = ", ".join(j.batch_id for j in others)
+        raise InconsistentStoreError(
+            f"unfinished promotion of batch(es) {names}; the pipeline is halted until `eventdedup recover` succeeds"
+        )
+
+
+def check_run_order(state: CommittedState, batch: IntervalBatch) -> None:
+    """An interval batch commits only on top of its predecessor, and never behind a later one.
+
+    Without this, a cleared or backfilled run could commit an older interval after a newer one,
+    and events the newer batch already emitted would reappear (or vanish) against a history that
+    does not match the order they happened in. The first interval batch of a store may start
+    anywhere. Manual batches are not ordered (they are still serialised by the commit log)."""
+    if batch.batch_id in state.batches:
+        return  # a rerun of a committed batch is a no-op
+    starts = {b: start for b in state.batches if (start := interval_start_of(b)) is not None}
+    committed = sorted(starts, key=lambda b: starts[b])
+    later = [b for b in committed if starts[b] > batch.since]
+    if later:
+        raise OutOfOrderBatchError(
+            f"batch {batch.batch_id} is older than the committed batch {later[0]}; batches may only move forward "
+            f"in time (a backwards backfill or a cleared old run is refused). Process a newer interval instead"
+        )
+    if committed and batch.previous_batch_id not in state.batches:
+        raise OutOfOrderBatchError(
+            f"batch {batch.batch_id} must wait: batch {batch.previous_batch_id} (the interval before it) must commit "
+            f"first; the last committed interval batch is {committed[-1]}"
+        )

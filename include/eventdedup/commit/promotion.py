@@ -1,0 +1,152 @@
+"""Atomic promotion: staged data, audit, quarantine and cache segments become one committed batch.
+
+Order of effects, each safe to repeat:
+  1. write the promotion journal (IfNoneMatch);
+  2. copy every staged object to its final key (skipping ones already promoted);
+  3. write commit `base_version + 1` with IfNoneMatch: the single atomic step that makes the
+     batch, its output and its cache entries visible together;
+  4. checkpoint if due, then delete staging and the journal.
+A crash before 3 leaves an invisible batch that `recover` rolls forward or reports; a crash after
+3 leaves only garbage that the next promotion or `recover` cleans up.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from botocore.exceptions import ClientError
+
+from eventdedup.commit.gate import check_may_promote, refuse_if_other_journals
+from eventdedup.commit.job_result import load_job_result
+from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, journal_or_none
+from eventdedup.commit.log import (
+    CommittedState,
+    batch_record,
+    load_committed_state,
+    write_checkpoint_if_due,
+    write_commit,
+)
+from eventdedup.config import Config
+from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError
+from eventdedup.layout import Layout
+from eventdedup.naming import validate_batch_id
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PromotionOutcome:
+    batch_id: str
+    version: int
+    newly_committed: bool
+    counts: Mapping[str, int]
+
+
+def promote_batch(store: S3Store, config: Config, batch_id: str,
+                  new_token: Callable[[], str] = lambda: uuid.uuid4().hex) -> PromotionOutcome:
+    validate_batch_id(batch_id)
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    if batch_id in state.batches:
+        return _already_committed(store, layout, state, batch_id)
+    try:
+        return _promote_uncommitted(store, config, layout, state, batch_id, new_token)
+    except (ClientError, EventDedupError):
+        _raise_if_committed_meanwhile(store, layout, batch_id)
+        raise
+
+
+def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: CommittedState, batch_id: str,
+                         new_token: Callable[[], str]) -> PromotionOutcome:
+    refuse_if_other_journals(store, layout, batch_id)
+    journal = journal_or_none(store, layout, batch_id)
+    if journal is None:
+        job = load_job_result(store, layout, batch_id)
+        check_may_promote(store, layout, state, job)
+        journal = PromotionJournal.for_job(job, new_token(), state.last_batch_id)
+        fresh = store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None
+        if not fresh:
+            log.info("batch %s: another promoter wrote the journal first; continuing its promotion", batch_id)
+            journal = journal_or_none(store, layout, batch_id) or journal
+    else:
+        fresh = False
+        log.info("batch %s: resuming the promotion recorded in its journal", batch_id)
+    return execute_journal(store, config, journal, state, fresh=fresh)
+
+
+def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str) -> None:
+    """A promoter racing another promoter of the same batch can fail half-way (its staged objects
+    were cleaned up under it). If the batch is committed, say so instead of the low-level error."""
+    try:
+        state = load_committed_state(store, layout)
+    except (ClientError, EventDedupError):
+        return  # the store is unreachable or broken: the original error says more
+    if batch_id in state.batches:
+        clean_up_batch(store, layout, batch_id)
+        raise CommitConflictError(
+            f"batch {batch_id}: another promoter committed it as log version {state.batches[batch_id]} while this "
+            f"one ran; nothing is lost and nothing is left to do"
+        )
+
+
+def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
+                    state: CommittedState, fresh: bool = False) -> PromotionOutcome:
+    """Copy what is not promoted yet, commit, checkpoint, clean up. Raises if anything is lost.
+
+    A journal this process has just written has nothing promoted yet, so it skips the two HEADs
+    per object: each copy's CopySourceIfMatch still refuses a changed or missing source."""
+    layout = Layout(config.layout)
+    if fresh:
+        to_copy = list(journal.entries)
+    else:
+        checks = check_entries(store, journal.entries)
+        lost = [check.detail for check in checks if check.state is EntryState.LOST]
+        if lost:
+            raise InconsistentStoreError(
+                f"batch {journal.batch_id}: cannot finish its promotion, {len(lost)} object(s) lost:\n  "
+                + "\n  ".join(lost) + "\nrun `eventdedup recover` for the full report"
+            )
+        to_copy = [check.entry for check in checks if check.state is EntryState.STAGED]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda entry: store.copy(entry.staged, entry.final_key), to_copy))
+    record = journal.commit_record()
+    write_commit(store, layout, record)
+    committed = state.apply(record, store.uri(layout.commit(record.version)))
+    write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
+    clean_up_batch(store, layout, journal.batch_id)
+    log.info("batch %s committed as log version %d (%d objects)", journal.batch_id, record.version, len(record.objects))
+    return PromotionOutcome(journal.batch_id, record.version, True, record.counts)
+
+
+def _already_committed(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> PromotionOutcome:
+    record = batch_record(store, layout, state, batch_id)
+    clean_up_batch(store, layout, batch_id)
+    log.info("batch %s is already committed as log version %d; nothing to promote", batch_id, record.version)
+    return PromotionOutcome(batch_id, record.version, False, record.counts)
+
+
+def needs_dedup_job(store: S3Store, layout: Layout, batch_id: str) -> bool:
+    """Whether the batch still needs its Spark job: it is neither committed nor being promoted
+    (a promotion journal freezes the job's result; recomputing would stage objects it does not name)."""
+    if batch_id in load_committed_state(store, layout).batches:
+        return False
+    return journal_or_none(store, layout, batch_id) is None
+
+
+def abandon_promotion(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
+    """Undo an uncommitted promotion whose log version another batch took. Only for a batch with
+    no commit: then no commit refers to any object its journal names (they all carry its id)."""
+    if journal.batch_id in load_committed_state(store, layout).batches:
+        raise CommitConflictError(f"batch {journal.batch_id} is committed; its promotion cannot be abandoned")
+    store.delete_keys([entry.final_key for entry in journal.entries])
+    clean_up_batch(store, layout, journal.batch_id)
+
+
+def clean_up_batch(store: S3Store, layout: Layout, batch_id: str) -> None:
+    """Staging and journal are garbage once the commit exists; deleting them is idempotent."""
+    store.delete_prefix(layout.staging_root(batch_id))
+    store.delete_keys([layout.journal(batch_id)])

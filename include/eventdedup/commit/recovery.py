@@ -1,0 +1,106 @@
+"""Recovery: judge every unfinished promotion, finish the ones that can be finished, report the rest.
+
+For each journal: if its batch is committed, only cleanup is left; if every object is promoted
+or still staged intact, the promotion is rolled forward (copies finished, commit written);
+otherwise the store is inconsistent and recovery halts, naming each missing or mismatched object.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, list_journals
+from eventdedup.commit.log import load_committed_state, read_commit
+from eventdedup.commit.promotion import abandon_promotion, clean_up_batch, execute_journal
+from eventdedup.config import Config
+from eventdedup.errors import CommitConflictError, EventDedupError
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecoveryReport:
+    actions: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    # Leftovers of batches that are committed (a journal, staging): harmless, only tidied.
+    cleanups: list[str] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consistent": self.consistent, "actions": self.actions, "problems": self.problems,
+                "cleanups": self.cleanups}
+
+    def text(self) -> str:
+        lines = ([f"cleaned: {c}" for c in self.cleanups] + [f"recovered: {a}" for a in self.actions]
+                 + [f"INCONSISTENT: {p}" for p in self.problems])
+        return "\n".join(lines) if lines else "consistent: no unfinished promotions"
+
+
+def examine(store: S3Store, config: Config) -> RecoveryReport:
+    """Read-only diagnosis: what `recover` would do, and what it could not fix."""
+    return _run(store, config, apply=False)
+
+
+def recover(store: S3Store, config: Config) -> RecoveryReport:
+    return _run(store, config, apply=True)
+
+
+def _run(store: S3Store, config: Config, apply: bool) -> RecoveryReport:
+    layout = Layout(config.layout)
+    report = RecoveryReport()
+    try:
+        journals = sorted(list_journals(store, layout), key=lambda j: (j.target_version, j.batch_id))
+        for journal in journals:
+            _handle(store, config, layout, journal, report, apply)
+        load_committed_state(store, layout)  # the log itself must still fold cleanly
+    except EventDedupError as exc:
+        report.problems.append(str(exc))
+    return report
+
+
+def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJournal,
+            report: RecoveryReport, apply: bool) -> None:
+    state = load_committed_state(store, layout)
+    batch = journal.batch_id
+    if batch in state.batches:
+        if apply:
+            clean_up_batch(store, layout, batch)
+        report.cleanups.append(f"batch {batch} is committed (version {state.batches[batch]}); "
+                               f"{'removed' if apply else 'would remove'} its leftover journal and staging")
+        return
+    if state.version >= journal.target_version:
+        # A lost race (two batches promoted at once): the loser committed nothing, so everything
+        # it wrote carries its own name and no commit refers to it. Remove it; rerun the batch.
+        holder = read_commit(store, layout, journal.target_version)
+        if apply:
+            abandon_promotion(store, layout, journal)
+        report.actions.append(
+            f"batch {batch}: its promotion lost log version {journal.target_version} to batch "
+            f"{holder.batch_id if holder else '?'}; {'abandoned' if apply else 'would abandon'} it (journal, staged "
+            f"and copied objects deleted; none was committed). Rerun batch {batch}"
+        )
+        return
+    if state.version != journal.target_version - 1:
+        report.problems.append(f"batch {batch}: journal targets version {journal.target_version} but the log is at "
+                               f"{state.version}; the log is missing commits")
+        return
+    lost = [c.detail for c in check_entries(store, journal.entries) if c.state is EntryState.LOST]
+    if lost:
+        report.problems.append(f"batch {batch}: promotion cannot be completed; {len(lost)} object(s) lost: "
+                               + "; ".join(lost))
+        return
+    if not apply:
+        report.actions.append(f"batch {batch} can be rolled forward to version {journal.target_version}")
+        return
+    try:
+        outcome = execute_journal(store, config, journal, state)
+    except CommitConflictError as exc:
+        report.problems.append(str(exc))
+        return
+    report.actions.append(f"batch {batch} rolled forward and committed as version {outcome.version}")

@@ -1,0 +1,1 @@
+"""Which landing objects a batch takes: selectors, interval batches, and the frozen batch manifest."""

@@ -1,0 +1,117 @@
+"""Freeze a batch's input list as its batch manifest on S3 before anything is processed.
+
+A batch is its id plus this frozen list: a rerun reuses it and never re-lists, so late-arriving
+objects can never change what a batch id means.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import orjson
+
+from eventdedup.config import Config
+from eventdedup.errors import BatchManifestError
+from eventdedup.inputs.selector import InputSelector, checked_selector, utc_iso
+from eventdedup.layout import Layout
+from eventdedup.naming import validate_batch_id
+from eventdedup.s3store import ObjectInfo, S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchManifest:
+    batch_id: str
+    selector: InputSelector
+    # The batch's reference time: the dedup window and the future-timestamp bound are
+    # measured from it, so a rerun next week judges events exactly as the first run did.
+    as_of: datetime
+    inputs: tuple[ObjectInfo, ...]
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {
+                "batch_id": self.batch_id,
+                "selector": self.selector.to_json(),
+                "as_of": utc_iso(self.as_of),
+                "inputs": [item.to_json() for item in self.inputs],
+            },
+            option=orjson.OPT_INDENT_2,
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str) -> BatchManifest:
+        try:
+            doc = orjson.loads(data)
+            return cls(
+                batch_id=doc["batch_id"],
+                selector=InputSelector.from_json(doc["selector"]),
+                as_of=datetime.fromisoformat(doc["as_of"]),
+                inputs=tuple(ObjectInfo.from_json(item) for item in doc["inputs"]),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise BatchManifestError(f"batch manifest {name} is unreadable: {exc}") from None
+
+
+def freeze_batch_inputs(
+    store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime
+) -> BatchManifest:
+    """Return the batch's manifest, listing its inputs and writing it first if this batch id is new."""
+    validate_batch_id(batch_id)
+    layout = Layout(config.layout)
+    selector = checked_selector(layout, selector)
+    key = layout.batch_manifest(batch_id)
+    existing = load_batch_manifest_or_none(store, layout, batch_id)
+    if existing is not None:
+        return _reused(existing, selector, store.uri(key))
+    inputs = tuple(_list_inputs(store, config, selector))
+    as_of = selector.until if selector.until is not None else now.astimezone(timezone.utc)
+    manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs)
+    if store.put_if_absent(key, manifest.to_bytes()) is None:
+        # Another stager won the race; its manifest is the batch's definition.
+        winner = load_batch_manifest_or_none(store, layout, batch_id)
+        assert winner is not None
+        return _reused(winner, selector, store.uri(key))
+    log.info("staged batch %s: %d input objects (%s)", batch_id, len(inputs), selector.to_json())
+    return manifest
+
+
+def load_batch_manifest(store: S3Store, layout: Layout, batch_id: str) -> BatchManifest:
+    manifest = load_batch_manifest_or_none(store, layout, batch_id)
+    if manifest is None:
+        raise BatchManifestError(
+            f"batch {batch_id}: no manifest at {store.uri(layout.batch_manifest(batch_id))}; stage the batch first"
+        )
+    return manifest
+
+
+def load_batch_manifest_or_none(store: S3Store, layout: Layout, batch_id: str) -> BatchManifest | None:
+    key = layout.batch_manifest(batch_id)
+    data = store.get_bytes_or_none(key)
+    return None if data is None else BatchManifest.from_bytes(data, store.uri(key))
+
+
+def _reused(existing: BatchManifest, requested: InputSelector, uri: str) -> BatchManifest:
+    if existing.selector != requested:
+        raise BatchManifestError(
+            f"batch {existing.batch_id} already exists with inputs {existing.selector.to_json()} ({uri}); "
+            f"refusing a different input list {requested.to_json()}: use a new batch id"
+        )
+    log.info("batch %s: reusing its frozen manifest (%d inputs)", existing.batch_id, len(existing.inputs))
+    return existing
+
+
+def _list_inputs(store: S3Store, config: Config, selector: InputSelector) -> list[ObjectInfo]:
+    prefix = selector.input_prefix if selector.input_prefix is not None else config.layout.landing_prefix
+    found = []
+    for item in store.list(prefix):
+        if item.key.endswith("/"):
+            continue  # a console-created "folder" marker, not data
+        if selector.since is not None and selector.until is not None:
+            assert item.last_modified is not None  # every listed object has one
+            if not selector.since <= item.last_modified < selector.until:
+                continue
+        found.append(ObjectInfo(item.key, item.size, item.etag))
+    return sorted(found, key=lambda info: info.key)

@@ -1,0 +1,69 @@
+"""Which landing objects a batch asks for: a prefix, or a LastModified interval of the landing prefix.
+
+A selector is checked before any S3 request: its prefix is normalised on construction, and
+`checked_selector` refuses a prefix that overlaps anything eventdedup writes itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from eventdedup.errors import BatchManifestError, InvalidNameError
+from eventdedup.layout import Layout
+from eventdedup.naming import normalize_prefix
+
+
+@dataclass(frozen=True)
+class InputSelector:
+    """Either every object under a prefix, or landing objects with since <= LastModified < until."""
+
+    input_prefix: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.input_prefix is not None:
+            # Normalised and checked on construction, so no selector with an unsafe prefix exists.
+            object.__setattr__(self, "input_prefix", normalize_prefix(self.input_prefix, what="input prefix"))
+        by_prefix = self.input_prefix is not None
+        by_time = self.since is not None or self.until is not None
+        if by_prefix == by_time:
+            raise BatchManifestError("give either --input-prefix or both --since and --until")
+        if by_time:
+            if self.since is None or self.until is None:
+                raise BatchManifestError("--since and --until go together")
+            for moment in (self.since, self.until):
+                if moment.tzinfo is None:
+                    raise BatchManifestError(f"{moment.isoformat()} needs a UTC offset")
+            if not self.since < self.until:
+                raise BatchManifestError(
+                    f"--since {self.since.isoformat()} must be before --until {self.until.isoformat()}")
+
+    def to_json(self) -> dict[str, Any]:
+        if self.input_prefix is not None:
+            return {"input_prefix": self.input_prefix}
+        assert self.since is not None and self.until is not None
+        return {"since": utc_iso(self.since), "until": utc_iso(self.until)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InputSelector:
+        if "input_prefix" in data:
+            return cls(input_prefix=data["input_prefix"])
+        return cls(since=datetime.fromisoformat(data["since"]), until=datetime.fromisoformat(data["until"]))
+
+
+def checked_selector(layout: Layout, selector: InputSelector) -> InputSelector:
+    """The selector, refused if its prefix overlaps one of eventdedup's own prefixes: reading
+    our own output (or cache, or alerts) as input would feed the pipeline its own objects."""
+    prefix = selector.input_prefix
+    if prefix is None:
+        return selector
+    for name, own_prefix in layout.own_prefixes().items():
+        if prefix.startswith(own_prefix) or own_prefix.startswith(prefix):
+            raise InvalidNameError(f"input prefix {prefix!r} overlaps eventdedup's own {name} {own_prefix!r}")
+    return selector
+
+
+def utc_iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat()

@@ -1,0 +1,147 @@
+"""The driver side of the dedup Spark job: from a staged batch to a job result in staging.
+
+    inputs --read_input_object--> (shuffle code, EventChunk | ObjectStats)
+           --repartitionAndSortWithinPartitions(partitioner on the code)-->
+           --dedup_partition--> staged data, audit, quarantine, cache segments
+
+Only small records (StagedObject, PartitionCounts) ever reach the driver.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING
+
+import orjson
+
+from eventdedup import errors
+from eventdedup.cache.identity import check_cache_identity
+from eventdedup.commit.job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
+from eventdedup.commit.log import CommittedState, load_committed_state
+from eventdedup.config import Config
+from eventdedup.dedup.decide import DuplicatePolicy
+from eventdedup.dedup.survivor import SurvivorPolicy
+from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
+from eventdedup.job.dedup_stage import DedupContext, dedup_partition
+from eventdedup.job.read_stage import ReadContext, read_input_object
+from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
+from eventdedup.keys import hour_index
+from eventdedup.layout import Layout
+from eventdedup.parse.event_parser import ParseRules
+from eventdedup.s3store import ObjectInfo, S3Store, make_client
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResult:
+    store = S3Store(make_client(config.s3), config.s3.bucket)
+    layout = Layout(config.layout)
+    manifest = load_batch_manifest(store, layout, batch_id)
+    check_cache_identity(store, layout, config)
+    state = load_committed_state(store, layout)
+    base_version, visible = _visible_history(state, batch_id)
+    # Leftovers of an earlier attempt with other settings must not be promoted with this one.
+    store.delete_prefix(layout.staging_root(batch_id))
+    records = _run_spark(spark, config, layout, manifest, state, visible) if manifest.inputs else []
+    result = _assemble_result(store, layout, manifest, base_version, records)
+    store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
+    log.info("batch %s: job finished against log version %d: %s", batch_id, base_version, dict(result.counts))
+    return result
+
+
+def _visible_history(state: CommittedState, batch_id: str) -> tuple[int, frozenset[str]]:
+    """A new batch sees every committed batch; a rerun of a committed batch sees exactly what
+    it saw the first time (the batches committed before it), so it reproduces its output."""
+    own_version = state.batches.get(batch_id)
+    if own_version is None:
+        return state.version, frozenset(state.batches)
+    log.info("batch %s is already committed at version %d; recomputing against its own history", batch_id, own_version)
+    return own_version - 1, frozenset(b for b, v in state.batches.items() if v < own_version)
+
+
+def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: BatchManifest,
+               state: CommittedState, visible: frozenset[str]) -> list[DriverRecord]:
+    batch_id = manifest.batch_id
+    inputs = list(enumerate(manifest.inputs))
+    read_ctx = ReadContext(
+        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket,
+        rules=ParseRules.for_batch(config, manifest.as_of), buckets=config.dedup.buckets,
+        quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i, _ in inputs),
+        quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i, _ in inputs),
+    )
+    dedup_ctx = DedupContext(
+        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout, visible_owners=visible,
+        window_start_hour=hour_index(manifest.as_of - timedelta(hours=config.dedup.window_hours)),
+        input_keys=tuple(info.key for info in manifest.inputs),
+        survivor=SurvivorPolicy.parse(config.dedup.survivor),
+        policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
+    )
+    sc = spark.sparkContext
+    heads = sc.broadcast(dict(state.cache_heads))
+    try:
+        rdd = (
+            sc.parallelize(inputs, len(inputs))
+            .flatMap(partial(read_input_object, read_ctx))
+            .repartitionAndSortWithinPartitions(config.partitions, partition_of_code)
+            .mapPartitionsWithIndex(lambda index, rows: dedup_partition(dedup_ctx, heads.value, index, rows))
+        )
+        records: list[DriverRecord] = rdd.collect()
+        return records
+    except Exception as exc:  # Spark wraps executor errors; surface ours with their own type
+        raise _unwrapped(exc, batch_id) from exc
+    finally:
+        heads.destroy()
+
+
+_OWN_ERROR = re.compile(r"eventdedup\.errors\.(\w+): (.+)")
+
+
+# The last "module.ExceptionName: message" line of a Python worker's traceback is its cause.
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.+)$", re.MULTILINE)
+
+
+def _unwrapped(exc: Exception, batch_id: str) -> Exception:
+    text = str(exc)
+    match = _OWN_ERROR.search(text)
+    own_type = getattr(errors, match.group(1), None) if match else None
+    if match and isinstance(own_type, type) and issubclass(own_type, errors.EventDedupError):
+        return own_type(match.group(2).strip())
+    causes = _RAISED.findall(text)
+    cause = f"{causes[-1][0]}: {causes[-1][1].strip()}" if causes else text[:2000]
+    return errors.EventDedupError(f"batch {batch_id}: the Spark job failed: {cause}")
+
+
+def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, base_version: int,
+                     records: list[DriverRecord]) -> JobResult:
+    counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
+    objects: list[StagedObject] = []
+    for record in records:
+        if isinstance(record, PartitionCounts):
+            counts.update({name: int(value) for name, value in record.counts.items()})
+        else:
+            objects.append(record)
+    check_counts_balance(counts)
+    objects.sort(key=lambda obj: obj.staged.key)
+    objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
+    return JobResult(manifest.batch_id, base_version, manifest.as_of.isoformat(), dict(counts), tuple(objects))
+
+
+def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,
+                             objects: list[StagedObject]) -> StagedObject:
+    """A Redshift COPY manifest of the batch's data files, at their final locations."""
+    entries = [
+        {"url": store.uri(obj.final_key), "mandatory": True, "meta": {"content_length": obj.staged.size}}
+        for obj in objects if obj.kind == "data"
+    ]
+    info: ObjectInfo = store.put_bytes(layout.staged_redshift_manifest(batch_id),
+                                       orjson.dumps({"entries": entries}, option=orjson.OPT_INDENT_2),
+                                       content_type="application/json")
+    return StagedObject("load_manifest", info, layout.redshift_manifest(batch_id))
+
+

@@ -1,0 +1,80 @@
+"""Executor side of stage 1: read one input object, quarantine bad lines, group events by cache key.
+
+Each input object becomes a few hundred records of (cache key, Arrow IPC chunk) instead of
+thousands of pickled rows, so the shuffle moves bytes, not Python objects.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from botocore.exceptions import ClientError
+
+from eventdedup.commit.job_result import StagedObject
+from eventdedup.config import S3Settings
+from eventdedup.errors import InputChangedError
+from eventdedup.job.records import EventChunk, ObjectStats, ShuffleRecord, chunk_record, stats_record
+from eventdedup.keys import CacheKey, bucket_array, digest_array, hour_codes
+from eventdedup.parse.event_parser import ParseRules
+from eventdedup.parse.object_parser import parse_object
+from eventdedup.s3store import ObjectInfo, S3Store, is_changed_or_missing, process_client
+from eventdedup.tables import QUARANTINE_SCHEMA, table_to_ipc, table_to_parquet
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    batch_id: str
+    s3: S3Settings
+    bucket: str
+    rules: ParseRules
+    buckets: int
+    quarantine_key: tuple[str, ...]  # staged quarantine key per input index
+    quarantine_final_key: tuple[str, ...]
+
+
+def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterator[ShuffleRecord]:
+    input_index, info = item
+    store = S3Store(process_client(ctx.s3), ctx.bucket)
+    try:
+        body = store.get_bytes(info.key, if_match=info.etag)
+    except ClientError as exc:
+        if is_changed_or_missing(exc):
+            raise InputChangedError(
+                f"batch {ctx.batch_id}: input {store.uri(info.key)} changed or vanished since the batch was staged "
+                f"(recorded ETag {info.etag}); a rerun would not reproduce the batch"
+            ) from None
+        raise
+    parsed = parse_object(body, input_index, ctx.rules)
+    staged = _stage_quarantine(store, ctx, input_index, info.key, parsed.bad_raw, parsed.bad_error, parsed.bad_line)
+    yield stats_record(ObjectStats(input_index, parsed.lines, len(parsed.bad_raw), staged))
+    for chunk in _chunks_by_cache_key(parsed.table, ctx.buckets):
+        yield chunk_record(chunk, ctx.buckets)
+
+
+def _chunks_by_cache_key(table: pa.Table, buckets: int) -> Iterator[EventChunk]:
+    if table.num_rows == 0:
+        return
+    bucket = bucket_array(digest_array(table.column("key_digest")), buckets)
+    event_time_us = table.column("event_time").combine_chunks().cast(pa.int64()).to_numpy()
+    code = hour_codes(event_time_us, bucket, buckets)
+    order = np.argsort(code, kind="stable")
+    sorted_code = code[order]
+    boundaries = np.flatnonzero(np.diff(sorted_code)) + 1
+    table = table.take(pa.array(order))
+    for start, stop in zip(np.r_[0, boundaries], np.r_[boundaries, len(order)], strict=True):
+        key = CacheKey.of_code(int(sorted_code[start]), buckets)
+        yield EventChunk(key, table_to_ipc(table.slice(start, stop - start)))
+
+
+def _stage_quarantine(store: S3Store, ctx: ReadContext, input_index: int, source: str,
+                      raw: list[bytes], errors: list[str], line_numbers: list[int]) -> StagedObject | None:
+    if not raw:
+        return None
+    table = pa.table({
+        "raw": raw, "error": errors, "source_object": [source] * len(raw),
+        "line_number": line_numbers, "batch_id": [ctx.batch_id] * len(raw),
+    }, schema=QUARANTINE_SCHEMA)
+    info = store.put_bytes(ctx.quarantine_key[input_index], table_to_parquet(table))
+    return StagedObject("quarantine", info, ctx.quarantine_final_key[input_index], len(raw))

@@ -1,0 +1,1 @@
+"""Running the pipeline: one batch end to end, scheduling helpers, alerts and status."""

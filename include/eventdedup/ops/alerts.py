@@ -1,0 +1,47 @@
+"""Alert records: a failed promotion or a halted pipeline, written where operators and machines
+look (an object under the alerts prefix and one structured log line). Delivery to people (SNS,
+e-mail) is the scheduler's: see plugins/eventdedup_airflow.py."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import orjson
+
+from eventdedup.config import Config
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A failed promotion or a halted pipeline, as written to alerts/<batch_id>.json and the log."""
+
+    batch_id: str
+    kind: str  # promotion_failed | pipeline_halted
+    message: str
+    run_id: str
+    at: str
+
+    @classmethod
+    def now(cls, batch_id: str, kind: str, message: str, run_id: str) -> Alert:
+        return cls(batch_id, kind, message, run_id, datetime.now(timezone.utc).isoformat())
+
+    def to_json(self) -> dict[str, str]:
+        return {"batch_id": self.batch_id, "kind": self.kind, "message": self.message, "run_id": self.run_id,
+                "at": self.at}
+
+    @property
+    def subject(self) -> str:
+        return f"eventdedup {self.kind.replace('_', ' ')}: batch {self.batch_id}"
+
+
+def record_alert(store: S3Store, config: Config, alert: Alert) -> str:
+    """Write the alert object and the structured log line; returns the object's URI."""
+    key = Layout(config.layout).alert(alert.batch_id)
+    store.put_bytes(key, orjson.dumps(alert.to_json(), option=orjson.OPT_INDENT_2), content_type="application/json")
+    log.error("EVENTDEDUP_ALERT %s", orjson.dumps({**alert.to_json(), "object": store.uri(key)}).decode())
+    return store.uri(key)

@@ -1,0 +1,82 @@
+"""What a scheduler needs from eventdedup, without importing one: the batch a run processes, its
+staging behind the promotion gate, and the consistency gate that halts the pipeline.
+
+The Airflow DAGs call these; each task body stays one or two calls.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from eventdedup.commit.gate import check_may_start
+from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.recovery import RecoveryReport, examine, recover
+from eventdedup.config import Config
+from eventdedup.errors import BatchManifestError, InconsistentStoreError
+from eventdedup.inputs.intervals import IntervalBatch
+from eventdedup.inputs.manifest import BatchManifest, freeze_batch_inputs
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.layout import Layout
+from eventdedup.naming import validate_batch_id
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The batch one scheduler run processes: its data interval, or a prefix a person named."""
+
+    batch_id: str
+    selector: InputSelector
+
+    @classmethod
+    def for_run(cls, params: Mapping[str, Any], interval_start: datetime | None,
+                interval_end: datetime | None) -> BatchPlan:
+        """Explicit params (`batch_id` with `input_prefix`) win; otherwise the data interval."""
+        batch_id, prefix = params.get("batch_id"), params.get("input_prefix")
+        if batch_id or prefix:
+            if not (batch_id and prefix):
+                raise BatchManifestError("a manual batch needs both params batch_id and input_prefix")
+            return cls(validate_batch_id(str(batch_id)), InputSelector(input_prefix=str(prefix)))
+        if interval_start is None or interval_end is None:
+            raise BatchManifestError("this run has no data interval: trigger it with params batch_id and input_prefix")
+        interval = IntervalBatch.for_interval(interval_start, interval_end)
+        return cls(interval.batch_id, InputSelector(since=interval.since, until=interval.until))
+
+    def to_json(self) -> dict[str, Any]:
+        """Small and JSON-safe, for XCom: the plan, never data."""
+        return {"batch_id": self.batch_id, "selector": self.selector.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BatchPlan:
+        return cls(validate_batch_id(str(data["batch_id"])), InputSelector.from_json(dict(data["selector"])))
+
+
+def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: datetime) -> BatchManifest:
+    """The promotion gate first (a refused batch costs no Spark work), then the frozen inputs."""
+    layout = Layout(config.layout)
+    check_may_start(store, layout, plan.batch_id, plan.selector, lambda: load_committed_state(store, layout))
+    manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now)
+    log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
+    return manifest
+
+
+def consistency_gate(store: S3Store, config: Config) -> RecoveryReport:
+    """Diagnose without repairing; raise if anything is unfinished or inconsistent.
+
+    The pipeline does not repair itself between runs: an unfinished promotion means a run died
+    in the one step that must be atomic, and a person should look before it is rolled forward.
+    `eventdedup recover` (which finishes or abandons it) reopens the pipeline."""
+    report = examine(store, config)
+    if report.cleanups and not (report.problems or report.actions):
+        report = recover(store, config)  # only leftovers of committed batches: tidy and go on
+    if report.problems or report.actions:
+        findings = [f"inconsistent: {p}" for p in report.problems] + [f"unfinished: {a}" for a in report.actions]
+        raise InconsistentStoreError(
+            "the pipeline is halted until `eventdedup recover` succeeds:\n  " + "\n  ".join(findings)
+        )
+    return report

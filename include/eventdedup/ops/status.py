@@ -1,0 +1,71 @@
+"""`eventdedup status`: committed batches, their counts and outputs, and whether the store is consistent."""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from eventdedup.commit.log import batch_record, committed_record, load_committed_state
+from eventdedup.commit.recovery import examine
+from eventdedup.config import Config
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+TABLE_COLUMNS = ("input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "output_rows")
+
+
+def store_status(store: S3Store, config: Config, limit: int = 20) -> dict[str, Any]:
+    layout = Layout(config.layout)
+    report = examine(store, config)
+    status: dict[str, Any] = {"consistent": report.consistent, "problems": report.problems,
+                              "pending": report.actions, "head_version": None, "batches": []}
+    if not report.consistent:
+        return status
+    state = load_committed_state(store, layout)
+    status["head_version"] = state.version
+    for version in range(state.version, max(0, state.version - limit), -1):
+        record = committed_record(store, layout, version)
+        status["batches"].append({
+            "version": record.version, "batch_id": record.batch_id, "as_of": record.as_of,
+            "counts": dict(record.counts),
+            "outputs": [store.uri(o.key) for o in record.objects if o.kind == "data"],
+        })
+    status["batches"].reverse()
+    return status
+
+
+def format_status(status: dict[str, Any]) -> str:
+    lines = [f"store: {'consistent' if status['consistent'] else 'INCONSISTENT'}"
+             + (f", log at version {status['head_version']}" if status["head_version"] is not None else "")]
+    lines += [f"  problem: {p}" for p in status["problems"]] + [f"  pending: {p}" for p in status["pending"]]
+    if status["batches"]:
+        lines.append(format_batch_table([(b["version"], b["batch_id"], b["counts"]) for b in status["batches"]]))
+    return "\n".join(lines)
+
+
+def format_batch_table(rows: list[tuple[int, str, dict[str, int]]]) -> str:
+    headers = ("version", "batch") + TABLE_COLUMNS
+    body = [(str(v), b) + tuple(str(counts.get(c, 0)) for c in TABLE_COLUMNS) for v, b, counts in rows]
+    widths = [max(len(r[i]) for r in [headers, *body]) for i in range(len(headers))]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    return "\n".join([fmt.format(*headers)] + [fmt.format(*r) for r in body])
+
+
+def committed_summary(store: S3Store, config: Config, batch_id: str) -> dict[str, Any]:
+    """The commit record's summary of a committed batch: version, counts, output objects."""
+    layout = Layout(config.layout)
+    record = batch_record(store, layout, load_committed_state(store, layout), batch_id)
+    return {"batch_id": batch_id, "version": record.version, "counts": dict(record.counts),
+            "data_objects": sum(1 for obj in record.objects if obj.kind == "data")}
+
+
+def log_batch_metrics(summary: dict[str, Any]) -> None:
+    """One machine-readable line (EVENTDEDUP_METRICS) and one for people."""
+    counts = summary["counts"]
+    log.info("EVENTDEDUP_METRICS %s", json.dumps(summary, sort_keys=True))
+    log.info("batch %s (log version %d): %d input lines, %d output rows, %d in-batch and %d cross-batch duplicates "
+             "dropped, %d quarantined", summary["batch_id"], summary["version"], counts.get("input_lines", 0),
+             counts.get("output_rows", 0), counts.get("in_batch_duplicates", 0),
+             counts.get("cross_batch_duplicates", 0), counts.get("malformed", 0))

@@ -1,0 +1,258 @@
+"""Parse a whole input object at a time: per line only a JSON load, one re-serialisation and the
+fingerprint run in Python; ids, UUID bytes, timestamps and bounds are vectorised over Arrow arrays.
+
+`parse_event` stays the reference. A line goes the fast way only when every step can vouch for
+it, and then yields exactly what `parse_event` would; any other line (too long, not JSON, a
+repeated key, an odd id or timestamp, out of range) is handed to `parse_event`, which produces
+the row or the quarantine reason. tests/unit/test_batch_parser.py holds the two paths equal on
+hostile lines.
+
+Why the re-serialisation vouches for a line: orjson keeps the last of repeated keys, so if
+`orjson.dumps(orjson.loads(line)) == line`, every member of the line is in the parsed object
+and nothing was repeated (producers that write compact JSON pay one `dumps`, ~0.2 us).
+"""
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from eventdedup.keys import CANONICAL_UUID_PATTERN, DIGEST_DTYPE, KEY_DIGEST_BYTES, key_digest
+from eventdedup.parse.event_parser import (
+    InvalidEvent,
+    JsonObject,
+    ParsedEvent,
+    ParseRules,
+    dedup_key_text,
+    order_key_for,
+    parse_event,
+)
+from eventdedup.parse.fingerprints import fingerprint_digests
+from eventdedup.parse.input_lines import InputLine, line_of_piece, split_input
+from eventdedup.tables import CHUNK_SCHEMA, make_seq
+
+CHUNK_LINES = 16_384  # parsed objects alive at once: bounds memory and garbage-collector work
+# Only this strict ISO-8601 shape is converted by Arrow; anything else goes to parse_event.
+STRICT_ISO_RE = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+                 r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$")
+_HEX_VALUE = np.full(256, 255, np.uint8)
+_HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
+_UUID_HEX_COLUMNS = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
+
+
+@dataclass
+class ObjectParse:
+    table: pa.Table  # CHUNK_SCHEMA rows in input order
+    bad_raw: list[bytes] = field(default_factory=list)
+    bad_error: list[str] = field(default_factory=list)
+    bad_line: list[int] = field(default_factory=list)
+    lines: int = 0
+
+    def quarantine(self, line: InputLine, reason: str) -> None:
+        self.bad_raw.append(line.raw)
+        self.bad_error.append(reason)
+        self.bad_line.append(line.line_number)
+
+
+def parse_object(body: bytes, input_index: int, rules: ParseRules) -> ObjectParse:
+    split = split_input(body)
+    result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=len(split.pieces) + len(split.trailing))
+    tables: list[pa.Table] = []
+    slow: list[ParsedRow] = []
+    collecting = gc.isenabled()
+    gc.disable()  # parsed events are acyclic and freed by reference counting; GC passes only cost
+    try:
+        for start in range(0, len(split.pieces), CHUNK_LINES):
+            chunk = split.pieces[start:start + CHUNK_LINES]
+            table, deferred = _parse_chunk(chunk, start + 1, input_index, rules)
+            tables.append(table)
+            for offset in deferred:
+                _parse_slowly(line_of_piece(start + 1 + offset, chunk[offset]), input_index, rules, result, slow)
+        for line in split.trailing:
+            _parse_slowly(line, input_index, rules, result, slow)
+    finally:
+        if collecting:
+            gc.enable()
+    if slow:
+        tables.append(_rows_table(slow))
+    table = pa.concat_tables([result.table, *tables])
+    if slow:  # deferred rows were appended after their chunk: restore input order
+        table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+    result.table = table
+    return result
+
+
+@dataclass(frozen=True)
+class ParsedRow:
+    seq: int
+    event: ParsedEvent
+
+
+def _parse_slowly(line: InputLine, input_index: int, rules: ParseRules, result: ObjectParse,
+                  rows: list[ParsedRow]) -> None:
+    if line.error is not None:
+        result.quarantine(line, line.error)
+        return
+    try:
+        rows.append(ParsedRow(make_seq(input_index, line.line_number), parse_event(line.raw, rules)))
+    except InvalidEvent as exc:
+        result.quarantine(line, str(exc))
+
+
+def _rows_table(rows: list[ParsedRow]) -> pa.Table:
+    events = [row.event for row in rows]
+    return pa.table({
+        "seq": [row.seq for row in rows],
+        "event_id": [e.event_id for e in events],
+        "key_digest": [e.digest for e in events],
+        "fingerprint": [e.fingerprint for e in events],
+        "event_time": [e.time_us for e in events],
+        "raw": [e.raw for e in events],
+        "order_key": [e.order_key for e in events],
+    }, schema=CHUNK_SCHEMA)
+
+
+def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
+                 rules: ParseRules) -> tuple[pa.Table, list[int]]:
+    """The rows the fast path vouches for, and the offsets of the pieces it defers."""
+    loads, dumps, decode_error = orjson.loads, orjson.dumps, orjson.JSONDecodeError
+    limit = rules.max_line_bytes
+    candidates: list[int] = []
+    events: list[JsonObject] = []
+    deferred: list[int] = []
+    for offset, piece in enumerate(pieces):
+        try:
+            event = loads(piece) if len(piece) <= limit else None
+        except decode_error:
+            event = None
+        if type(event) is dict and dumps(event) == piece:
+            candidates.append(offset)
+            events.append(event)
+        else:
+            deferred.append(offset)
+    keys = _keys(events, rules)
+    times = _times([event.get(rules.time_field) for event in events], rules)
+    accepted = keys.ok & times.ok
+    order_keys = _order_keys(events, times.micros, accepted, rules)
+    rows = np.flatnonzero(accepted)
+    deferred.extend(candidates[i] for i in np.flatnonzero(~accepted).tolist())
+    deferred.sort()
+    everything = len(rows) == len(events)  # the common case: no per-row selection below
+    row_list = rows.tolist()
+    chosen = events if everything else [events[i] for i in row_list]
+    numbers = np.asarray(candidates, np.int64)[rows] + first_number
+    table = pa.table({
+        "seq": pa.array(make_seq(np.full(len(numbers), input_index, np.int64), numbers), pa.int64()),
+        "event_id": keys.texts_of(rows),
+        "key_digest": pa.FixedSizeBinaryArray.from_buffers(
+            pa.binary(KEY_DIGEST_BYTES), len(rows), [None, pa.py_buffer(keys.digests[rows].tobytes())]),
+        "fingerprint": pa.array(fingerprint_digests(chosen, rules.fingerprint), pa.uint64()),
+        "event_time": pa.array(times.micros[rows], pa.int64()).cast(CHUNK_SCHEMA.field("event_time").type),
+        "raw": pa.array(pieces if everything and not deferred else [pieces[candidates[i]] for i in row_list],
+                        pa.string()),
+        "order_key": pa.nulls(len(rows), pa.binary()) if order_keys is None
+        else pa.array([order_keys[i] for i in row_list], pa.binary()),
+    }, schema=CHUNK_SCHEMA)
+    return table, deferred
+
+
+@dataclass(frozen=True)
+class _Keys:
+    uuid_texts: pa.Array  # the id itself where it is a canonical UUID (its own key), else null
+    other_texts: dict[int, str]  # the key text of every other event whose key was derived here
+    digests: np.ndarray  # S16, one per event
+    ok: np.ndarray  # bool: key derived here, exactly as parse_event would
+
+    def texts_of(self, rows: np.ndarray) -> pa.Array:
+        texts = self.uuid_texts.take(pa.array(rows, pa.int64()))
+        if not self.other_texts:
+            return texts
+        as_list = texts.to_pylist()
+        for position, row in enumerate(rows.tolist()):
+            if row in self.other_texts:
+                as_list[position] = self.other_texts[row]
+        return pa.array(as_list, pa.string())
+
+
+def _keys(events: list[JsonObject], rules: ParseRules) -> _Keys:
+    count = len(events)
+    digests = np.zeros(count, DIGEST_DTYPE)
+    if len(rules.key_fields) == 1:
+        strings = _string_array([event.get(rules.key_fields[0]) for event in events])
+        is_uuid = pc.fill_null(pc.match_substring_regex(strings, CANONICAL_UUID_PATTERN), False)
+        # A canonical lower-case UUID is unchanged by trim and lower: its key is itself.
+        uuid_texts = pc.if_else(is_uuid, strings, pa.scalar(None, pa.string()))
+        ok = is_uuid.to_numpy(zero_copy_only=False).copy()
+        uuid_rows = np.flatnonzero(ok)
+        digests[uuid_rows] = _uuid_bytes(strings.take(pa.array(uuid_rows, pa.int64())))
+        others = np.flatnonzero(~ok).tolist()
+    else:
+        uuid_texts, ok, others = pa.nulls(count, pa.string()), np.zeros(count, bool), list(range(count))
+    other_texts: dict[int, str] = {}
+    for i in others:
+        try:
+            text = dedup_key_text(events[i], rules)
+        except InvalidEvent:
+            continue  # parse_event reports it
+        other_texts[i], digests[i], ok[i] = text, key_digest(text), True
+    return _Keys(uuid_texts, other_texts, digests, ok)
+
+
+def _string_array(values: list[Any]) -> pa.Array:
+    """Strings stay, anything else becomes null (its line goes the reference way)."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([v if type(v) is str else None for v in values], pa.string())
+
+
+def _uuid_bytes(strings: pa.Array) -> np.ndarray:
+    """Canonical UUID strings (36 ASCII bytes each) to their 16 raw bytes, without per-row Python."""
+    count = len(strings)
+    if count == 0:
+        return np.zeros(0, DIGEST_DTYPE)
+    offsets = np.frombuffer(strings.buffers()[1], np.int32, count + 1, strings.offset)
+    text = np.frombuffer(strings.buffers()[2], np.uint8, offsets[-1] - offsets[0], offsets[0]).reshape(count, 36)
+    nibbles = _HEX_VALUE[text[:, _UUID_HEX_COLUMNS]]
+    raw = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+    return np.ascontiguousarray(raw).view(DIGEST_DTYPE).reshape(count)
+
+
+@dataclass(frozen=True)
+class _Times:
+    micros: np.ndarray  # int64 microseconds since the epoch, UTC
+    ok: np.ndarray  # bool: parsed here, inside [min, max]
+
+
+def _times(values: list[Any], rules: ParseRules) -> _Times:
+    strings = _string_array(values)
+    strict = pc.fill_null(pc.match_substring_regex(strings, STRICT_ISO_RE), False)
+    micros = np.zeros(len(values), np.int64)
+    ok = strict.to_numpy(zero_copy_only=False).copy()
+    rows = np.flatnonzero(ok)
+    try:
+        parsed = pc.cast(strings.take(pa.array(rows, pa.int64())), pa.timestamp("us", tz="UTC"))
+        micros[rows] = parsed.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        ok[:] = False  # e.g. 30 February: let the reference parser name the line
+    ok &= (micros >= rules.min_time_us) & (micros <= rules.max_time_us)
+    return _Times(micros, ok)
+
+
+def _order_keys(events: list[JsonObject], micros: np.ndarray, accepted: np.ndarray,
+                rules: ParseRules) -> list[bytes | None] | None:
+    if rules.survivor_field is None:
+        return None
+    keys: list[bytes | None] = [None] * len(events)
+    for i in np.flatnonzero(accepted).tolist():
+        try:
+            keys[i] = order_key_for(events[i], int(micros[i]), rules)
+        except InvalidEvent:
+            accepted[i] = False  # parse_event quarantines it with the reason
+    return keys

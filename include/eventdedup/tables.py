@@ -1,0 +1,99 @@
+"""Arrow schemas and (de)serialisation of the tables eventdedup moves and writes."""
+from __future__ import annotations
+
+import io
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eventdedup.keys import KEY_DIGEST_BYTES
+
+UTC_MICROS = pa.timestamp("us", tz="UTC")
+
+# One chunk of parsed events of a single cache key, as shuffled between stages.
+CHUNK_SCHEMA = pa.schema([
+    ("seq", pa.int64()),  # input_index << 40 | line_number: the batch's input order
+    ("event_id", pa.string()),
+    ("key_digest", pa.binary(KEY_DIGEST_BYTES)),
+    ("fingerprint", pa.uint64()),
+    ("event_time", UTC_MICROS),
+    ("raw", pa.string()),
+    ("order_key", pa.binary()),  # survivor min:/max: comparison value; null otherwise
+])
+
+OUTPUT_SCHEMA = pa.schema([
+    ("event_id", pa.string()),  # the dedup key, or the derived id of a renamed synthetic duplicate
+    ("original_event_id", pa.string()),  # set on renamed synthetic duplicates only
+    ("duplicate_of", pa.string()),  # set on synthetic duplicates kept under synthetic = "keep"
+    ("op", pa.string()),  # insert | update (changelog mode)
+    ("supersedes_batch", pa.string()),  # for op = update: the batch holding the replaced version
+    ("event_time", UTC_MICROS),
+    ("batch_id", pa.string()),
+    ("raw", pa.string()),  # the input line, byte for byte
+])
+
+AUDIT_SCHEMA = pa.schema([
+    ("event_id", pa.string()),
+    ("event_time", UTC_MICROS),
+    ("reason", pa.string()),
+    ("action", pa.string()),  # dropped | renamed | kept
+    ("kept_in_batch", pa.string()),
+    ("batch_id", pa.string()),
+    ("source_object", pa.string()),
+    ("line_number", pa.int64()),
+    ("raw", pa.string()),
+])
+
+QUARANTINE_SCHEMA = pa.schema([
+    ("raw", pa.binary()),  # verbatim bytes: the line may not even be valid UTF-8
+    ("error", pa.string()),
+    ("source_object", pa.string()),
+    ("line_number", pa.int64()),
+    ("batch_id", pa.string()),
+])
+
+LINE_BITS = 40
+
+
+Seq = TypeVar("Seq", int, npt.NDArray[np.int64])  # one row's seq, or a numpy column of them
+
+
+def make_seq(input_index: Seq, line_number: Seq) -> Seq:
+    seq: Seq = (input_index << LINE_BITS) | line_number
+    return seq
+
+
+def split_seq(seq: Seq) -> tuple[Seq, Seq]:
+    input_index: Seq = seq >> LINE_BITS
+    line_number: Seq = seq & ((1 << LINE_BITS) - 1)
+    return input_index, line_number
+
+
+# Shuffled chunks are mostly JSON text: LZ4 shrinks what crosses Python -> JVM -> disk -> Python
+# several times over for about a gigabyte per second per core.
+_SHUFFLE_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+def table_to_ipc(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema, options=_SHUFFLE_IPC) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def ipc_to_table(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
+
+
+def table_to_parquet(table: pa.Table) -> bytes:
+    """Deterministic bytes for the same rows: no timestamps or random ids in the file."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="snappy", row_group_size=1_000_000)
+    return sink.getvalue()
+
+
+def parquet_to_table(data: bytes) -> pa.Table:
+    return pq.read_table(io.BytesIO(data))

@@ -1,0 +1,56 @@
+"""Every object name comes from the batch id and the partition: same inputs, same names."""
+from __future__ import annotations
+
+from datetime import date
+
+from eventdedup.config import LayoutSettings
+from eventdedup.keys import CacheKey
+from eventdedup.layout import Layout
+
+LAYOUT = Layout(LayoutSettings())
+KEY = CacheKey.parse("2026-11-22/05/0003")
+
+
+def test_final_cache_segment_names_parse_back_to_their_batch_and_key() -> None:
+    name = LAYOUT.final_cache_segment("b-7", KEY)
+    assert name == "_eventdedup/cache/date=2026-11-22/hour=05/bucket=0003/b-7.seg"
+    assert LAYOUT.segment_owner_and_key(name) == ("b-7", KEY)
+
+
+def test_objects_under_the_cache_prefix_that_are_not_segments_have_no_owner() -> None:
+    for key in ("_eventdedup/cache/date=2026-11-22/hour=05/bucket=0003/b-7.tmp",
+                "_eventdedup/cache/date=2026-11-22/hour=05/b-7.seg",
+                "_eventdedup/cache/date=2026-11-22/hour=xx/bucket=0003/b-7.seg",
+                "elsewhere/date=2026-11-22/hour=05/bucket=0003/b-7.seg"):
+        assert LAYOUT.segment_owner_and_key(key) is None, key
+
+
+def test_commit_names_sort_by_version_and_parse_back() -> None:
+    names = [LAYOUT.commit(v) for v in (9, 10, 123)]
+    assert names == sorted(names)
+    assert [LAYOUT.version_of_commit_key(n) for n in names] == [9, 10, 123]
+    assert LAYOUT.version_of_commit_key("_eventdedup/log/000.json") is None
+
+
+def test_own_prefixes_are_every_prefix_but_landing() -> None:
+    own = LAYOUT.own_prefixes()
+    assert "landing_prefix" not in own
+    assert own["alerts_prefix"] == "alerts/" and own["cache_prefix"] == "_eventdedup/cache/"
+    assert len(own) == len(LayoutSettings.__dataclass_fields__) - 1
+
+
+def test_staged_and_final_names_carry_the_batch_id() -> None:
+    assert LAYOUT.staged_data("b1", "2026-11-22", "05", 3) == \
+        "_eventdedup/staging/b1/data/date=2026-11-22/hour=05/part-00003.parquet"
+    assert LAYOUT.final_data("b1", "2026-11-22", "05", 3) == "deduped/date=2026-11-22/hour=05/b1-part-00003.parquet"
+    assert LAYOUT.staged_redshift_manifest("b1") == "_eventdedup/staging/b1/load.manifest"
+    assert LAYOUT.redshift_manifest("b1") == "manifests/b1.manifest"
+
+
+def test_cache_key_codes_order_by_hour_then_bucket_and_invert() -> None:
+    keys = [CacheKey.parse(text) for text in ("2026-11-22/05/0003", "2026-11-22/05/0001", "2026-11-21/23/0002")]
+    codes = [key.code(4) for key in keys]
+    assert [CacheKey.of_code(code, 4) for code in codes] == keys
+    assert sorted(codes) == [keys[2].code(4), keys[1].code(4), keys[0].code(4)]
+    days = (date(2026, 11, 22) - date(1970, 1, 1)).days
+    assert keys[0].hour_index == days * 24 + 5

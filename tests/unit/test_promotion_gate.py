@@ -1,0 +1,61 @@
+"""May a batch be promoted: run order of interval batches, decided on the folded log alone."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from eventdedup.commit.gate import check_run_order
+from eventdedup.commit.log import CommittedState
+from eventdedup.errors import OutOfOrderBatchError
+from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
+from eventdedup.inputs.selector import InputSelector
+
+T0 = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
+STEP = timedelta(minutes=5)
+
+
+def interval(i: int) -> IntervalBatch:
+    return IntervalBatch.for_interval(T0 + STEP * i, T0 + STEP * (i + 1))
+
+
+def committed(*batch_ids: str) -> CommittedState:
+    return CommittedState(len(batch_ids), {b: v for v, b in enumerate(batch_ids, 1)}, {},
+                          batch_ids[-1] if batch_ids else None)
+
+
+def test_the_first_interval_of_a_store_may_start_anywhere() -> None:
+    check_run_order(committed(), interval(7))
+    check_run_order(committed("manual-1"), interval(7))  # manual batches are not ordered
+
+
+def test_the_next_interval_follows_its_predecessor() -> None:
+    check_run_order(committed(interval(0).batch_id), interval(1))
+
+
+def test_a_skipped_interval_must_wait_for_the_one_before_it() -> None:
+    with pytest.raises(OutOfOrderBatchError, match=f"batch {interval(1).batch_id} \\(the interval before it\\)"):
+        check_run_order(committed(interval(0).batch_id), interval(2))
+
+
+def test_an_older_interval_is_refused_behind_a_newer_one() -> None:
+    with pytest.raises(OutOfOrderBatchError, match=f"older than the committed batch {interval(3).batch_id}"):
+        check_run_order(committed(interval(3).batch_id), interval(2))
+
+
+def test_a_committed_interval_is_a_no_op_rerun() -> None:
+    check_run_order(committed(interval(0).batch_id, interval(1).batch_id), interval(0))
+
+
+def test_only_a_time_selector_whose_id_names_its_start_is_an_interval_batch() -> None:
+    since, until = T0, T0 + STEP
+    assert IntervalBatch.of_request("20261122T0500Z", InputSelector(since=since, until=until)) == interval(0)
+    assert IntervalBatch.of_request("my-batch", InputSelector(since=since, until=until)) is None
+    assert IntervalBatch.of_request("20261122T0500Z", InputSelector(input_prefix="landing/x/")) is None
+
+
+def test_interval_ids_name_their_start_and_parse_back() -> None:
+    assert batch_id_for_interval(T0) == "20261122T0500Z"
+    assert interval_start_of("20261122T0500Z") == T0
+    assert interval_start_of("manual") is None
+    assert interval(0).previous_batch_id == "20261122T0455Z"
