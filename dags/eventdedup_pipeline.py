@@ -81,20 +81,23 @@ def eventdedup_pipeline() -> None:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
         from eventdedup.commit.promotion import promote_batch as promote
+        from eventdedup.ops.scheduling import BatchPlan
 
         config = load_pipeline_config()
-        with alert_and_raise(plan["batch_id"], "promotion_failed", get_current_context()):
-            outcome = promote(s3_store(config), config, plan["batch_id"])
+        batch_id = BatchPlan.from_json(plan).batch_id
+        with alert_and_raise(batch_id, "promotion_failed", get_current_context()):
+            outcome = promote(s3_store(config), config, batch_id)
         return {"batch_id": outcome.batch_id, "version": outcome.version, "newly_committed": outcome.newly_committed}
 
     @task(outlets=[OUTPUT_ASSET])
     def publish_metrics(plan: dict[str, Any]) -> dict[str, Any]:
         from eventdedup_airflow import load_pipeline_config, s3_store
 
+        from eventdedup.ops.scheduling import BatchPlan
         from eventdedup.ops.status import committed_summary, log_batch_metrics
 
         config = load_pipeline_config()
-        summary = committed_summary(s3_store(config), config, plan["batch_id"])
+        summary = committed_summary(s3_store(config), config, BatchPlan.from_json(plan).batch_id)
         log_batch_metrics(summary)
         return summary  # small: counts only, never data
 

@@ -123,7 +123,7 @@ class CacheKey:
         return f"{self.date_text}/{self.hour_text}/{self.bucket:04d}"
 
 
-def hour_index(moment: datetime) -> int:
+def hour_index_at(moment: datetime) -> int:
     """Hours since the epoch (UTC) of a timezone-aware datetime."""
     return int(moment.timestamp()) // 3600
 

@@ -19,32 +19,42 @@ def interval(i: int) -> IntervalBatch:
     return IntervalBatch.for_interval(T0 + STEP * i, T0 + STEP * (i + 1))
 
 
+def ends_of_intervals(batch_id: str) -> datetime | None:
+    """Where a committed batch's interval ends, as its manifest would say (None: a prefix batch)."""
+    start = interval_start_of(batch_id)
+    return None if start is None else start + STEP
+
+
+def check(state: CommittedState, batch: IntervalBatch) -> None:
+    check_run_order(state, batch, ends_of_intervals)
+
+
 def committed(*batch_ids: str) -> CommittedState:
     return CommittedState(len(batch_ids), {b: v for v, b in enumerate(batch_ids, 1)}, {},
                           batch_ids[-1] if batch_ids else None)
 
 
 def test_the_first_interval_of_a_store_may_start_anywhere() -> None:
-    check_run_order(committed(), interval(7))
-    check_run_order(committed("manual-1"), interval(7))  # manual batches are not ordered
+    check(committed(), interval(7))
+    check(committed("manual-1"), interval(7))  # manual batches are not ordered
 
 
 def test_the_next_interval_follows_its_predecessor() -> None:
-    check_run_order(committed(interval(0).batch_id), interval(1))
+    check(committed(interval(0).batch_id), interval(1))
 
 
 def test_a_skipped_interval_must_wait_for_the_one_before_it() -> None:
     with pytest.raises(OutOfOrderBatchError, match=f"batch {interval(1).batch_id} \\(the interval before it\\)"):
-        check_run_order(committed(interval(0).batch_id), interval(2))
+        check(committed(interval(0).batch_id), interval(2))
 
 
 def test_an_older_interval_is_refused_behind_a_newer_one() -> None:
     with pytest.raises(OutOfOrderBatchError, match=f"older than the committed batch {interval(3).batch_id}"):
-        check_run_order(committed(interval(3).batch_id), interval(2))
+        check(committed(interval(3).batch_id), interval(2))
 
 
 def test_a_committed_interval_is_a_no_op_rerun() -> None:
-    check_run_order(committed(interval(0).batch_id, interval(1).batch_id), interval(0))
+    check(committed(interval(0).batch_id, interval(1).batch_id), interval(0))
 
 
 def test_only_a_time_selector_whose_id_names_its_start_is_an_interval_batch() -> None:
@@ -59,3 +69,26 @@ def test_interval_ids_name_their_start_and_parse_back() -> None:
     assert interval_start_of("20261122T0500Z") == T0
     assert interval_start_of("manual") is None
     assert interval(0).previous_batch_id == "20261122T0455Z"
+
+
+def test_intervals_of_other_lengths_chain_by_where_the_last_one_ends() -> None:
+    two_hours = IntervalBatch.for_interval(T0 + STEP, T0 + STEP + timedelta(hours=2))
+    check_run_order(committed(interval(0).batch_id), two_hours, ends_of_intervals)
+    after = IntervalBatch.for_interval(two_hours.until, two_hours.until + STEP)
+    ends = {interval(0).batch_id: interval(0).until, two_hours.batch_id: two_hours.until}
+    check_run_order(committed(interval(0).batch_id, two_hours.batch_id), after, ends.get)
+    with pytest.raises(OutOfOrderBatchError, match=f"batch {batch_id_for_interval(two_hours.until)} "):
+        check_run_order(committed(interval(0).batch_id, two_hours.batch_id), interval(30), ends.get)
+
+
+def test_an_interval_starting_inside_the_last_committed_one_is_refused() -> None:
+    longer = {interval(0).batch_id: T0 + STEP * 3}
+    with pytest.raises(OutOfOrderBatchError, match="intervals may not overlap"):
+        check_run_order(committed(interval(0).batch_id), interval(1), longer.get)
+
+
+def test_without_the_last_interval_s_end_the_predecessor_is_the_interval_of_the_same_length() -> None:
+    no_manifests: dict[str, datetime] = {}
+    check_run_order(committed(interval(0).batch_id), interval(1), no_manifests.get)
+    with pytest.raises(OutOfOrderBatchError, match=f"batch {interval(1).batch_id} \\(the interval before it\\)"):
+        check_run_order(committed(interval(0).batch_id), interval(2), no_manifests.get)

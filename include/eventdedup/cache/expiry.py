@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.config import Config
-from eventdedup.keys import hour_index
+from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -50,7 +50,7 @@ def expire_cache(store: S3Store, config: Config, now: datetime, apply: bool = Tr
         segment = layout.segment_owner_and_key(key)
         if segment is None or segment[0] not in state.batches:
             report.kept += 1  # not ours to judge: an in-flight promotion, or a foreign object
-        elif segment[1].hour_index < hour_index(cutoff):
+        elif segment[1].hour_index < hour_index_at(cutoff):
             report.expired.append(key)
         elif key not in heads:
             report.superseded.append(key)

@@ -9,13 +9,14 @@ on the batch, where it can, and again right before the promotion journal is writ
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import list_journals
 from eventdedup.commit.log import CommittedState
 from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, StaleBatchError
-from eventdedup.inputs.intervals import IntervalBatch, interval_start_of
-from eventdedup.inputs.manifest import load_batch_manifest
+from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
+from eventdedup.inputs.manifest import load_batch_manifest, load_batch_manifest_or_none
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -28,7 +29,7 @@ def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: Inp
     refuse_if_other_journals(store, layout, batch_id)
     interval = IntervalBatch.of_request(batch_id, selector)
     if interval is not None:
-        check_run_order(load_state(), interval)
+        check_run_order(load_state(), interval, lambda committed: _interval_end(store, layout, committed))
 
 
 def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job: JobResult) -> None:
@@ -38,7 +39,7 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
         selector = load_batch_manifest(store, layout, job.batch_id).selector
         interval = IntervalBatch.of_request(job.batch_id, selector)
         if interval is not None:
-            check_run_order(state, interval)
+            check_run_order(state, interval, lambda committed: _interval_end(store, layout, committed))
     if job.base_version != state.version:
         raise StaleBatchError(
             f"batch {job.batch_id} was computed against log version {job.base_version}, but the log is at version "
@@ -55,13 +56,18 @@ def refuse_if_other_journals(store: S3Store, layout: Layout, batch_id: str | Non
         )
 
 
-def check_run_order(state: CommittedState, batch: IntervalBatch) -> None:
+def check_run_order(state: CommittedState, batch: IntervalBatch,
+                    interval_end_of: Callable[[str], datetime | None]) -> None:
     """An interval batch commits only on top of its predecessor, and never behind a later one.
 
     Without this, a cleared or backfilled run could commit an older interval after a newer one,
     and events the newer batch already emitted would reappear (or vanish) against a history that
     does not match the order they happened in. The first interval batch of a store may start
-    anywhere. Manual batches are not ordered (they are still serialised by the commit log)."""
+    anywhere. Manual batches are not ordered (they are still serialised by the commit log).
+
+    The predecessor is the committed interval that ends where this one starts, read from the
+    latest committed interval batch's own manifest (`interval_end_of`), so intervals of different
+    lengths (a CLI batch of two hours after scheduled five-minute ones) chain correctly."""
     if batch.batch_id in state.batches:
         return  # a rerun of a committed batch is a no-op
     starts = {b: start for b in state.batches if (start := interval_start_of(b)) is not None}
@@ -72,8 +78,24 @@ def check_run_order(state: CommittedState, batch: IntervalBatch) -> None:
             f"batch {batch.batch_id} is older than the committed batch {later[0]}; batches may only move forward "
             f"in time (a backwards backfill or a cleared old run is refused). Process a newer interval instead"
         )
-    if committed and batch.previous_batch_id not in state.batches:
+    if not committed:
+        return
+    last = committed[-1]
+    end = interval_end_of(last)
+    predecessor = batch.previous_batch_id if end is None else batch_id_for_interval(end)
+    if end is not None and end > batch.since:
         raise OutOfOrderBatchError(
-            f"batch {batch.batch_id} must wait: batch {batch.previous_batch_id} (the interval before it) must commit "
-            f"first; the last committed interval batch is {committed[-1]}"
+            f"batch {batch.batch_id} starts at {batch.since.isoformat()}, inside the committed interval batch {last} "
+            f"(until {end.isoformat()}); intervals may not overlap. Process the interval from {end.isoformat()}"
         )
+    if (end is None and predecessor not in state.batches) or (end is not None and end < batch.since):
+        raise OutOfOrderBatchError(
+            f"batch {batch.batch_id} must wait: batch {predecessor} (the interval before it) must commit "
+            f"first; the last committed interval batch is {last}"
+        )
+
+
+def _interval_end(store: S3Store, layout: Layout, batch_id: str) -> datetime | None:
+    """Where a committed batch's interval ends, from its frozen manifest; None if it selected a prefix."""
+    manifest = load_batch_manifest_or_none(store, layout, batch_id)
+    return None if manifest is None else manifest.selector.until

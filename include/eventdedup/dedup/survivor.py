@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eventdedup.config import SURVIVOR_KINDS_BY_FIELD, parse_survivor
+from eventdedup.config import parse_survivor
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,6 @@ class SurvivorPolicy:
     def parse(cls, text: str) -> SurvivorPolicy:
         kind, field = parse_survivor(text)
         return cls(kind, field)
-
-    @property
-    def needs_order_key(self) -> bool:
-        return self.kind in SURVIVOR_KINDS_BY_FIELD
 
     def priorities(self, order_keys: pa.Array | pa.ChunkedArray, rows: int) -> npt.NDArray[np.int64]:
         """Per row (rows in input order), its rank in preference: 0 is the preferred copy."""

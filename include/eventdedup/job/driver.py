@@ -28,7 +28,7 @@ from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_input_object
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
-from eventdedup.keys import hour_index
+from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
 from eventdedup.s3store import ObjectInfo, S3Store, make_client
@@ -77,7 +77,7 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
     )
     dedup_ctx = DedupContext(
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout, visible_owners=visible,
-        window_start_hour=hour_index(manifest.as_of - timedelta(hours=config.dedup.window_hours)),
+        window_start_hour=hour_index_at(manifest.as_of - timedelta(hours=config.dedup.window_hours)),
         input_keys=tuple(info.key for info in manifest.inputs),
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),

@@ -18,7 +18,7 @@ from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError, InconsistentStoreError
 from eventdedup.inputs.intervals import IntervalBatch
 from eventdedup.inputs.manifest import BatchManifest, freeze_batch_inputs
-from eventdedup.inputs.selector import InputSelector
+from eventdedup.inputs.selector import InputSelector, checked_selector
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import S3Store
@@ -57,8 +57,10 @@ class BatchPlan:
 
 
 def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: datetime) -> BatchManifest:
-    """The promotion gate first (a refused batch costs no Spark work), then the frozen inputs."""
+    """The promotion gate first (a refused batch costs no Spark work), then the frozen inputs.
+    An unsafe or overlapping prefix is refused before any S3 request."""
     layout = Layout(config.layout)
+    checked_selector(layout, plan.selector)
     check_may_start(store, layout, plan.batch_id, plan.selector, lambda: load_committed_state(store, layout))
     manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now)
     log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
