@@ -33,10 +33,10 @@ airflow: venv check-java
 
 # Lint (ruff, with Airflow's AIR rules on dags/ and plugins/), strict types on the library (mypy),
 # then every test. CI runs exactly this.
-# Four pytest-xdist workers (the suite waits on S3, JVMs and subprocesses more than it computes:
-# two workers left half of the 2 cores idle). One of them runs every Airflow test, in one Airflow home.
+# Two pytest-xdist workers (the suite waits on S3, JVMs and subprocesses about half the time; four
+# saturate 2 cores and run slower). One of them runs every Airflow test, in one Airflow home.
 test: check check-java
-	$(PY) -m pytest -q -n 4 --dist loadgroup tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 check: lint typecheck
 
