@@ -54,7 +54,7 @@ def run_interval(dag, start: datetime, **conf):  # type: ignore[no-untyped-def]
 
 
 def batch_id(start: datetime) -> str:
-    return start.strftime("%Y%m%dT%H%M%SZ" if start.second else "%Y%m%dT%H%MZ")
+    return start.strftime("%Y%m%dT%H%M%SZ")
 
 
 def rows(store: S3Store, config) -> dict:  # type: ignore[no-untyped-def]

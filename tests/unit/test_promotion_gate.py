@@ -59,16 +59,25 @@ def test_a_committed_interval_is_a_no_op_rerun() -> None:
 
 def test_only_a_time_selector_whose_id_names_its_start_is_an_interval_batch() -> None:
     since, until = T0, T0 + STEP
-    assert IntervalBatch.of_request("20261122T0500Z", InputSelector(since=since, until=until)) == interval(0)
+    assert IntervalBatch.of_request("20261122T050000Z", InputSelector(since=since, until=until)) == interval(0)
     assert IntervalBatch.of_request("my-batch", InputSelector(since=since, until=until)) is None
-    assert IntervalBatch.of_request("20261122T0500Z", InputSelector(input_prefix="landing/x/")) is None
+    assert IntervalBatch.of_request("20261122T050000Z", InputSelector(input_prefix="landing/x/")) is None
 
 
 def test_interval_ids_name_their_start_and_parse_back() -> None:
-    assert batch_id_for_interval(T0) == "20261122T0500Z"
-    assert interval_start_of("20261122T0500Z") == T0
+    assert batch_id_for_interval(T0) == "20261122T050000Z"
+    assert interval_start_of("20261122T050000Z") == T0
     assert interval_start_of("manual") is None
-    assert interval(0).previous_batch_id == "20261122T0455Z"
+    assert interval_start_of("20261122T0500Z") == T0  # the minute-only ids of earlier versions
+
+
+def test_interval_ids_sort_as_their_times_across_minute_and_hour_boundaries() -> None:
+    starts = [datetime(2026, 11, 22, 13, 59, 56, tzinfo=timezone.utc) + timedelta(seconds=4 * i) for i in range(20)]
+    starts += [datetime(2026, 11, 22, 23, 59, 0, tzinfo=timezone.utc) + timedelta(minutes=i) for i in range(3)]
+    ids = [batch_id_for_interval(start) for start in starts]
+    assert sorted(ids) == [batch_id_for_interval(start) for start in sorted(starts)]
+    assert {len(i) for i in ids} == {16}
+    assert interval(0).previous_batch_id == "20261122T045500Z"
 
 
 def test_intervals_of_other_lengths_chain_by_where_the_last_one_ends() -> None:

@@ -15,7 +15,7 @@ END = START + timedelta(minutes=5)
 
 def test_a_scheduled_run_processes_its_data_interval() -> None:
     plan = BatchPlan.for_run({"batch_id": None, "input_prefix": None}, START, END)
-    assert plan == BatchPlan("20261122T0500Z", InputSelector(since=START, until=END))
+    assert plan == BatchPlan("20261122T050000Z", InputSelector(since=START, until=END))
 
 
 def test_a_manual_run_processes_the_named_prefix() -> None:
@@ -35,7 +35,7 @@ def test_a_run_without_interval_or_params_is_refused_with_what_to_do() -> None:
         BatchPlan.for_run({}, None, None)
 
 
-@pytest.mark.parametrize("plan", [BatchPlan("20261122T0500Z", InputSelector(since=START, until=END)),
+@pytest.mark.parametrize("plan", [BatchPlan("20261122T050000Z", InputSelector(since=START, until=END)),
                                   BatchPlan("republish-1", InputSelector(input_prefix="landing/x/"))])
 def test_plans_round_trip_through_json(plan: BatchPlan) -> None:
     assert BatchPlan.from_json(plan.to_json()) == plan
