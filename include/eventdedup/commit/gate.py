@@ -29,7 +29,7 @@ def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: Inp
     refuse_if_other_journals(store, layout, batch_id)
     interval = IntervalBatch.of_request(batch_id, selector)
     if interval is not None:
-        check_run_order(load_state(), interval, lambda committed: _interval_end(store, layout, committed))
+        _check_interval_order(store, layout, load_state(), interval)
 
 
 def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job: JobResult) -> None:
@@ -39,7 +39,7 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
         selector = load_batch_manifest(store, layout, job.batch_id).selector
         interval = IntervalBatch.of_request(job.batch_id, selector)
         if interval is not None:
-            check_run_order(state, interval, lambda committed: _interval_end(store, layout, committed))
+            _check_interval_order(store, layout, state, interval)
     if job.base_version != state.version:
         raise StaleBatchError(
             f"batch {job.batch_id} was computed against log version {job.base_version}, but the log is at version "
@@ -93,6 +93,10 @@ def check_run_order(state: CommittedState, batch: IntervalBatch,
             f"batch {batch.batch_id} must wait: batch {predecessor} (the interval before it) must commit "
             f"first; the last committed interval batch is {last}"
         )
+
+
+def _check_interval_order(store: S3Store, layout: Layout, state: CommittedState, interval: IntervalBatch) -> None:
+    check_run_order(state, interval, lambda committed: _interval_end(store, layout, committed))
 
 
 def _interval_end(store: S3Store, layout: Layout, batch_id: str) -> datetime | None:

@@ -6,16 +6,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from eventdedup.commit.gate import check_may_start
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.log import CommitRecord, batch_record, load_committed_state
 from eventdedup.commit.promotion import PromotionOutcome, needs_dedup_job, promote_batch
 from eventdedup.config import Config
-from eventdedup.inputs.manifest import freeze_batch_inputs
-from eventdedup.inputs.selector import InputSelector, checked_selector
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
+from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 from eventdedup.s3store import S3Store
 
 if TYPE_CHECKING:
@@ -27,11 +26,9 @@ log = logging.getLogger(__name__)
 def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
               spark: Callable[[], SparkSession]) -> PromotionOutcome:
     """Process one batch; rerunning a committed batch is a no-op that reports its commit."""
-    validate_batch_id(batch_id)
     layout = Layout(config.layout)
-    selector = checked_selector(layout, selector)  # unsafe names are refused before any S3 request
-    check_may_start(store, layout, batch_id, selector, lambda: load_committed_state(store, layout))
-    freeze_batch_inputs(store, config, batch_id, selector, now)
+    # The same staging as a scheduled run: unsafe names refused before any S3 request, then the gate.
+    stage_planned_batch(store, config, BatchPlan(validate_batch_id(batch_id), selector), now)
     if needs_dedup_job(store, layout, batch_id):
         run_dedup_job(spark(), config, batch_id)
     return promote_batch(store, config, batch_id)
