@@ -67,14 +67,15 @@ def eventdedup_pipeline() -> None:
 
     @task
     def stage_batch(plan: dict[str, Any]) -> str:
-        """The promotion gate (run order: before any Spark work), then the batch's frozen inputs."""
+        """The promotion gate (run order: before any Spark work), then the batch's frozen inputs.
+        A manual batch is judged as of when its run was triggered (`run_after`), not the clock."""
         from eventdedup_airflow import load_pipeline_config, s3_store
 
         from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 
         config = load_pipeline_config()
         return stage_planned_batch(s3_store(config), config, BatchPlan.from_json(plan),
-                                   datetime.now(timezone.utc)).batch_id
+                                   get_current_context()["dag_run"].run_after).batch_id
 
     @task
     def promote_batch(plan: dict[str, Any]) -> dict[str, Any]:

@@ -3,25 +3,40 @@
 Every S3 request of a batch -- the driver's (staging, job set-up, promotion, commit) and the
 Spark executors' (input reads, cache loads, staged writes), which run in other processes -- goes
 through the endpoint in the configuration, so a proxy there sees them all, without patching
-boto3. Two flavours, as in Delta Lake's failing log store and Iceberg's commit-state-unknown
-tests:
+boto3. Three flavours, the first two as in Delta Lake's failing log store and Iceberg's
+commit-state-unknown tests:
 
 - `raise_before`: request k never reaches S3; the caller gets an error;
-- `lose_response`: request k takes effect on S3, but the caller gets an error instead of the reply.
+- `lose_response`: request k takes effect on S3, but the caller gets an error instead of the reply;
+- `conflict`: request k never reaches S3 and gets HTTP 409 `ConditionalRequestConflict`, what AWS
+  answers a conditional write that raced another one: transient, the caller must retry.
 
-From request k on, every request fails (`InjectedCrash`, HTTP 403, which boto3 does not retry):
-the process that made it is as good as dead. `heal()` revives the endpoint for recovery.
+With the first two, every request from k on fails (`InjectedCrash`, HTTP 403, which boto3 does
+not retry): the process that made it is as good as dead. `heal()` revives the endpoint for recovery.
 A callback can replace the failure (e.g. to SIGKILL a process at an exact request).
+
+`redate()` injects time instead of failures: LIST replies carry the `LastModified` a test chose
+for each key, so a test can place objects in any interval (or make one appear late, dated in
+an interval already processed) without waiting for the wall clock.
 """
 from __future__ import annotations
 
+import html
 import http.client
+import re
 import threading
 from collections.abc import Callable
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+_CONFLICT_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
+                  b"<Message>A conflicting operation occurred. If using PutObject you can retry the request."
+                  b"</Message></Error>")
+_CONTENTS = re.compile(rb"<Contents>(.*?)</Contents>", re.DOTALL)
+_KEY = re.compile(rb"<Key>(.*?)</Key>", re.DOTALL)
+_LAST_MODIFIED = re.compile(rb"<LastModified>[^<]*</LastModified>")
 _CRASH_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InjectedCrash</Code>'
                b"<Message>fault injection: the pipeline process is dead</Message></Error>")
 
@@ -37,6 +52,7 @@ class FaultProxy:
         self.on_fault: Callable[[int, str], None] | None = None
         self.dead = False
         self.sticky = True
+        self.dates: Callable[[str], datetime | None] | None = None
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -59,10 +75,37 @@ class FaultProxy:
             crash_when: Callable[[str], bool] | None = None, sticky: bool = True) -> None:
         """Fail request number `crash_at`, or else the first request whose description matches
         `crash_when`; with sticky=False only that request fails (a transient fault, not a death)."""
-        assert flavour in ("raise_before", "lose_response")
+        assert flavour in ("raise_before", "lose_response", "conflict")
         with self._lock:
             self.requests, self.crash_at, self.crash_when = [], crash_at, crash_when
             self.flavour, self.on_fault, self.dead, self.sticky = flavour, on_fault, False, sticky
+
+    def redate(self, dates: Callable[[str], datetime | None] | None) -> None:
+        """From now on, LIST replies show `dates(key)` as each object's LastModified (unchanged
+        where it returns None); `redate(None)` shows the server's own dates again."""
+        with self._lock:
+            self.dates = dates
+
+    def _redated(self, path: str, body: bytes) -> bytes:
+        dates = self.dates
+        query = parse_qs(urlsplit(path).query, keep_blank_values=True)
+        if dates is None or "delete" in query or ("list-type" not in query and "prefix" not in query):
+            return body
+        url_encoded = query.get("encoding-type") == ["url"]
+
+        def one(match: re.Match[bytes]) -> bytes:
+            entry = match.group(1)
+            key_match = _KEY.search(entry)
+            if key_match is None:
+                return match.group(0)
+            key = html.unescape(key_match.group(1).decode())
+            date = dates(unquote(key) if url_encoded else key)
+            if date is None:
+                return match.group(0)
+            stamp = date.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z").encode()
+            return b"<Contents>" + _LAST_MODIFIED.sub(b"<LastModified>" + stamp + b"</LastModified>", entry) + b"</Contents>"
+
+        return _CONTENTS.sub(one, body)
 
     def heal(self) -> None:
         with self._lock:
@@ -78,7 +121,7 @@ class FaultProxy:
             matches = self.crash_when is not None and self.crash_when(description)
             if number != self.crash_at and not matches:
                 return True, False, number
-            if self.sticky:
+            if self.sticky and self.flavour != "conflict":
                 self.dead = True
             else:
                 self.crash_at, self.crash_when = None, None
@@ -89,6 +132,9 @@ class FaultProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: with Nagle's algorithm on, the second waits
+            # for the client's delayed ACK (~40 ms), which made every proxied request slow.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
@@ -97,15 +143,24 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 verb = "COPY" if self.headers.get("x-amz-copy-source") else self.command
-                forward, fail, number = proxy._decide(f"{verb} {self.path}")
+                # Conditional writes are marked: the 409 sweep targets exactly those.
+                condition = " if-none-match" if self.headers.get("If-None-Match") else ""
+                description = f"{verb} {self.path}{condition}"
+                forward, fail, number = proxy._decide(description)
                 reply = proxy._forward(self.command, self.path, self.headers, body) if forward else None
                 if fail:
                     if number and proxy.on_fault is not None:
-                        proxy.on_fault(number, f"{verb} {self.path}")
-                    self._send(403, [("Content-Type", "application/xml")], _CRASH_BODY)
+                        proxy.on_fault(number, description)
+                    if proxy.flavour == "conflict":
+                        self._send(409, [("Content-Type", "application/xml")], _CONFLICT_BODY)
+                    else:
+                        self._send(403, [("Content-Type", "application/xml")], _CRASH_BODY)
                 else:
                     assert reply is not None
-                    self._send(*reply)
+                    status, headers, payload = reply
+                    if self.command == "GET" and status == 200:
+                        payload = proxy._redated(self.path, payload)
+                    self._send(status, headers, payload)
 
             def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
                 try:

@@ -17,7 +17,7 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     from airflow.dag_processing.dagbag import DagBag
 
     dag_proxy.arm(None)
-    now = datetime.now(timezone.utc).replace(minute=30, second=0, microsecond=0)
+    now = datetime(2026, 11, 2, 10, 30, tzinfo=timezone.utc)  # injected: the test never reads the clock
     at = (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:10:00Z").encode()
     store = S3Store(s3_server.client(), bucket)
     config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 2, "checkpoint_interval": 3})
@@ -29,7 +29,7 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     before = sorted(k for k in bucket_listing(store) if k.endswith(".seg"))
 
     dag = DagBag(dag_folder=str(PROJECT / "dags" / "eventdedup_maintenance.py")).get_dag("eventdedup_maintenance")
-    run = dag.test(logical_date=now)
+    run = dag.test(logical_date=now, run_after=now)
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == {
         "expire_cache": "success", "check_consistency": "success"}
     after = sorted(k for k in bucket_listing(store) if k.endswith(".seg"))

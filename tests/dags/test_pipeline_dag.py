@@ -1,12 +1,12 @@
 """The pipeline DAG end to end with `dag.test()`: real Airflow on SQLite, spark-submit in local
 mode through SparkSubmitOperator, the tests' S3 server reached through the Airflow connection.
 
-Intervals are 4 seconds long (EVENTDEDUP_INTERVAL_SECONDS) so that landing objects can be
-uploaded inside consecutive data intervals without waiting minutes.
+Time is injected, never waited for: intervals are 4 seconds long (EVENTDEDUP_INTERVAL_SECONDS)
+from a fixed T0, and the fault proxy in front of the S3 server dates each landing object inside
+its interval in LIST replies, so no test depends on when it runs or how fast the machine is.
 """
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 import orjson
@@ -17,11 +17,11 @@ from eventdedup.s3store import S3Store
 from ..support.helpers import commit_counts, committed_rows, make_config, put_lines
 
 STEP = timedelta(seconds=4)
-NOW = datetime.now(timezone.utc)
+T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)  # the first interval's start
 
 
 def event(event_id: str, minutes_ago: int, **payload: object) -> bytes:
-    at = (NOW - timedelta(minutes=minutes_ago)).replace(second=0, microsecond=0)
+    at = T0 - timedelta(minutes=minutes_ago)
     return orjson.dumps({"event_id": event_id, "created_at": at.isoformat(), **payload})
 
 
@@ -32,24 +32,29 @@ INTERVALS = [  # landing objects per interval: cross-interval duplicates, a synt
 ]
 
 
-def upload_in_consecutive_intervals(stores: list[S3Store]) -> datetime:
-    """Upload interval i's objects inside [t0 + i*STEP, t0 + (i+1)*STEP); returns t0."""
-    now = time.time()
-    t0 = (int(now) // 4 + 1) * 4
+def landing_date(key: str) -> datetime | None:
+    """Interval i's objects (landing/i<i>/...) are dated one second into [T0 + i*STEP, T0 + (i+1)*STEP)."""
+    parts = key.split("/")
+    if len(parts) == 3 and parts[0] == "landing" and parts[1][:1] == "i" and parts[1][1:].isdigit():
+        return T0 + STEP * int(parts[1][1:]) + timedelta(seconds=1)
+    return None
+
+
+def upload_in_consecutive_intervals(stores: list[S3Store], proxy) -> datetime:  # type: ignore[no-untyped-def]
+    """Land interval i's objects, dated inside [T0 + i*STEP, T0 + (i+1)*STEP) as seen through the
+    proxy (which every task's S3 client uses); returns T0."""
     for index, objects in enumerate(INTERVALS):
-        time.sleep(max(0.0, t0 + 4 * index + 0.3 - time.time()))
         for name, lines in objects.items():
             for store in stores:
                 put_lines(store, f"landing/i{index}/{name}", lines)
-        assert time.time() < t0 + 4 * index + 3.5, "uploads overran their interval"
-    time.sleep(max(0.0, t0 + 4 * len(INTERVALS) - time.time()))
-    return datetime.fromtimestamp(t0, timezone.utc)
+    proxy.redate(landing_date)
+    return T0
 
 
 def run_interval(dag, start: datetime, **conf):  # type: ignore[no-untyped-def]
     """dag.test() of the run whose data interval starts at `start`. The params are always given:
     dag.test() keeps a previous run's conf on the shared DAG object otherwise."""
-    run = dag.test(logical_date=start + STEP, run_conf={"batch_id": None, "input_prefix": None, **conf})
+    run = dag.test(logical_date=start + STEP, run_after=start + STEP, run_conf={"batch_id": None, "input_prefix": None, **conf})
     return run, {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
@@ -68,7 +73,7 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     twin = f"{bucket}-cli"
     s3_server.client().create_bucket(Bucket=twin)
     twin_store = S3Store(s3_server.client(), twin)
-    t0 = upload_in_consecutive_intervals([store, twin_store])
+    t0 = upload_in_consecutive_intervals([store, twin_store], dag_proxy)
     starts = [t0 + STEP * i for i in range(len(INTERVALS))]
 
     for start in starts:
@@ -79,7 +84,7 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     # The CLI on the same objects, interval by interval: identical committed rows and counts.
     twin_toml = tmp_path / "twin.toml"
     twin_toml.write_text(pipeline_config.read_text().replace(
-        f'[s3]\nbucket = "{bucket}"', f'[s3]\nbucket = "{twin}"\nendpoint_url = "{s3_server.endpoint_url}"'))
+        f'[s3]\nbucket = "{bucket}"', f'[s3]\nbucket = "{twin}"\nendpoint_url = "{dag_proxy.endpoint_url}"'))
     for start in starts:
         assert cli_main(["run-batch", "--config", str(twin_toml), "--batch-id", batch_id(start),
                          "--since", start.isoformat(), "--until", (start + STEP).isoformat()]) == 0

@@ -40,7 +40,7 @@ def sns_topic(s3_server, monkeypatch):  # type: ignore[no-untyped-def]
 def test_a_failed_promotion_alerts_and_halts_the_next_run_until_recover(
         pipeline_dag, pipeline_config, s3_server, bucket, dag_proxy, sns_topic) -> None:
     store = S3Store(s3_server.client(), bucket)
-    t0 = upload_in_consecutive_intervals([store])
+    t0 = upload_in_consecutive_intervals([store], dag_proxy)
     first, second = t0, t0 + STEP
     # The first promotion copy fails once (a transient S3 error, not a dead process).
     dag_proxy.arm(None, crash_when=lambda r: r.startswith("COPY"), sticky=False)
@@ -73,7 +73,7 @@ def test_a_failed_promotion_alerts_and_halts_the_next_run_until_recover(
 def test_promotion_failing_after_its_commit_then_retried_gives_identical_output(
         pipeline_dag, pipeline_config, s3_server, bucket, dag_proxy, tmp_path) -> None:
     store = S3Store(s3_server.client(), bucket)
-    t0 = upload_in_consecutive_intervals([store])
+    t0 = upload_in_consecutive_intervals([store], dag_proxy)
     config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 2})
     # The commit PUT takes effect, its reply is lost: the task fails after its side effect.
     dag_proxy.arm(None, "lose_response", crash_when=lambda r: r.startswith("PUT") and "/_eventdedup/log/" in r,

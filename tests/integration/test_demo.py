@@ -28,6 +28,7 @@ def test_make_demo_prints_the_planted_counts_for_each_batch() -> None:
     for line in lines[header + 1: header + 4]:
         version, batch, *numbers = line.split()
         printed[batch] = (int(version), dict(zip(TABLE_COLUMNS, map(int, numbers), strict=False)))
-    expected = {b.name: b.expected_counts() for b in planted_batches(datetime.now(timezone.utc))}
+    # The planted counts do not depend on the start time: any fixed one gives the ledger (no clock read here).
+    expected = {b.name: b.expected_counts() for b in planted_batches(datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc))}
     assert printed == {name: (i + 1, expected[name]) for i, name in enumerate(["demo-001", "demo-002", "demo-003"])}
     assert "all counts match the planted duplicates" in done.stdout

@@ -57,7 +57,9 @@ def expected_rows(batch: str, events: list[dict], verdicts) -> tuple[list, list]
     return output, audit
 
 
-@settings(max_examples=int(os.environ.get("ENGINE_PROPERTY_EXAMPLES", "8")))
+# Derandomized: each example is several Spark jobs, so `make test` runs the same examples every
+# time (a fixed cost, no run-to-run surprise); ENGINE_PROPERTY_EXAMPLES=200 explores further.
+@settings(max_examples=int(os.environ.get("ENGINE_PROPERTY_EXAMPLES", "8")), derandomize=True, deadline=None)
 @given(plan=plans, policy=policies)
 def test_committed_output_equals_the_reference_model_for_every_policy(s3_server, spark, plan, policy) -> None:
     bucket = f"prop-{os.getpid()}-{next(_buckets):05d}"

@@ -34,6 +34,8 @@ def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.python.worker.reuse", "true")
+        # Workers fork from a daemon that has already imported the job's modules (spark_daemon.py).
+        .config("spark.python.daemon.module", "eventdedup.job.spark_daemon")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.ui.showConsoleProgress", "false")
     )
