@@ -6,9 +6,11 @@ Spark tasks too): they survive neither pickling nor forking.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +23,10 @@ from botocore.exceptions import ClientError
 from eventdedup.config import S3Settings
 
 log = logging.getLogger(__name__)
+
+# A 409 on a conditional write is transient (AWS: "you can retry the request").
+CONFLICT_ATTEMPTS = 6
+CONFLICT_BACKOFF_SECONDS = 0.05
 
 
 class S3Client(Protocol):
@@ -69,15 +75,17 @@ def make_client(settings: S3Settings) -> S3Client:
     return client
 
 
-_process_clients: dict[tuple[int, S3Settings], S3Client] = {}
+_process_clients: dict[tuple[int, S3Settings], S3Client] = {}  # (pid, settings without the bucket)
 _process_lock = threading.Lock()
 
 
 def process_client(settings: S3Settings) -> S3Client:
-    """One client per worker process: Spark reuses Python workers across tasks, and creating a
-    client costs tens of milliseconds, which per task would dominate small partitions. Keyed by
-    pid so a forked child never inherits its parent's connections."""
-    key = (os.getpid(), settings)
+    """One client per process and settings: Spark reuses Python workers across tasks, and creating
+    a client costs tens of milliseconds, which per task would dominate small partitions (and per
+    job, the fixed cost of a small batch). Keyed by pid so a forked child never inherits its
+    parent's connections. Credentials come from boto3's chain once, when the client is made;
+    refreshable ones (instance roles, web identity) refresh themselves."""
+    key = (os.getpid(), dataclasses.replace(settings, bucket=""))  # a client serves every bucket
     with _process_lock:
         if key not in _process_clients:
             _process_clients[key] = make_client(settings)
@@ -93,7 +101,14 @@ def is_not_found(exc: ClientError) -> bool:
 
 
 def is_precondition_failed(exc: ClientError) -> bool:
-    return error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict")
+    """The condition was evaluated and is false (HTTP 412): another object is there, or changed."""
+    return error_code(exc) in ("PreconditionFailed", "412")
+
+
+def is_conditional_conflict(exc: ClientError) -> bool:
+    """HTTP 409: AWS could not evaluate the condition because a conflicting write was in flight.
+    Nothing was written and nothing is known about the key: the request must be retried."""
+    return error_code(exc) in ("ConditionalRequestConflict", "409")
 
 
 def is_changed_or_missing(exc: ClientError) -> bool:
@@ -131,16 +146,26 @@ class S3Store:
         return ObjectInfo(key, len(body), response["ETag"])
 
     def put_if_absent(self, key: str, body: bytes, *, content_type: str = "application/json") -> ObjectInfo | None:
-        """Create the object only if no object has that key; None if one already existed."""
-        try:
-            response = self.client.put_object(
-                Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, IfNoneMatch="*"
-            )
-        except ClientError as exc:
-            if is_precondition_failed(exc):
-                return None
-            raise
-        return ObjectInfo(key, len(body), response["ETag"])
+        """Create the object only if no object has that key; None if one already existed.
+
+        A 409 (a racing conditional write) is retried with backoff: it says nothing about
+        whether the key exists, so taking it for "already exists" would skip a write that
+        never happened. The retry's own answer (created, or 412) is the truth."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                response = self.client.put_object(
+                    Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, IfNoneMatch="*"
+                )
+            except ClientError as exc:
+                if is_precondition_failed(exc):
+                    return None
+                if is_conditional_conflict(exc) and attempt + 1 < CONFLICT_ATTEMPTS:
+                    log.info("conditional PUT of %s conflicted with another write (409); retrying", key)
+                    time.sleep(min(CONFLICT_BACKOFF_SECONDS * 2**attempt, 2.0))
+                    continue
+                raise
+            return ObjectInfo(key, len(body), response["ETag"])
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def head(self, key: str) -> ObjectInfo | None:
         try:

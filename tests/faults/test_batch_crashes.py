@@ -55,3 +55,24 @@ def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         assert_seen_ids_match_output(store, direct)
         leftovers = [k for k in bucket_listing(store) if k.startswith(("_eventdedup/staging/", "_eventdedup/state/journal/"))]
         assert leftovers == [], (where, leftovers)
+
+
+def test_a_409_conflict_on_each_conditional_write_is_retried_and_commits_exactly_the_clean_state(
+        s3_server, proxy, before_b2, clean_run, spark) -> None:
+    """AWS answers 409 ConditionalRequestConflict when conditional writes race: nothing was written,
+    nothing is known, retry. Taken for "already exists" it would skip a manifest, journal or commit."""
+    requests, expected = clean_run
+    conditional = [number for number, request in enumerate(requests, start=1) if request.endswith(" if-none-match")]
+    assert len(conditional) >= 3 and any("/_eventdedup/log/" in requests[n - 1] for n in conditional)
+    for at in conditional:
+        bucket = fresh_copy(s3_server, before_b2)
+        via_proxy = config_for(proxy.endpoint_url, bucket)
+        direct = config_for(s3_server.endpoint_url, bucket)
+        proxy.arm(at, "conflict")
+        run_batch(S3Store(make_client(via_proxy.s3), bucket), via_proxy, "b2", B2_SELECTOR, NOW, lambda: spark)
+        where = f"409 at request {at} ({proxy.requests[at - 1]})"
+        assert proxy.requests[at - 1].endswith(" if-none-match"), where
+        assert proxy.requests[at] == proxy.requests[at - 1], where  # the very next request is its retry
+        store = S3Store(s3_server.client(), bucket)
+        assert committed_state_of(store, direct) == expected, where
+        assert_commits_are_whole(store, direct)

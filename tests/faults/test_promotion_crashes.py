@@ -74,3 +74,22 @@ def test_lost_staged_object_halts_recovery_with_a_report_naming_it(s3_server, re
     with pytest.raises(InconsistentStoreError, match="unfinished promotion of batch\\(es\\) b2"):
         run_batch(store, config, "b3", InputSelector(input_prefix="landing/b3/"), NOW, lambda: spark)
 
+
+
+def test_recomputing_a_batch_whose_promotion_is_unfinished_is_refused_and_its_staging_kept(
+        s3_server, ready_to_promote, spark) -> None:
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    layout = Layout(config.layout)
+    crashing = CrashingClient(store.client, crash_at=None, crash_on="copy_object")
+    with pytest.raises(SimulatedCrash):
+        promote_batch(S3Store(crashing, store.bucket), config, "b2")  # the journal is written, then the crash
+    staged = {k: etag for k, etag in bucket_listing(store).items() if k.startswith(layout.staging_root("b2"))}
+    assert staged and store.head(layout.journal("b2")) is not None
+    # A retried or cleared job task (here with another survivor policy) must not replace what the journal names.
+    changed = make_config(s3_server.endpoint_url, store.bucket, dedup={"buckets": 2, "checkpoint_interval": 2,
+                                                                       "survivor": "last"}, spark={"partitions": 2})
+    with pytest.raises(InconsistentStoreError, match="b2 has an unfinished promotion .* `eventdedup recover`"):
+        run_dedup_job(spark, changed, "b2")
+    assert {k: e for k, e in bucket_listing(store).items() if k.startswith(layout.staging_root("b2"))} == staged
+    assert recover(store, config).consistent
+    assert "b2" in load_committed_state(store, layout).batches

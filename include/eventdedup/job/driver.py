@@ -20,6 +20,7 @@ import orjson
 from eventdedup import errors
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.commit.job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
+from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import CommittedState, load_committed_state
 from eventdedup.config import Config
 from eventdedup.dedup.decide import DuplicatePolicy
@@ -31,7 +32,7 @@ from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_c
 from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
-from eventdedup.s3store import ObjectInfo, S3Store, make_client
+from eventdedup.s3store import ObjectInfo, S3Store, process_client
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,12 +41,13 @@ log = logging.getLogger(__name__)
 
 
 def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResult:
-    store = S3Store(make_client(config.s3), config.s3.bucket)
+    store = S3Store(process_client(config.s3), config.s3.bucket)
     layout = Layout(config.layout)
     manifest = load_batch_manifest(store, layout, batch_id)
     check_cache_identity(store, layout, config)
     state = load_committed_state(store, layout)
     base_version, visible = _visible_history(state, batch_id)
+    refuse_if_promotion_unfinished(store, layout, batch_id)
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
     store.delete_prefix(layout.staging_root(batch_id))
     records = _run_spark(spark, config, layout, manifest, state, visible) if manifest.inputs else []
@@ -53,6 +55,18 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, base_version, dict(result.counts))
     return result
+
+
+def refuse_if_promotion_unfinished(store: S3Store, layout: Layout, batch_id: str) -> None:
+    """A journal names the staged objects (by ETag) its promotion copies; recomputing would delete
+    and replace them, and a recomputation that differs (settings changed between attempts) would
+    leave the journal naming objects that no longer exist: a promotion nobody can finish."""
+    if journal_or_none(store, layout, batch_id) is not None:
+        raise errors.InconsistentStoreError(
+            f"batch {batch_id} has an unfinished promotion ({store.uri(layout.journal(batch_id))}) of the objects "
+            f"staged under {store.uri(layout.staging_root(batch_id))}; recomputing would replace them. "
+            "Run `eventdedup recover` to finish (or abandon) it first"
+        )
 
 
 def _visible_history(state: CommittedState, batch_id: str) -> tuple[int, frozenset[str]]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,6 +19,12 @@ JsonObject = dict[str, Any]  # a parsed JSON object, as orjson and json produce 
 
 # Epoch numbers at or above this magnitude are milliseconds (1e11 s is the year 5138).
 _MILLIS_THRESHOLD = 100_000_000_000
+# An epoch timestamp as a string: ASCII digits only ("²".isdigit() is True, and int() refuses it).
+_EPOCH_TEXT = re.compile(r"-?[0-9]+")
+_EPOCH_MAX_DIGITS = 20  # beyond any accepted instant in any unit; also far below int()'s digit limit
+# The deepest nesting (objects and arrays, the event itself included) an event may have: orjson
+# parses up to 1024 levels but serialises only 254, and the fingerprint serialises the event.
+MAX_JSON_DEPTH = 254
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
         raise InvalidEvent(f"malformed JSON: {exc}") from None
     if not isinstance(event, dict):
         raise InvalidEvent(f"not a JSON object but {type(event).__name__}")
+    if _nesting_depth(event) > MAX_JSON_DEPTH:
+        raise InvalidEvent(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     refuse_repeated_keys(line, event)
     key_text = dedup_key_text(event, rules)
     time_us = parse_event_time(event.get(rules.time_field, None), rules.time_field)
@@ -143,6 +152,19 @@ def _count_members(value: JsonObject) -> int:
     return members
 
 
+def _nesting_depth(value: JsonObject) -> int:
+    """Levels of objects and arrays, the outermost counted as 1 (iterative: no recursion limit)."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        deepest = max(deepest, depth)
+        for child in (item.values() if type(item) is dict else item):
+            if type(child) is dict or type(child) is list:
+                pending.append((child, depth + 1))
+    return deepest
+
+
 def dedup_key_text(event: JsonObject, rules: ParseRules) -> str:
     if len(rules.key_fields) == 1:
         field = rules.key_fields[0]
@@ -189,25 +211,36 @@ def parse_event_time(value: object, field: str) -> int:
         return _epoch_to_us(value, field)
     if isinstance(value, str):
         text = value.strip()
-        if text.lstrip("-").isdigit():
+        if _EPOCH_TEXT.fullmatch(text):
+            if len(text.lstrip("-")) > _EPOCH_MAX_DIGITS:
+                raise InvalidEvent(f"{field} {_shown(text)} is outside the accepted range")
             return _epoch_to_us(int(text), field)
         try:
             moment = datetime.fromisoformat(text)
         except ValueError:
-            raise InvalidEvent(f"{field} {value!r} is not ISO-8601 or epoch seconds/milliseconds") from None
+            raise InvalidEvent(f"{field} {_shown(value)} is not ISO-8601 or epoch seconds/milliseconds") from None
         if moment.tzinfo is None:
-            raise InvalidEvent(f"{field} {value!r} has no UTC offset; add 'Z' or '+hh:mm'")
-        delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+            raise InvalidEvent(f"{field} {_shown(value)} has no UTC offset; add 'Z' or '+hh:mm'")
+        try:  # an offset can move year 1 or 9999 out of datetime's range once in UTC
+            delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        except OverflowError:
+            raise InvalidEvent(f"{field} {_shown(value)} is outside the accepted range") from None
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     raise InvalidEvent(f"{field} is a {_json_type(value)}, not a timestamp")
 
 
 def _epoch_to_us(value: int | float, field: str) -> int:
-    if value != value or value in (float("inf"), float("-inf")):
+    if isinstance(value, float) and not math.isfinite(value):
         raise InvalidEvent(f"{field} is not a finite number")
-    if abs(value) >= _MILLIS_THRESHOLD:
-        return int(round(value * 1_000))
-    return int(round(value * 1_000_000))
+    scaled = value * 1_000 if abs(value) >= _MILLIS_THRESHOLD else value * 1_000_000
+    if isinstance(scaled, float) and not math.isfinite(scaled):  # 1e308 seconds overflow as microseconds
+        raise InvalidEvent(f"{field} {value!r} is outside the accepted range")
+    return int(round(scaled))
+
+
+def _shown(value: str) -> str:
+    """A value as a reason quotes it: bounded, so a 5,000-character field makes a short reason."""
+    return repr(value) if len(value) <= 64 else repr(value[:64]) + f"... ({len(value)} characters)"
 
 
 def _json_type(value: object) -> str:
