@@ -52,6 +52,9 @@ class EventSettings:
     max_future_hours: int = 24
     # Longer lines are quarantined whole: one runaway producer must not blow up a task's memory.
     max_line_bytes: int = 1_048_576
+    # Larger objects (after gzip) are quarantined whole, as one finding: a task holds its object
+    # in memory (about 3x with the parse), and a gzip bomb inflates 1000:1. Raise both together.
+    max_object_bytes: int = 1_073_741_824
 
 
 SYNTHETIC_POLICIES = ("rename", "drop", "keep")
@@ -237,6 +240,8 @@ def _validated(config: Config, source: str) -> Config:
         raise ConfigError(f"{source}: [spark] partitions must be positive (or 0 for 2 x buckets)")
     if config.events.max_line_bytes < 64:
         raise ConfigError(f"{source}: [events] max_line_bytes must be at least 64")
+    if config.events.max_object_bytes < config.events.max_line_bytes:
+        raise ConfigError(f"{source}: [events] max_object_bytes must be at least max_line_bytes")
     if config.events.max_future_hours < 0:
         raise ConfigError(f"{source}: [events] max_future_hours may not be negative")
     for key in ("id_field", "time_field"):

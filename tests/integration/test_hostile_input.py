@@ -12,7 +12,7 @@ from eventdedup.inputs.selector import InputSelector
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
-from ..support.helpers import NOW, commit_counts, committed_rows
+from ..support.helpers import NOW, commit_counts, committed_rows, make_config
 from ..support.s3_faults import CrashingClient
 
 T = b'"created_at":"2026-11-22T05:00:00Z"'
@@ -80,3 +80,30 @@ def test_unsafe_batch_ids_and_prefixes_are_refused_before_any_s3_request(store, 
         run_batch(S3Store(recording, store.bucket), config, batch_id, InputSelector(input_prefix=prefix), NOW,
                   lambda: spark)
     assert recording.calls == []
+
+
+def test_a_gzip_bomb_and_an_oversized_object_are_quarantined_whole_and_the_batch_commits(
+        s3_server, store, spark) -> None:
+    """A 2 MB object of 2 GiB of zeros (256 gzip members: one object to S3 and to gzip) and a plain
+    object over the limit: each becomes one quarantine row for the object as a whole (line 0), the
+    bomb inflated only up to the limit; the good objects around them are output as usual."""
+    limit = 8 * 1024 * 1024
+    config = make_config(s3_server.endpoint_url, store.bucket, events={"max_object_bytes": limit})
+    bomb = gzip.compress(bytes(limit), mtime=0) * 256
+    assert len(bomb) < 3_000_000
+    store.put_bytes("landing/bomb/1.jsonl", GOOD % 1 + b"\n")
+    store.put_bytes("landing/bomb/2.jsonl.gz", bomb)
+    store.put_bytes("landing/bomb/3.jsonl", (GOOD % 3 + b"\n") * (limit // len(GOOD % 3) + 1))
+    store.put_bytes("landing/bomb/4.jsonl.gz", gzip.compress(GOOD % 4 + b"\n", mtime=0))
+
+    run_batch(store, config, "bomb", InputSelector(input_prefix="landing/bomb/"), NOW, lambda: spark)
+
+    quarantine = sorted((r["source_object"], r["line_number"], r["error"], r["raw"])
+                        for r in committed_rows(store, config, "quarantine"))
+    tail = (f"max_object_bytes ({limit} bytes): quarantined whole, its lines unread; "
+            "raise the limit (and executor memory) to process it")
+    assert quarantine == [("landing/bomb/2.jsonl.gz", 0, f"object inflates past [events] {tail}", b""),
+                          ("landing/bomb/3.jsonl", 0, f"object is larger than [events] {tail}", b"")]
+    assert sorted(r["event_id"] for r in committed_rows(store, config, "data")) == ["ok-1", "ok-4"]
+    counts = commit_counts(store, config)["bomb"]
+    assert (counts["input_lines"], counts["malformed"], counts["output_rows"]) == (4, 2, 2)

@@ -44,3 +44,42 @@ def test_truncated_gzip_keeps_complete_lines_and_reports_the_partial_tail() -> N
 def test_garbage_after_gzip_magic_is_reported() -> None:
     found = lines(b"\x1f\x8b" + b"not really gzip")
     assert len(found) == 1 and found[0].error is not None and "gzip" in found[0].error
+
+
+MIB = 1024 * 1024
+
+
+def zeros_member(size: int) -> bytes:
+    return gzip.compress(bytes(size), mtime=0)
+
+
+def test_a_gzip_bomb_is_one_finding_inflated_only_up_to_the_limit() -> None:
+    import tracemalloc
+
+    bomb = zeros_member(8 * MIB) * 64  # 512 MiB of zeros in ~0.5 MB: concatenated members are one object
+    tracemalloc.start()
+    try:
+        found = list(iter_input_lines(bomb, max_object_bytes=MIB))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found == [InputLine(0, b"", "object inflates past [events] max_object_bytes (1048576 bytes): "
+                                       "quarantined whole, its lines unread; raise the limit (and executor memory) "
+                                       "to process it")]
+    assert peak < 4 * MIB  # the limit plus one step of the inflater, never the 512 MiB
+
+
+def test_the_limit_counts_every_member_and_an_object_of_exactly_the_limit_is_read() -> None:
+    line = b'{"a":"' + b"x" * 1000 + b'"}\n'
+    member = gzip.compress(line * 600, mtime=0)  # 600,600 bytes inflated
+    exact = len(line) * 600 * 2
+    assert len(list(iter_input_lines(member * 2, max_object_bytes=exact))) == 1200
+    assert [item.line_number for item in iter_input_lines(member * 2, max_object_bytes=exact - 1)] == [0]
+
+
+def test_a_plain_object_over_the_limit_is_one_finding() -> None:
+    body = b'{"a":1}\n' * 10
+    assert [(item.line_number, item.error) for item in iter_input_lines(body, max_object_bytes=79)] == [
+        (0, "object is larger than [events] max_object_bytes (79 bytes): quarantined whole, its lines unread; "
+            "raise the limit (and executor memory) to process it")]
+    assert len(list(iter_input_lines(body, max_object_bytes=80))) == 10

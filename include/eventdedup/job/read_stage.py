@@ -18,7 +18,8 @@ from eventdedup.errors import InputChangedError
 from eventdedup.job.records import EventChunk, ObjectStats, ShuffleRecord, chunk_record, stats_record
 from eventdedup.keys import CacheKey, bucket_array, digest_array, hour_codes
 from eventdedup.parse.event_parser import ParseRules
-from eventdedup.parse.object_parser import parse_object
+from eventdedup.parse.input_lines import object_too_large
+from eventdedup.parse.object_parser import parse_object, quarantined_whole
 from eventdedup.s3store import ObjectInfo, S3Store, is_changed_or_missing, process_client
 from eventdedup.tables import QUARANTINE_SCHEMA, table_to_ipc, table_to_parquet
 
@@ -37,8 +38,19 @@ class ReadContext:
 def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterator[ShuffleRecord]:
     input_index, info = item
     store = S3Store(process_client(ctx.s3), ctx.bucket)
+    if info.size > ctx.rules.max_object_bytes:  # one finding, decided by the frozen size: never read
+        parsed = quarantined_whole(object_too_large(ctx.rules.max_object_bytes, compressed=False))
+    else:
+        parsed = parse_object(_read_input(store, ctx, info), input_index, ctx.rules)
+    staged = _stage_quarantine(store, ctx, input_index, info.key, parsed.bad_raw, parsed.bad_error, parsed.bad_line)
+    yield stats_record(ObjectStats(input_index, parsed.lines, len(parsed.bad_raw), staged))
+    for chunk in _chunks_by_cache_key(parsed.table, ctx.buckets):
+        yield chunk_record(chunk, ctx.buckets)
+
+
+def _read_input(store: S3Store, ctx: ReadContext, info: ObjectInfo) -> bytes:
     try:
-        body = store.get_bytes(info.key, if_match=info.etag)
+        return store.get_bytes(info.key, if_match=info.etag)
     except ClientError as exc:
         if is_changed_or_missing(exc):
             raise InputChangedError(
@@ -46,11 +58,6 @@ def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterato
                 f"(recorded ETag {info.etag}); a rerun would not reproduce the batch"
             ) from None
         raise
-    parsed = parse_object(body, input_index, ctx.rules)
-    staged = _stage_quarantine(store, ctx, input_index, info.key, parsed.bad_raw, parsed.bad_error, parsed.bad_line)
-    yield stats_record(ObjectStats(input_index, parsed.lines, len(parsed.bad_raw), staged))
-    for chunk in _chunks_by_cache_key(parsed.table, ctx.buckets):
-        yield chunk_record(chunk, ctx.buckets)
 
 
 def _chunks_by_cache_key(table: pa.Table, buckets: int) -> Iterator[EventChunk]:

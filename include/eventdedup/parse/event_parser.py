@@ -13,6 +13,7 @@ import orjson
 from eventdedup.config import Config
 from eventdedup.keys import key_digest
 from eventdedup.parse.fingerprints import FingerprintRules
+from eventdedup.parse.input_lines import DEFAULT_MAX_OBJECT_BYTES
 from eventdedup.parse.order_keys import NotComparable, order_key_of_number, order_key_of_value
 
 JsonObject = dict[str, Any]  # a parsed JSON object, as orjson and json produce it
@@ -36,6 +37,7 @@ class ParseRules:
     min_time_us: int
     max_time_us: int
     max_line_bytes: int = 1_048_576
+    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
     fingerprint: FingerprintRules = FingerprintRules()
     trim: bool = False
     lower: bool = False
@@ -52,6 +54,7 @@ class ParseRules:
             min_time_us=int(events.min_event_time.timestamp() * 1_000_000),
             max_time_us=int(max_time * 1_000_000),
             max_line_bytes=events.max_line_bytes,
+            max_object_bytes=events.max_object_bytes,
             fingerprint=FingerprintRules(dedup.fingerprint_fields, dedup.fingerprint_exclude),
             trim="trim" in dedup.normalize,
             lower="lower" in dedup.normalize,

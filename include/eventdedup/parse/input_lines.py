@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
+DEFAULT_MAX_OBJECT_BYTES = 1_073_741_824  # [events] max_object_bytes
+_INFLATE_STEP = 16 * 1024 * 1024  # decompressed bytes per zlib call: the limit is checked this often
 
 
 @dataclass(frozen=True)
@@ -20,9 +22,9 @@ class InputLine:
     error: str | None = None
 
 
-def iter_input_lines(body: bytes) -> Iterator[InputLine]:
+def iter_input_lines(body: bytes, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> Iterator[InputLine]:
     """Yield every line of an object, decompressing gzip (multi-member too) when the magic says so."""
-    split = split_input(body)
+    split = split_input(body, max_object_bytes)
     for number, piece in enumerate(split.pieces, start=1):
         yield line_of_piece(number, piece)
     yield from split.trailing
@@ -38,8 +40,18 @@ class SplitInput:
     trailing: list[InputLine]
 
 
-def split_input(body: bytes) -> SplitInput:
-    text, tail_error = _decompress(body) if body.startswith(GZIP_MAGIC) else (body, None)
+def split_input(body: bytes, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> SplitInput:
+    """An object larger than `max_object_bytes` once decompressed is one finding about the whole
+    object (line 0): a gzip bomb is inflated only up to the limit, in steps, and never held whole."""
+    if body.startswith(GZIP_MAGIC):
+        inflated = _decompress(body, max_object_bytes)
+        if inflated is None:
+            return SplitInput([], [InputLine(0, b"", object_too_large(max_object_bytes, compressed=True))])
+        text, tail_error = inflated
+    elif len(body) > max_object_bytes:
+        return SplitInput([], [InputLine(0, b"", object_too_large(max_object_bytes, compressed=False))])
+    else:
+        text, tail_error = body, None
     if not text and tail_error is None:
         return SplitInput([], [InputLine(0, b"", "empty object: no lines")])
     if text.startswith(UTF8_BOM):
@@ -69,17 +81,38 @@ def line_of_piece(number: int, piece: bytes) -> InputLine:
     return InputLine(number, piece)
 
 
-def _decompress(body: bytes) -> tuple[bytes, str | None]:
-    """Return the decompressed bytes and, for a damaged stream, why it stopped."""
+def object_too_large(max_object_bytes: int, compressed: bool) -> str:
+    what = "inflates past" if compressed else "is larger than"
+    return (f"object {what} [events] max_object_bytes ({max_object_bytes} bytes): quarantined whole, "
+            "its lines unread; raise the limit (and executor memory) to process it")
+
+
+def _decompress(body: bytes, limit: int) -> tuple[bytes, str | None] | None:
+    """The decompressed bytes and, for a damaged stream, why it stopped; None once the output
+    passes `limit` (every member counts), having held at most `limit` + one step."""
     out: list[bytes] = []
+    total = 0
     data = body
     while data:
         decoder = zlib.decompressobj(wbits=31)
+        pending = data
         try:
-            out.append(decoder.decompress(data))
-            out.append(decoder.flush())
+            while not decoder.eof:
+                piece = decoder.decompress(pending, min(_INFLATE_STEP, limit - total + 1))
+                pending = decoder.unconsumed_tail
+                total += len(piece)
+                if total > limit:
+                    return None
+                out.append(piece)
+                if not piece and not pending:
+                    break  # the input ended inside the member
+            piece = decoder.flush()
         except zlib.error as exc:
             return b"".join(out), f"corrupt gzip stream: {exc}"
+        total += len(piece)
+        if total > limit:
+            return None
+        out.append(piece)
         if not decoder.eof:
             return b"".join(out), "truncated gzip stream: the object ends inside a compressed member"
         data = decoder.unused_data

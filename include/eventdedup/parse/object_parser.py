@@ -64,7 +64,7 @@ class ObjectParse:
 
 
 def parse_object(body: bytes, input_index: int, rules: ParseRules) -> ObjectParse:
-    split = split_input(body)
+    split = split_input(body, rules.max_object_bytes)
     result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=len(split.pieces) + len(split.trailing))
     tables: list[pa.Table] = []
     slow: list[ParsedRow] = []
@@ -93,6 +93,13 @@ def parse_object(body: bytes, input_index: int, rules: ParseRules) -> ObjectPars
     if slow:  # deferred rows were appended after their chunk: restore input order
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
     result.table = table
+    return result
+
+
+def quarantined_whole(reason: str) -> ObjectParse:
+    """The parse of an object judged as a whole (too large to read): one finding, line 0."""
+    result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=1)
+    result.quarantine(InputLine(0, b"", reason), reason)
     return result
 
 
