@@ -1,5 +1,6 @@
 """Daily eventdedup maintenance: expire cache segments nothing inside the dedup window can still
-read (superseded copies, hours before the oldest window in use), then check consistency.
+read (superseded copies, hours before the oldest window in use), check consistency, then fsck:
+every committed object still there, unchanged (a failure alerts like a failed promotion).
 
 Wiring only; the rules are in eventdedup.cache.expiry. Parsing opens no connection.
 """
@@ -46,7 +47,19 @@ def eventdedup_maintenance() -> None:
         with alert_and_raise(f"maintenance-{context['ds_nodash']}", "pipeline_halted", context):
             consistency_gate(s3_store(config), config)
 
-    expire_cache() >> check_consistency()
+    @task
+    def fsck_committed_objects() -> dict[str, Any]:
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        from eventdedup.ops.fsck import fsck_gate
+
+        context = get_current_context()
+        config = load_pipeline_config()
+        with alert_and_raise(f"maintenance-{context['ds_nodash']}", "fsck_failed", context):
+            report = fsck_gate(s3_store(config), config, context["data_interval_end"])
+        return {"commits": report.commits_checked, "objects": report.objects_checked, "lists": report.list_requests}
+
+    expire_cache() >> check_consistency() >> fsck_committed_objects()
 
 
 eventdedup_maintenance()

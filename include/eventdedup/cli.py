@@ -55,9 +55,17 @@ def _parser() -> argparse.ArgumentParser:
     _batch_args(command("dedup", _dedup, "run the Spark dedup job of a staged batch"))
     _batch_args(command("promote", _promote, "promote a batch's job output atomically"))
     _batch_args(command("verify-rerun", _verify_rerun, "recompute a committed batch and compare byte for byte"))
+    exclude = command("exclude-input", _exclude_input,
+                      "quarantine one whole input object of a staged, uncommitted batch (a way out of a wedged batch)")
+    _batch_args(exclude)
+    exclude.add_argument("--key", required=True, help="the input object's key, as in the batch manifest")
+    exclude.add_argument("--reason", required=True, help="why: written to the quarantine row and the log")
     recover = command("recover", _recover, "finish or report every unfinished promotion")
     recover.add_argument("--dry-run", action="store_true", help="only report what would be done")
     recover.add_argument("--json", action="store_true")
+    check = command("fsck", _fsck, "check every committed object against the commit log (exists, size, ETag)")
+    check.add_argument("--json", action="store_true")
+    check.add_argument("--last", type=int, help="check only the newest N commits")
     status = command("status", _status, "committed batches and store consistency")
     status.add_argument("--json", action="store_true")
     status.add_argument("--limit", type=int, default=20, help="how many recent batches to list")
@@ -146,11 +154,33 @@ def _verify_rerun(args: argparse.Namespace) -> int:
     return 0 if not problems else EXIT_FAILED
 
 
+def _exclude_input(args: argparse.Namespace) -> int:
+    from eventdedup.layout import Layout
+    from eventdedup.ops.exclude import exclude_input
+
+    config = load_config(args.config)
+    store = _store(config)
+    record = exclude_input(store, Layout(config.layout), validate_batch_id(args.batch_id), args.key, args.reason,
+                           datetime.now(timezone.utc))
+    print(f"batch {args.batch_id}: input {store.uri(record.key)} (ETag {record.etag}) is excluded: "
+          f"{record.quarantine_reason!r}; rerun the batch (run-batch, or clear its Airflow run) to commit it")
+    return 0
+
+
 def _recover(args: argparse.Namespace) -> int:
     from eventdedup.commit.recovery import examine, recover
 
     config = load_config(args.config)
     report = (examine if args.dry_run else recover)(_store(config), config)
+    print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() if args.json else report.text())
+    return 0 if report.consistent else EXIT_INCONSISTENT
+
+
+def _fsck(args: argparse.Namespace) -> int:
+    from eventdedup.ops.fsck import fsck
+
+    config = load_config(args.config)
+    report = fsck(_store(config), config, datetime.now(timezone.utc), args.last)
     print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() if args.json else report.text())
     return 0 if report.consistent else EXIT_INCONSISTENT
 

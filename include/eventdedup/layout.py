@@ -23,6 +23,10 @@ class Layout:
     def batch_manifest(self, batch_id: str) -> str:
         return f"{self.settings.state_prefix}batches/{validate_batch_id(batch_id)}/manifest.json"
 
+    def batch_exclusions(self, batch_id: str) -> str:
+        """Where `exclude-input` records the batch's excluded inputs, one object each."""
+        return f"{self.settings.state_prefix}batches/{validate_batch_id(batch_id)}/excluded/"
+
     def staging_root(self, batch_id: str) -> str:
         return f"{self.settings.staging_prefix}{validate_batch_id(batch_id)}/"
 

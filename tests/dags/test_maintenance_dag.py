@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import orjson
+
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.keys import bucket_of, key_digest
 from eventdedup.ops.pipeline import run_batch
@@ -31,7 +33,16 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     dag = DagBag(dag_folder=str(PROJECT / "dags" / "eventdedup_maintenance.py")).get_dag("eventdedup_maintenance")
     run = dag.test(logical_date=now, run_after=now)
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == {
-        "expire_cache": "success", "check_consistency": "success"}
+        "expire_cache": "success", "check_consistency": "success", "fsck_committed_objects": "success"}
     after = sorted(k for k in bucket_listing(store) if k.endswith(".seg"))
     superseded = [k for k in before if k.endswith("/m1.seg") and k.replace("/m1.seg", "/m2.seg") in before]
     assert len(superseded) == 1 and after == sorted(set(before) - set(superseded))
+
+    # A lifecycle rule deletes a committed output object: the next maintenance run's fsck fails and alerts.
+    lost = sorted(k for k in bucket_listing(store) if k.startswith("deduped/"))[0]
+    store.delete_keys([lost])
+    later = now + timedelta(days=1)
+    run = dag.test(logical_date=later, run_after=later)
+    assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()}["fsck_committed_objects"] == "failed"
+    alert = orjson.loads(store.get_bytes(f"alerts/maintenance-{later:%Y%m%d}.json"))
+    assert alert["kind"] == "fsck_failed" and f"missing: data {lost}" in alert["message"]

@@ -64,6 +64,7 @@ def test_a_409_conflict_on_each_conditional_write_is_retried_and_commits_exactly
     requests, expected = clean_run
     conditional = [number for number, request in enumerate(requests, start=1) if request.endswith(" if-none-match")]
     assert len(conditional) >= 3 and any("/_eventdedup/log/" in requests[n - 1] for n in conditional)
+    print(f"{len(conditional)} conditional writes: {[requests[n - 1] for n in conditional]}")
     for at in conditional:
         bucket = fresh_copy(s3_server, before_b2)
         via_proxy = config_for(proxy.endpoint_url, bucket)

@@ -15,6 +15,7 @@ from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import list_journals
 from eventdedup.commit.log import CommittedState
 from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, StaleBatchError
+from eventdedup.inputs.exclusions import load_exclusions
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
 from eventdedup.inputs.manifest import load_batch_manifest, load_batch_manifest_or_none
 from eventdedup.inputs.selector import InputSelector
@@ -40,6 +41,12 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
         interval = IntervalBatch.of_request(job.batch_id, selector)
         if interval is not None:
             _check_interval_order(store, layout, state, interval)
+    excluded = sorted(load_exclusions(store, layout, job.batch_id))
+    if excluded != list(job.excluded_inputs):
+        raise StaleBatchError(
+            f"batch {job.batch_id} was computed with excluded inputs {list(job.excluded_inputs)}, but the batch now "
+            f"excludes {excluded}; rerun the dedup step for {job.batch_id}"
+        )
     if job.base_version != state.version:
         raise StaleBatchError(
             f"batch {job.batch_id} was computed against log version {job.base_version}, but the log is at version "

@@ -18,7 +18,7 @@ COUNT_NAMES = (
     "input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "output_rows",
     "cache_keys_written", "older_than_window",
     "in_batch_natural", "in_batch_synthetic", "cross_batch_natural", "cross_batch_synthetic",
-    "renamed", "kept_synthetic", "updates",
+    "renamed", "kept_synthetic", "updates", "inputs_excluded",
 )
 
 
@@ -51,19 +51,24 @@ class JobResult:
     as_of: str
     counts: Mapping[str, int]
     objects: tuple[StagedObject, ...]
+    # Input keys the job quarantined whole on an operator's exclusion (sorted); promotion
+    # refuses the result if the batch's exclusions changed since.
+    excluded_inputs: tuple[str, ...] = ()
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
             "batch_id": self.batch_id, "base_version": self.base_version, "as_of": self.as_of,
             "counts": {name: int(self.counts.get(name, 0)) for name in sorted(self.counts)},
             "objects": [obj.to_json() for obj in self.objects],
+            "excluded_inputs": list(self.excluded_inputs),
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> JobResult:
         doc = orjson.loads(data)
         return cls(doc["batch_id"], int(doc["base_version"]), doc["as_of"], dict(doc["counts"]),
-                   tuple(StagedObject.from_json(o) for o in doc["objects"]))
+                   tuple(StagedObject.from_json(o) for o in doc["objects"]),
+                   tuple(doc.get("excluded_inputs", ())))
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:

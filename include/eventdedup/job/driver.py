@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from collections.abc import Mapping
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ from eventdedup.commit.log import CommittedState, load_committed_state
 from eventdedup.config import Config
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
+from eventdedup.inputs.exclusions import ExcludedInput, load_exclusions
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_input_object
@@ -50,8 +52,9 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     refuse_if_promotion_unfinished(store, layout, batch_id)
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
     store.delete_prefix(layout.staging_root(batch_id))
-    records = _run_spark(spark, config, layout, manifest, state, visible) if manifest.inputs else []
-    result = _assemble_result(store, layout, manifest, base_version, records)
+    exclusions = load_exclusions(store, layout, batch_id)
+    records = _run_spark(spark, config, layout, manifest, state, visible, exclusions) if manifest.inputs else []
+    result = _assemble_result(store, layout, manifest, base_version, records, exclusions)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, base_version, dict(result.counts))
     return result
@@ -80,7 +83,8 @@ def _visible_history(state: CommittedState, batch_id: str) -> tuple[int, frozens
 
 
 def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: BatchManifest,
-               state: CommittedState, visible: frozenset[str]) -> list[DriverRecord]:
+               state: CommittedState, visible: frozenset[str],
+               exclusions: Mapping[str, ExcludedInput]) -> list[DriverRecord]:
     batch_id = manifest.batch_id
     inputs = list(enumerate(manifest.inputs))
     read_ctx = ReadContext(
@@ -88,6 +92,7 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
         rules=ParseRules.for_batch(config, manifest.as_of), buckets=config.dedup.buckets,
         quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i, _ in inputs),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i, _ in inputs),
+        excluded={i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions},
     )
     dedup_ctx = DedupContext(
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout, visible_owners=visible,
@@ -132,8 +137,10 @@ def _unwrapped(exc: Exception, batch_id: str) -> Exception:
 
 
 def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, base_version: int,
-                     records: list[DriverRecord]) -> JobResult:
+                     records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput]) -> JobResult:
     counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
+    excluded = sorted(info.key for info in manifest.inputs if info.key in exclusions)
+    counts["inputs_excluded"] = len(excluded)
     objects: list[StagedObject] = []
     for record in records:
         if isinstance(record, PartitionCounts):
@@ -143,7 +150,8 @@ def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, ba
     check_counts_balance(counts)
     objects.sort(key=lambda obj: obj.staged.key)
     objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
-    return JobResult(manifest.batch_id, base_version, manifest.as_of.isoformat(), dict(counts), tuple(objects))
+    return JobResult(manifest.batch_id, base_version, manifest.as_of.isoformat(), dict(counts), tuple(objects),
+                     tuple(excluded))
 
 
 def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,

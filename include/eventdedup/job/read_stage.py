@@ -5,8 +5,8 @@ thousands of pickled rows, so the shuffle moves bytes, not Python objects.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -33,12 +33,15 @@ class ReadContext:
     buckets: int
     quarantine_key: tuple[str, ...]  # staged quarantine key per input index
     quarantine_final_key: tuple[str, ...]
+    excluded: Mapping[int, str] = field(default_factory=dict)  # input index -> quarantine reason
 
 
 def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterator[ShuffleRecord]:
     input_index, info = item
     store = S3Store(process_client(ctx.s3), ctx.bucket)
-    if info.size > ctx.rules.max_object_bytes:  # one finding, decided by the frozen size: never read
+    if input_index in ctx.excluded:  # an operator's exclusion: never read
+        parsed = quarantined_whole(ctx.excluded[input_index])
+    elif info.size > ctx.rules.max_object_bytes:  # one finding, decided by the frozen size: never read
         parsed = quarantined_whole(object_too_large(ctx.rules.max_object_bytes, compressed=False))
     else:
         parsed = parse_object(_read_input(store, ctx, info), input_index, ctx.rules)

@@ -1,4 +1,4 @@
-"""Alert records: a failed promotion or a halted pipeline, written where operators and machines
+"""Alert records: a failed promotion, a halted pipeline or a failed fsck, written where operators and machines
 look (an object under the alerts prefix and one structured log line). Delivery to people (SNS,
 e-mail) is the scheduler's: see plugins/eventdedup_airflow.py."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Alert:
     """A failed promotion or a halted pipeline, as written to alerts/<batch_id>.json and the log."""
 
     batch_id: str
-    kind: str  # promotion_failed | pipeline_halted
+    kind: str  # promotion_failed | pipeline_halted | fsck_failed
     message: str
     run_id: str
     at: str

@@ -1,0 +1,43 @@
+"""`eventdedup exclude-input`: quarantine one whole input object of a staged, uncommitted batch
+(the record and what it means: eventdedup.inputs.exclusions)."""
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from eventdedup.commit.journal import journal_or_none
+from eventdedup.commit.log import load_committed_state
+from eventdedup.errors import BatchManifestError, CommitConflictError, InconsistentStoreError
+from eventdedup.inputs.exclusions import ExcludedInput, exclusion_key
+from eventdedup.inputs.manifest import load_batch_manifest
+from eventdedup.inputs.selector import utc_iso
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+def exclude_input(store: S3Store, layout: Layout, batch_id: str, input_key: str, reason: str,
+                  now: datetime) -> ExcludedInput:
+    """Record that the batch's next job quarantines `input_key` whole. Idempotent for one key."""
+    if not reason.strip():
+        raise BatchManifestError("an exclusion needs a reason (--reason): it is written to the quarantine")
+    manifest = load_batch_manifest(store, layout, batch_id)
+    frozen = next((info for info in manifest.inputs if info.key == input_key), None)
+    if frozen is None:
+        raise BatchManifestError(f"batch {batch_id} has no input {store.uri(input_key)}; its inputs are listed in "
+                                 f"{store.uri(layout.batch_manifest(batch_id))}")
+    if batch_id in load_committed_state(store, layout).batches:
+        raise CommitConflictError(f"batch {batch_id} is committed: its inputs can no longer be excluded")
+    if journal_or_none(store, layout, batch_id) is not None:
+        raise InconsistentStoreError(f"batch {batch_id} is being promoted; run `eventdedup recover` first")
+    record = ExcludedInput(input_key, frozen.etag, reason.strip(), utc_iso(now))
+    key = exclusion_key(layout, batch_id, input_key)
+    if store.put_if_absent(key, record.to_bytes()) is None:
+        return ExcludedInput.from_bytes(store.get_bytes(key), store.uri(key))  # excluded before: unchanged
+    # A job result computed before this exclusion must not be promoted (the promotion gate checks
+    # it too); without one, the next attempt recomputes.
+    store.delete_keys([layout.job_result(batch_id)])
+    log.warning("batch %s: input %s excluded (%s); its next job quarantines it whole", batch_id,
+                store.uri(input_key), record.reason)
+    return record

@@ -1,0 +1,128 @@
+"""`eventdedup fsck`: every object the commit log promises is really there, unchanged.
+
+`recover` and `status` read journals: a committed object deleted by hand or by a lifecycle rule
+is invisible to them. fsck reads the commit records (one GET each, newest first, `--last N` to
+bound them) and checks what they name against LIST replies, which carry each key's size and
+ETag: one LIST per folder the objects live in (an hour of output, the audit prefix, ...), never
+a request per object. Checked: data, audit and quarantine objects, Redshift load manifests, each
+batch's frozen manifest (existence: it is what a rerun reads), and the cache segments that are
+still heads of an hour inside the window (superseded and expired segments are maintenance's to
+delete). Exit code 3 when anything is missing or changed, each finding named by key.
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from eventdedup.commit.log import CommitRecord, CommittedState, committed_record, load_committed_state
+from eventdedup.config import Config
+from eventdedup.errors import InconsistentStoreError
+from eventdedup.keys import CacheKey, hour_index_at
+from eventdedup.layout import Layout
+from eventdedup.s3store import ObjectInfo, S3Store
+
+
+@dataclass(frozen=True)
+class Expected:
+    kind: str
+    key: str
+    size: int | None  # None: existence only (batch manifests are not in commit records)
+    etag: str | None
+    batch_id: str
+    version: int
+
+
+@dataclass
+class FsckReport:
+    commits_checked: int = 0
+    objects_checked: int = 0
+    list_requests: int = 0
+    missing: list[Expected] = field(default_factory=list)
+    changed: list[tuple[Expected, ObjectInfo]] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not (self.missing or self.changed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "consistent": self.consistent, "commits_checked": self.commits_checked,
+            "objects_checked": self.objects_checked, "list_requests": self.list_requests,
+            "missing": [_describe(e) for e in self.missing],
+            "changed": [{**_describe(e), "found_size": found.size, "found_etag": found.etag}
+                        for e, found in self.changed],
+        }
+
+    def text(self) -> str:
+        lines = [f"missing: {e.kind} {e.key} (batch {e.batch_id}, commit {e.version})" for e in self.missing]
+        lines += [f"changed: {e.kind} {e.key} (batch {e.batch_id}, commit {e.version}): recorded size {e.size} "
+                  f"ETag {e.etag}, found size {found.size} ETag {found.etag}" for e, found in self.changed]
+        summary = (f"{self.commits_checked} commit(s), {self.objects_checked} object(s) checked with "
+                   f"{self.list_requests} LIST request(s): " + ("consistent" if self.consistent else
+                                                                 f"{len(lines)} problem(s)"))
+        return "\n".join([*lines, summary])
+
+
+def fsck(store: S3Store, config: Config, now: datetime, last: int | None = None) -> FsckReport:
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    oldest = 1 if last is None else max(1, state.version - last + 1)
+    records = [committed_record(store, layout, version) for version in range(state.version, oldest - 1, -1)]
+    expected = _expected_objects(layout, state, records,
+                                 hour_index_at(now - timedelta(hours=config.dedup.window_hours)))
+    report = FsckReport(commits_checked=len(records), objects_checked=len(expected))
+    groups: dict[tuple[str, str], list[Expected]] = defaultdict(list)
+    for item in expected:  # one LIST per folder and batch, narrowed to what the batch's keys share
+        groups[(item.key.rsplit("/", 1)[0] + "/", item.batch_id)].append(item)
+    for _, items in sorted(groups.items()):
+        found, requests = _listing(store, os.path.commonprefix([item.key for item in items]))
+        report.list_requests += requests
+        for item in items:
+            info = found.get(item.key)
+            if info is None:
+                report.missing.append(item)
+            elif item.size is not None and (info.size, info.etag) != (item.size, item.etag):
+                report.changed.append((item, info))
+    return report
+
+
+def fsck_gate(store: S3Store, config: Config, now: datetime, last: int | None = None) -> FsckReport:
+    """fsck for a scheduler: raise, naming every problem, when the store is not what the log says."""
+    report = fsck(store, config, now, last)
+    if not report.consistent:
+        findings = report.text().replace("\n", "\n  ")
+        raise InconsistentStoreError(f"committed objects are missing or changed:\n  {findings}")
+    return report
+
+
+def _expected_objects(layout: Layout, state: CommittedState, records: list[CommitRecord],
+                      window_start_hour: int) -> list[Expected]:
+    expected: list[Expected] = []
+    segments: dict[str, Expected] = {}
+    for record in records:
+        for obj in record.objects:
+            item = Expected(obj.kind, obj.key, obj.size, obj.etag, record.batch_id, record.version)
+            if obj.kind == "cache":
+                segments[obj.key] = item  # judged below, by the current heads
+            else:
+                expected.append(item)
+        expected.append(Expected("batch_manifest", layout.batch_manifest(record.batch_id), None, None,
+                                 record.batch_id, record.version))
+    for cache_key, segment in sorted(state.cache_heads.items()):
+        if segment in segments and CacheKey.parse(cache_key).hour_index >= window_start_hour:
+            expected.append(segments[segment])
+    return expected
+
+
+def _listing(store: S3Store, prefix: str) -> tuple[dict[str, ObjectInfo], int]:
+    """Every object under `prefix`, and the LIST requests that took (1,000 keys a page)."""
+    found = {info.key: info for info in store.list(prefix)}
+    return found, max(1, -(-len(found) // 1000))
+
+
+def _describe(item: Expected) -> dict[str, Any]:
+    return {"kind": item.kind, "key": item.key, "batch_id": item.batch_id, "commit_version": item.version,
+            "recorded_size": item.size, "recorded_etag": item.etag}
