@@ -60,10 +60,19 @@ def _connection_endpoint() -> str | None:
     return hook.conn_config.endpoint_url
 
 
+# What the S3 connection's credentials are called in a process environment: secrets all three.
+SECRET_ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
 class EventDedupSparkSubmitOperator(SparkSubmitOperator):
     """spark-submit of spark_jobs/dedup_batch.py, with the S3 connection's credentials and
     endpoint handed to the job's environment at run time (never rendered into the command line)
-    and the workers pinned to this interpreter (spark.pyspark.python)."""
+    and the workers pinned to this interpreter (spark.pyspark.python).
+
+    On YARN and Kubernetes masters the provider's hook turns every env var into
+    `--conf spark.yarn.appMasterEnv.K=V` / `spark.kubernetes.driverEnv.K=V` on spark-submit's
+    command line, readable by any user of the host (`ps`, /proc) and logged: there, the secrets
+    are withheld and the job uses the cluster's own credential chain (instance role, IRSA)."""
 
     def __init__(self, *, batch_id: str, **kwargs: Any) -> None:
         kwargs.setdefault("application", str(PROJECT_ROOT / "spark_jobs" / "dedup_batch.py"))
@@ -74,10 +83,19 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         super().__init__(conf=conf, application_args=["--batch-id", batch_id], **kwargs)
 
     def execute(self, context: Any) -> None:
+        self.prepare_submit()
+        super().execute(context)
+
+    def prepare_submit(self) -> None:
+        """The job's environment and arguments, resolved when the task runs (like the connection)."""
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+        from airflow.sdk.log import mask_secret
 
         hook = AwsBaseHook(aws_conn_id=aws_conn_id(), client_type="s3")
         credentials = hook.get_credentials()
+        for secret in (credentials.secret_key, credentials.token):
+            if secret:
+                mask_secret(secret)  # redacted from every task log line, whatever prints it
         env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
                "AWS_ACCESS_KEY_ID": credentials.access_key, "AWS_SECRET_ACCESS_KEY": credentials.secret_key,
@@ -90,9 +108,17 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         if os.environ.get("JAVA_HOME"):
             env["JAVA_HOME"] = os.environ["JAVA_HOME"]
         self.env_vars = {**(self.env_vars or {}), **env}
-        # The configuration path is resolved when the task runs, like the connection.
         self.application_args = ["--config", config_path(), *(self.application_args or [])]
-        super().execute(context)
+
+    def _get_hook(self) -> Any:
+        spark = super()._get_hook()
+        if spark._is_yarn or spark._is_kubernetes:  # the hook would put env_vars on the command line
+            withheld = [name for name in SECRET_ENV_VARS if name in (spark._env_vars or {})]
+            spark._env_vars = {k: v for k, v in (spark._env_vars or {}).items() if k not in SECRET_ENV_VARS}
+            if withheld:
+                log.warning("eventdedup: master %s takes env vars on the command line; %s withheld, the job uses "
+                            "the cluster's credential chain", spark._connection["master"], ", ".join(withheld))
+        return spark
 
 
 def send_alert(alert: Alert, context: Any = None) -> None:

@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 PROJECT = Path(__file__).resolve().parents[2]
+# The S3 connection's credentials: canaries, searched for on every process's command line and
+# in the task logs while the DAG runs (the local server accepts any credentials).
+CANARY_ACCESS_KEY = "AKIAEVENTDEDUPDAGCANARY"
+CANARY_SECRET_KEY = "canary-secret/dag-run+Vb71Qx"
 AIRFLOW_HOME = tempfile.mkdtemp(prefix="eventdedup-airflow-")
 os.environ.update({
     "AIRFLOW_HOME": AIRFLOW_HOME,
@@ -52,7 +56,7 @@ def dag_proxy(s3_server):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def airflow_connections(dag_proxy) -> None:  # type: ignore[no-untyped-def]
     os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps({
-        "conn_type": "aws", "login": "testing", "password": "testing",
+        "conn_type": "aws", "login": CANARY_ACCESS_KEY, "password": CANARY_SECRET_KEY,
         "extra": {"endpoint_url": dag_proxy.endpoint_url, "region_name": "us-east-1"}})
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
 

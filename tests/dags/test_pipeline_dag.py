@@ -15,6 +15,8 @@ from eventdedup.cli import main as cli_main
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import commit_counts, committed_rows, make_config, put_lines
+from ..support.process_scan import command_lines_watched
+from .conftest import CANARY_ACCESS_KEY, CANARY_SECRET_KEY
 
 STEP = timedelta(seconds=4)
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc)  # the first interval's start
@@ -76,10 +78,17 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     t0 = upload_in_consecutive_intervals([store, twin_store], dag_proxy)
     starts = [t0 + STEP * i for i in range(len(INTERVALS))]
 
-    for start in starts:
-        run, states = run_interval(pipeline_dag, start)
-        assert (run.data_interval_start, run.data_interval_end) == (start, start + STEP)
-        assert set(states.values()) == {"success"}, states
+    capfd.readouterr()
+    with command_lines_watched((CANARY_SECRET_KEY, CANARY_ACCESS_KEY)) as scan:
+        for start in starts:
+            run, states = run_interval(pipeline_dag, start)
+            assert (run.data_interval_start, run.data_interval_end) == (start, start + STEP)
+            assert set(states.values()) == {"success"}, states
+    # The connection's credentials reached spark-submit's environment, never a command line or a log.
+    assert scan["hits"] == [] and int(str(scan["seen"])) > 10
+    logged = capfd.readouterr()
+    assert "dedup_batch" in logged.out + logged.err
+    assert [c for c in (CANARY_SECRET_KEY, CANARY_ACCESS_KEY) if c in logged.out + logged.err] == []
 
     # The CLI on the same objects, interval by interval: identical committed rows and counts.
     twin_toml = tmp_path / "twin.toml"

@@ -1,0 +1,60 @@
+"""The dedup task's spark-submit never carries a credential on its command line, whatever the
+master: the real provider hook builds the command for YARN, Kubernetes, standalone and local
+masters from a connection holding canary credentials (session token included). A Kubernetes
+master cannot be tested here: the provider's hook refuses one without the `kubernetes` client,
+which this project does not install; the operator withholds secrets for it by the same rule."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ACCESS_KEY = "AKIAEVENTDEDUPCANARY9"
+SECRET_KEY = "canary-secret/submit+Qw93mZ"
+SESSION_TOKEN = "canary-session-token/submit+Lp20"
+CANARIES = (ACCESS_KEY, SECRET_KEY, SESSION_TOKEN)
+
+
+@pytest.mark.parametrize("master, secrets_in_env", [
+    ("yarn", False), ("yarn-cluster", False), ("local[2]", True), ("spark://127.0.0.1:7077", True),
+])
+def test_no_credential_reaches_the_spark_submit_command_line(monkeypatch, airflow_db, master: str,
+                                                             secrets_in_env: bool) -> None:
+    from eventdedup_airflow import EventDedupSparkSubmitOperator
+
+    monkeypatch.setenv("EVENTDEDUP_AWS_CONN_ID", "aws_canary")
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_CANARY", json.dumps({
+        "conn_type": "aws", "login": ACCESS_KEY, "password": SECRET_KEY,
+        "extra": {"aws_session_token": SESSION_TOKEN, "region_name": "us-east-1"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CANARY", json.dumps({"conn_type": "spark", "host": master}))
+    operator = EventDedupSparkSubmitOperator(task_id="dedup_batch", batch_id="b1", conn_id="spark_canary")
+    operator.prepare_submit()
+    hook = operator._get_hook()
+    command = " ".join(hook._build_spark_submit_command(operator.application))
+    assert [c for c in CANARIES if c in command] == [], command
+    process_env = json.dumps(hook._env or {})
+    # Local and standalone client mode get them as the process environment (never argv); YARN and
+    # Kubernetes get none, the cluster's credential chain serves the job.
+    assert [c for c in CANARIES if c in process_env] == (list(CANARIES) if secrets_in_env else [])
+
+
+def test_the_command_line_watcher_sees_a_secret_on_a_short_lived_process() -> None:
+    """The DAG test's scan of every command line is only evidence if it can see a leak."""
+    import subprocess
+    import sys
+    import time
+
+    from ..support.process_scan import command_lines_watched
+
+    with command_lines_watched((SECRET_KEY,)) as scan:
+        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", SECRET_KEY])
+        hits: list[str] = scan["hits"]  # type: ignore[assignment]
+        try:
+            for _ in range(6000):  # polls a condition (the watcher's finding), not a duration
+                if hits:
+                    break
+                time.sleep(0.02)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+    assert len(hits) >= 1 and SECRET_KEY in hits[0]
