@@ -56,7 +56,10 @@ def eventdedup_maintenance() -> None:
         context = get_current_context()
         config = load_pipeline_config()
         with alert_and_raise(f"maintenance-{context['ds_nodash']}", "fsck_failed", context):
-            report = fsck_gate(s3_store(config), config, context["data_interval_end"])
+            # The newest commits (default: a week of 5-minute batches), so the daily check stays
+            # the same size however long the store has run; `eventdedup fsck` checks everything.
+            last = int(os.environ.get("EVENTDEDUP_FSCK_LAST_COMMITS", "2016"))
+            report = fsck_gate(s3_store(config), config, context["data_interval_end"], last)
         return {"commits": report.commits_checked, "objects": report.objects_checked, "lists": report.list_requests}
 
     expire_cache() >> check_consistency() >> fsck_committed_objects()

@@ -53,6 +53,14 @@ def dag_proxy(s3_server):  # type: ignore[no-untyped-def]
         yield proxy
 
 
+@pytest.fixture(autouse=True)
+def _real_dates_after_each_test(request):  # type: ignore[no-untyped-def]
+    """A test that redates LIST replies on the shared proxy leaves the server's dates behind it."""
+    yield
+    if "dag_proxy" in request.fixturenames:
+        request.getfixturevalue("dag_proxy").redate(None)
+
+
 @pytest.fixture(scope="session")
 def airflow_connections(dag_proxy) -> None:  # type: ignore[no-untyped-def]
     os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps({

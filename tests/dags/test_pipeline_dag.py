@@ -79,13 +79,13 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     starts = [t0 + STEP * i for i in range(len(INTERVALS))]
 
     capfd.readouterr()
-    with command_lines_watched((CANARY_SECRET_KEY, CANARY_ACCESS_KEY)) as scan:
+    with command_lines_watched((CANARY_SECRET_KEY, CANARY_ACCESS_KEY), witness="dedup_batch.py") as scan:
         for start in starts:
             run, states = run_interval(pipeline_dag, start)
             assert (run.data_interval_start, run.data_interval_end) == (start, start + STEP)
             assert set(states.values()) == {"success"}, states
     # The connection's credentials reached spark-submit's environment, never a command line or a log.
-    assert scan["hits"] == [] and int(str(scan["seen"])) > 10
+    assert scan["hits"] == [] and int(str(scan["witnessed"])) >= 1  # spark-submit's processes were read
     logged = capfd.readouterr()
     assert "dedup_batch" in logged.out + logged.err
     assert [c for c in (CANARY_SECRET_KEY, CANARY_ACCESS_KEY) if c in logged.out + logged.err] == []

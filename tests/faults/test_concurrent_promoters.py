@@ -134,3 +134,60 @@ def test_two_promoters_of_one_batch_make_exactly_one_commit(s3_server, both_comp
         leftovers = [k for k in bucket_listing(store)
                      if k.startswith(("_eventdedup/staging/b2/", "_eventdedup/state/journal/"))]
         assert leftovers == [], (pause_at, leftovers)  # (b3 is computed and waits in staging, untouched)
+
+
+def test_an_exclusion_racing_a_promotion_is_never_skipped_at_any_interleaving(s3_server, both_computed,
+                                                                             sequential) -> None:
+    """The promoter of b2 stops before each of its S3 calls in turn while `exclude-input` runs to its
+    end. Either the exclusion is refused (the promotion got there first) or it stands and the
+    promotion is withdrawn: a batch is never committed while an exclusion of its input stands."""
+    from eventdedup.errors import BatchNotReadyError, StaleBatchError
+    from eventdedup.ops.exclude import exclude_input
+
+    calls = promotion_calls(s3_server, both_computed, "b2")
+    excluded_key = "landing/b2/2.jsonl"  # the gzip object of before_b2
+    outcomes = set()
+    for pause_at in range(1, calls + 1):
+        bucket = fresh_copy(s3_server, both_computed)
+        config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+        layout = Layout(config.layout)
+        pausing = PausingClient(s3_server.client(), pause_at)
+        result: dict[str, Any] = {}
+
+        def promote() -> None:
+            try:
+                result["promotion"] = promote_batch(S3Store(pausing, bucket), config, "b2")  # noqa: B023
+            except EventDedupError as exc:
+                result["promotion"] = exc  # noqa: B023
+
+        thread = threading.Thread(target=promote)
+        thread.start()
+        assert pausing.paused.wait(timeout=60)
+        try:
+            exclude_input(store, layout, "b2", excluded_key, "racing the promoter", NOW)
+            excluded = True
+        except EventDedupError:
+            excluded = False
+        pausing.release()
+        thread.join(timeout=120)
+        committed = "b2" in load_committed_state(store, layout).batches
+        stands = any(True for _ in store.list(layout.batch_exclusions("b2")))
+        where = f"pause before call {pause_at}: {result.get('promotion')!r}, exclusion {'made' if excluded else 'refused'}"
+        assert stands == excluded, where
+        assert not (committed and stands), where  # the invariant
+        if stands:
+            # Withdrawn after its journal, or refused before it (the exclusion removed the job result).
+            assert isinstance(result["promotion"], (StaleBatchError, BatchNotReadyError)), where
+            assert store.head(layout.journal("b2")) is None, where
+        else:
+            assert committed and committed_state_of(store, config) == _only_b2(sequential), where
+        outcomes.add("exclusion stands" if stands else "exclusion refused")
+    assert outcomes == {"exclusion stands", "exclusion refused"}  # both orders occur
+
+
+def _only_b2(sequential: dict[str, Any]) -> dict[str, Any]:
+    """The state with b1 and b2 committed, b3 not: the b2-first sequence before b3 ran."""
+    state = sequential["b2"]
+    return {"batches": {k: v for k, v in state["batches"].items() if k != "b3"},
+            **{kind: [row for row in rows if "'batch_id': 'b3'" not in row] for kind, rows in state.items()
+               if kind != "batches"}}

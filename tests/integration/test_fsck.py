@@ -82,7 +82,7 @@ def test_deleted_and_replaced_committed_objects_are_each_named_and_exit_3(two_ba
     toml = tmp_path / "c.toml"
     toml.write_text(f'[s3]\nbucket = "{store.bucket}"\nendpoint_url = "{config.s3.endpoint_url}"\n'
                     "[dedup]\nbuckets = 4\n")
-    assert cli_main(["fsck", "--config", str(toml), "--json"]) == 3
+    assert cli_main(["fsck", "--config", str(toml), "--json", "--as-of", NOW.isoformat()]) == 3
     doc = orjson.loads(capsys.readouterr().out)
     assert doc["consistent"] is False
     assert sorted((m["kind"], m["key"]) for m in doc["missing"]) == sorted(
@@ -92,5 +92,5 @@ def test_deleted_and_replaced_committed_objects_are_each_named_and_exit_3(two_ba
         ("audit", replaced, objects[replaced][1])]
     # --last 1 checks b2's commit only: it fails exactly when one of the damaged objects is b2's.
     b2_damaged = any("b2" in key.rsplit("/", 2)[-2] + key.rsplit("/", 1)[-1] for key in [*deleted, replaced])
-    assert cli_main(["fsck", "--config", str(toml), "--last", "1"]) == (3 if b2_damaged else 0)
+    assert cli_main(["fsck", "--config", str(toml), "--last", "1", "--as-of", NOW.isoformat()]) == (3 if b2_damaged else 0)
     assert "1 commit(s)" in capsys.readouterr().out

@@ -8,14 +8,16 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def command_lines_watched(secrets: tuple[str, ...], every_seconds: float = 0.02) -> Iterator[dict[str, object]]:
-    """Yields a dict that ends up holding `hits` (command lines containing a secret) and `seen`
-    (how many distinct processes were read): a scan that saw nothing would prove nothing."""
-    hits: list[str] = []  # filled while the block runs
-    result: dict[str, object] = {"hits": hits, "seen": 0}
+def command_lines_watched(secrets: tuple[str, ...], witness: str = "",
+                          every_seconds: float = 0.02) -> Iterator[dict[str, object]]:
+    """Yields a dict holding `hits` (command lines containing a secret, filled as they are seen)
+    and, at the end, `witnessed`: how many distinct processes had `witness` on their command line.
+    A scan that never saw the process it watches for would prove nothing."""
+    hits: list[str] = []
+    witnesses: set[str] = set()
+    result: dict[str, object] = {"hits": hits, "witnessed": 0}
     needles = [secret.encode() for secret in secrets]
     stop = threading.Event()
-    pids: set[str] = set()
 
     def scan() -> None:
         while not stop.is_set():
@@ -27,7 +29,8 @@ def command_lines_watched(secrets: tuple[str, ...], every_seconds: float = 0.02)
                         line = handle.read()
                 except OSError:
                     continue  # the process ended between listing and reading
-                pids.add(pid)
+                if witness and witness.encode() in line:
+                    witnesses.add(pid)
                 if any(needle in line for needle in needles):
                     hits.append(line.replace(b"\0", b" ").decode(errors="replace"))
             stop.wait(every_seconds)
@@ -39,4 +42,4 @@ def command_lines_watched(secrets: tuple[str, ...], every_seconds: float = 0.02)
     finally:
         stop.set()
         watcher.join()
-        result["seen"] = len(pids)
+        result["witnessed"] = len(witnesses)

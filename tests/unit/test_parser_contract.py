@@ -20,6 +20,14 @@ from eventdedup.parse.event_parser import MAX_JSON_DEPTH, InvalidEvent, parse_ev
 from .test_batch_parser import RULE_SETS, fast, reference
 
 RULES = RULE_SETS["default"]
+
+
+@pytest.fixture(autouse=True)
+def _fast_path_never_falls_back(caplog):  # type: ignore[no-untyped-def]
+    """The fast path's chunk fallback would hide a fast path that crashes (both paths would still
+    agree): here, it must never be taken."""
+    yield
+    assert not [r for r in caplog.records if "fast parse of lines" in r.getMessage()]
 AT = '"2026-11-22T04:30:00Z"'
 
 
@@ -54,7 +62,7 @@ def test_valid_json_that_once_crashed_the_parser_is_quarantined_with_its_reason(
 
 
 def test_the_deepest_accepted_nesting_is_a_row_on_both_paths() -> None:
-    line = event_with(nested(MAX_JSON_DEPTH - 2)).encode()
+    line = event_with(nested(MAX_JSON_DEPTH - 1)).encode()  # the event's own object is level 1
     assert parse_event(line, RULES).event_id == "e"
     assert fast(line + b"\n", RULES) == reference(line + b"\n", RULES)
 
@@ -105,3 +113,22 @@ def test_any_bytes_become_rows_or_quarantine_reasons(body: bytes) -> None:
     rows, bad = reference(body, RULES)
     assert fast(body, RULES) == (rows, bad)
     assert all(reason for _, reason, _ in bad)
+
+
+def test_an_exception_the_parser_does_not_name_quarantines_its_line_until_it_looks_like_a_bug(monkeypatch) -> None:
+    """A few lines with an unnamed exception are quarantined (one odd line never fails a batch); more
+    than MAX_UNEXPECTED_PER_OBJECT in one object is a parser bug and fails the task instead of
+    quarantining every event; MemoryError is the machine's, never the line's."""
+    from eventdedup.parse import object_parser
+
+    def broken(line: bytes, rules: object) -> None:
+        raise (MemoryError() if b"memory" in line else RuntimeError("boom"))
+
+    monkeypatch.setattr(object_parser, "parse_event", broken)
+    few = b"".join(b"not json %d\n" % i for i in range(object_parser.MAX_UNEXPECTED_PER_OBJECT))
+    parsed = object_parser.parse_object(few, 0, RULES)
+    assert parsed.bad_error == ["unparseable event (RuntimeError: boom); please report this line"] * 10
+    with pytest.raises(object_parser.ParserFailure, match="more than 10 lines of one object"):
+        object_parser.parse_object(few + b"one too many\n", 0, RULES)
+    with pytest.raises(MemoryError):
+        object_parser.parse_object(b"memory\n", 0, RULES)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from botocore.exceptions import ClientError
 
 from eventdedup.commit.gate import check_may_promote, refuse_if_other_journals
-from eventdedup.commit.job_result import load_job_result
+from eventdedup.commit.job_result import JobResult, load_job_result
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, journal_or_none
 from eventdedup.commit.log import (
     CommittedState,
@@ -30,7 +30,8 @@ from eventdedup.commit.log import (
     write_commit,
 )
 from eventdedup.config import Config
-from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError
+from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
+from eventdedup.inputs.exclusions import load_exclusions
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import S3Store
@@ -69,6 +70,8 @@ def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: 
         check_may_promote(store, layout, state, job)
         journal = PromotionJournal.for_job(job, new_token(), state.last_batch_id)
         fresh = store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None
+        if fresh:
+            _withdraw_if_exclusions_changed(store, layout, job)
         if not fresh:
             log.info("batch %s: another promoter wrote the journal first; continuing its promotion", batch_id)
             journal = journal_or_none(store, layout, batch_id) or journal
@@ -76,6 +79,19 @@ def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: 
         fresh = False
         log.info("batch %s: resuming the promotion recorded in its journal", batch_id)
     return execute_journal(store, config, journal, state, fresh=fresh)
+
+
+def _withdraw_if_exclusions_changed(store: S3Store, layout: Layout, job: JobResult) -> None:
+    """`exclude-input` writes its record, then looks for a journal; the promoter writes its
+    journal, then looks again for records. Whichever order they interleave in, one of them sees
+    the other: an exclusion made after the gate's check withdraws this (still copy-free) journal."""
+    excluded = sorted(load_exclusions(store, layout, job.batch_id))
+    if excluded != list(job.excluded_inputs):
+        store.delete_keys([layout.journal(job.batch_id)])
+        raise StaleBatchError(
+            f"batch {job.batch_id}: inputs {excluded} were excluded while it was being promoted; "
+            f"rerun the dedup step for {job.batch_id}"
+        )
 
 
 def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str) -> None:

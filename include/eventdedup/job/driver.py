@@ -49,6 +49,13 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     check_cache_identity(store, layout, config)
     state = load_committed_state(store, layout)
     base_version, visible = _visible_history(state, batch_id)
+    # A promotion under way is never undercut: refuse if it has a journal; else withdraw the old
+    # result (a promoter that has not loaded it now finds none) and look again, since one may have
+    # loaded it just before. A promoter that loaded it before the deletion and journals after the
+    # second look is still possible (a job and a promoter of one batch at once): attempt-scoped
+    # staging prefixes would close it; until then the DAG never runs the two concurrently.
+    refuse_if_promotion_unfinished(store, layout, batch_id)
+    store.delete_keys([layout.job_result(batch_id)])
     refuse_if_promotion_unfinished(store, layout, batch_id)
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
     store.delete_prefix(layout.staging_root(batch_id))

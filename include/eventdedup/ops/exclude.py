@@ -7,7 +7,7 @@ from datetime import datetime
 
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import load_committed_state
-from eventdedup.errors import BatchManifestError, CommitConflictError, InconsistentStoreError
+from eventdedup.errors import BatchManifestError, CommitConflictError, EventDedupError, InconsistentStoreError
 from eventdedup.inputs.exclusions import ExcludedInput, exclusion_key
 from eventdedup.inputs.manifest import load_batch_manifest
 from eventdedup.inputs.selector import utc_iso
@@ -27,14 +27,21 @@ def exclude_input(store: S3Store, layout: Layout, batch_id: str, input_key: str,
     if frozen is None:
         raise BatchManifestError(f"batch {batch_id} has no input {store.uri(input_key)}; its inputs are listed in "
                                  f"{store.uri(layout.batch_manifest(batch_id))}")
-    if batch_id in load_committed_state(store, layout).batches:
-        raise CommitConflictError(f"batch {batch_id} is committed: its inputs can no longer be excluded")
-    if journal_or_none(store, layout, batch_id) is not None:
-        raise InconsistentStoreError(f"batch {batch_id} is being promoted; run `eventdedup recover` first")
     record = ExcludedInput(input_key, frozen.etag, reason.strip(), utc_iso(now))
     key = exclusion_key(layout, batch_id, input_key)
-    if store.put_if_absent(key, record.to_bytes()) is None:
+    created = store.put_if_absent(key, record.to_bytes()) is not None
+    if not created:
         return ExcludedInput.from_bytes(store.get_bytes(key), store.uri(key))  # excluded before: unchanged
+    # The record first, then the checks: a promoter writes its journal, then re-reads the records
+    # (commit.promotion), so whichever order the two interleave in, one of them sees the other.
+    refusal: EventDedupError | None = None
+    if batch_id in load_committed_state(store, layout).batches:
+        refusal = CommitConflictError(f"batch {batch_id} is committed: its inputs can no longer be excluded")
+    elif journal_or_none(store, layout, batch_id) is not None:
+        refusal = InconsistentStoreError(f"batch {batch_id} is being promoted; run `eventdedup recover` first")
+    if refusal is not None:
+        store.delete_keys([key])
+        raise refusal
     # A job result computed before this exclusion must not be promoted (the promotion gate checks
     # it too); without one, the next attempt recomputes.
     store.delete_keys([layout.job_result(batch_id)])

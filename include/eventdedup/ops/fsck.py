@@ -75,8 +75,8 @@ def fsck(store: S3Store, config: Config, now: datetime, last: int | None = None)
                                  hour_index_at(now - timedelta(hours=config.dedup.window_hours)))
     report = FsckReport(commits_checked=len(records), objects_checked=len(expected))
     groups: dict[tuple[str, str], list[Expected]] = defaultdict(list)
-    for item in expected:  # one LIST per folder and batch, narrowed to what the batch's keys share
-        groups[(item.key.rsplit("/", 1)[0] + "/", item.batch_id)].append(item)
+    for item in expected:
+        groups[_listing_group(item)].append(item)
     for _, items in sorted(groups.items()):
         found, requests = _listing(store, os.path.commonprefix([item.key for item in items]))
         report.list_requests += requests
@@ -115,6 +115,17 @@ def _expected_objects(layout: Layout, state: CommittedState, records: list[Commi
         if segment in segments and CacheKey.parse(cache_key).hour_index >= window_start_hour:
             expected.append(segments[segment])
     return expected
+
+
+def _listing_group(item: Expected) -> tuple[str, str]:
+    """Which LIST checks an object: output and cache segments share one per hour (every batch and
+    bucket of that hour), per-batch folders and flat ones (load manifests) one per batch, narrowed
+    to the keys' common prefix, so no LIST grows with the age of the store."""
+    if item.kind == "data":
+        return item.key.rsplit("/", 1)[0] + "/", ""
+    if item.kind == "cache":
+        return item.key.rsplit("/", 2)[0] + "/", ""
+    return item.key.rsplit("/", 1)[0] + "/", item.batch_id
 
 
 def _listing(store: S3Store, prefix: str) -> tuple[dict[str, ObjectInfo], int]:

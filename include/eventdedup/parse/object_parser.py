@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from eventdedup.errors import EventDedupError
 from eventdedup.keys import CANONICAL_UUID_PATTERN, DIGEST_DTYPE, KEY_DIGEST_BYTES, key_digest
 from eventdedup.parse.event_parser import (
     InvalidEvent,
@@ -40,6 +41,8 @@ from eventdedup.tables import CHUNK_SCHEMA, make_seq
 
 log = logging.getLogger(__name__)
 
+# More unexpected parser exceptions than this in one object is a bug, not bad input: fail the task.
+MAX_UNEXPECTED_PER_OBJECT = 10
 CHUNK_LINES = 16_384  # parsed objects alive at once: bounds memory and garbage-collector work
 # Only this strict ISO-8601 shape is converted by Arrow; anything else goes to parse_event.
 STRICT_ISO_RE = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
@@ -49,6 +52,10 @@ _HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=n
 _UUID_HEX_COLUMNS = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
 
 
+class ParserFailure(EventDedupError):
+    """The parser itself is failing (a bug), not the input: the task must fail, loudly."""
+
+
 @dataclass
 class ObjectParse:
     table: pa.Table  # CHUNK_SCHEMA rows in input order
@@ -56,6 +63,7 @@ class ObjectParse:
     bad_error: list[str] = field(default_factory=list)
     bad_line: list[int] = field(default_factory=list)
     lines: int = 0
+    unexpected: int = 0  # lines quarantined for an exception parse_event does not name
 
     def quarantine(self, line: InputLine, reason: str) -> None:
         self.bad_raw.append(line.raw)
@@ -75,6 +83,8 @@ def parse_object(body: bytes, input_index: int, rules: ParseRules) -> ObjectPars
             chunk = split.pieces[start:start + CHUNK_LINES]
             try:
                 table, deferred = _parse_chunk(chunk, start + 1, input_index, rules)
+            except MemoryError:
+                raise
             except Exception as exc:  # noqa: BLE001 -- the fast path vouches for nothing it did not finish
                 log.warning("fast parse of lines %d-%d failed (%s: %s); parsing them one by one",
                             start + 1, start + len(chunk), type(exc).__name__, exc)
@@ -118,9 +128,17 @@ def _parse_slowly(line: InputLine, input_index: int, rules: ParseRules, result: 
         rows.append(ParsedRow(make_seq(input_index, line.line_number), parse_event(line.raw, rules)))
     except InvalidEvent as exc:
         result.quarantine(line, str(exc))
-    except Exception as exc:  # noqa: BLE001 -- the contract: one line never fails a batch
+    except MemoryError:
+        raise  # the machine's state, not the line's: the task fails and is retried
+    except Exception as exc:  # noqa: BLE001 -- the contract: one odd line never fails a batch
         # parse_event names every reason it knows (tests/unit/test_parser_contract.py holds it to
-        # that for any JSON); an exception it does not know still quarantines only this line.
+        # that for any JSON); an exception it does not know still quarantines only this line,
+        # unless it keeps happening: then it is a bug, and quarantining every event would hide it.
+        result.unexpected += 1
+        if result.unexpected > MAX_UNEXPECTED_PER_OBJECT:
+            raise ParserFailure(f"the event parser failed unexpectedly on more than {MAX_UNEXPECTED_PER_OBJECT} "
+                                f"lines of one object (last: line {line.line_number}, {type(exc).__name__}: "
+                                f"{exc}); refusing to quarantine them all") from exc
         log.error("line %d: unexpected %s from the event parser: %s", line.line_number, type(exc).__name__, exc)
         result.quarantine(line, f"unparseable event ({type(exc).__name__}: {str(exc)[:200]}); please report this line")
 
