@@ -89,7 +89,7 @@ class FaultProxy:
     def _redated(self, path: str, body: bytes) -> bytes:
         dates = self.dates
         query = parse_qs(urlsplit(path).query, keep_blank_values=True)
-        if dates is None or "delete" in query or ("list-type" not in query and "prefix" not in query):
+        if dates is None or ("list-type" not in query and "prefix" not in query):  # not a LIST reply
             return body
         url_encoded = query.get("encoding-type") == ["url"]
 

@@ -41,8 +41,8 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
         interval = IntervalBatch.of_request(job.batch_id, selector)
         if interval is not None:
             _check_interval_order(store, layout, state, interval)
-    excluded = sorted(load_exclusions(store, layout, job.batch_id))
-    if excluded != list(job.excluded_inputs):
+    excluded = exclusions_changed(store, layout, job)
+    if excluded is not None:
         raise StaleBatchError(
             f"batch {job.batch_id} was computed with excluded inputs {list(job.excluded_inputs)}, but the batch now "
             f"excludes {excluded}; rerun the dedup step for {job.batch_id}"
@@ -52,6 +52,12 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
             f"batch {job.batch_id} was computed against log version {job.base_version}, but the log is at version "
             f"{state.version} (last batch {state.last_batch_id}); rerun the dedup step for {job.batch_id}"
         )
+
+
+def exclusions_changed(store: S3Store, layout: Layout, job: JobResult) -> list[str] | None:
+    """The batch's excluded inputs now, if they are not the ones its job result was computed with."""
+    excluded = sorted(load_exclusions(store, layout, job.batch_id))
+    return excluded if excluded != list(job.excluded_inputs) else None
 
 
 def refuse_if_other_journals(store: S3Store, layout: Layout, batch_id: str | None) -> None:

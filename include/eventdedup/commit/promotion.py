@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
-from eventdedup.commit.gate import check_may_promote, refuse_if_other_journals
+from eventdedup.commit.gate import check_may_promote, exclusions_changed, refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, load_job_result
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, journal_or_none
 from eventdedup.commit.log import (
@@ -31,7 +31,6 @@ from eventdedup.commit.log import (
 )
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
-from eventdedup.inputs.exclusions import load_exclusions
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import S3Store
@@ -85,8 +84,8 @@ def _withdraw_if_exclusions_changed(store: S3Store, layout: Layout, job: JobResu
     """`exclude-input` writes its record, then looks for a journal; the promoter writes its
     journal, then looks again for records. Whichever order they interleave in, one of them sees
     the other: an exclusion made after the gate's check withdraws this (still copy-free) journal."""
-    excluded = sorted(load_exclusions(store, layout, job.batch_id))
-    if excluded != list(job.excluded_inputs):
+    excluded = exclusions_changed(store, layout, job)
+    if excluded is not None:
         store.delete_keys([layout.journal(job.batch_id)])
         raise StaleBatchError(
             f"batch {job.batch_id}: inputs {excluded} were excluded while it was being promoted; "
