@@ -2,6 +2,8 @@
 the log's back, each named by key, from LIST replies only (no request per object)."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import orjson
 import pytest
 
@@ -77,6 +79,9 @@ def test_deleted_and_replaced_committed_objects_are_each_named_and_exit_3(two_ba
 
     report = fsck(store, config, NOW)
     assert sorted(item.key for item in report.missing) == sorted(deleted)
+    # Judged after the window has passed the head's hour, its segment is expiry's to delete: not a finding.
+    later = fsck(store, config, NOW + timedelta(hours=config.dedup.window_hours + 24))
+    assert sorted(item.key for item in later.missing) == sorted(k for k in deleted if k != head)
     assert [(item.key, found.size) for item, found in report.changed] == [(replaced, len(b"not what was committed"))]
 
     toml = tmp_path / "c.toml"
