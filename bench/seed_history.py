@@ -55,7 +55,7 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
                 objects=tuple(obj for obj, _ in written), cache_heads=dict(heads for _, heads in written))
             write_commit(store, layout, record)
             state = state.apply(record, layout.commit(record.version))
-            write_checkpoint_if_due(store, layout, state, config.dedup.checkpoint_interval)
+            state = write_checkpoint_if_due(store, layout, state, config.dedup.checkpoint_interval)
             store.delete_keys(superseded)
             oldest_open = int(batch.as_of.timestamp()) * 1_000_000 // HOUR_US - 1
             open_runs = {k: v for k, v in open_runs.items() if k.hour_index >= oldest_open}

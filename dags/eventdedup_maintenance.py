@@ -1,5 +1,5 @@
-"""Daily eventdedup maintenance: expire cache segments nothing inside the dedup window can still
-read (superseded copies, hours before the oldest window in use), check consistency, then fsck:
+"""Daily eventdedup maintenance: expire cache segments nothing can still read (superseded copies,
+hours before the commit log's expiry horizon: log time, not this run's clock), check consistency, then fsck:
 every committed object still there, unchanged (a failure alerts like a failed promotion).
 
 Wiring only; the rules are in eventdedup.cache.expiry. Parsing opens no connection.
@@ -32,8 +32,7 @@ def eventdedup_maintenance() -> None:
         from eventdedup.cache.expiry import expire_cache as expire
 
         config = load_pipeline_config()
-        now = get_current_context()["data_interval_end"]
-        report = expire(s3_store(config), config, now)
+        report = expire(s3_store(config), config)
         return {"superseded": len(report.superseded), "expired": len(report.expired), "kept": report.kept}
 
     @task
@@ -59,7 +58,7 @@ def eventdedup_maintenance() -> None:
             # The newest commits (default: a week of 5-minute batches), so the daily check stays
             # the same size however long the store has run; `eventdedup fsck` checks everything.
             last = int(os.environ.get("EVENTDEDUP_FSCK_LAST_COMMITS", "2016"))
-            report = fsck_gate(s3_store(config), config, context["data_interval_end"], last)
+            report = fsck_gate(s3_store(config), config, last)
         return {"commits": report.commits_checked, "objects": report.objects_checked, "lists": report.list_requests}
 
     expire_cache() >> check_consistency() >> fsck_committed_objects()

@@ -66,7 +66,6 @@ def _parser() -> argparse.ArgumentParser:
     check = command("fsck", _fsck, "check every committed object against the commit log (exists, size, ETag)")
     check.add_argument("--json", action="store_true")
     check.add_argument("--last", type=int, help="check only the newest N commits")
-    check.add_argument("--as-of", type=_timestamp, help="judge the window from this time (default: now)")
     status = command("status", _status, "committed batches and store consistency")
     status.add_argument("--json", action="store_true")
     status.add_argument("--limit", type=int, default=20, help="how many recent batches to list")
@@ -183,7 +182,7 @@ def _fsck(args: argparse.Namespace) -> int:
     from eventdedup.ops.fsck import fsck
 
     config = load_config(args.config)
-    report = fsck(_store(config), config, args.as_of or datetime.now(timezone.utc), args.last)
+    report = fsck(_store(config), config, args.last)
     print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() if args.json else report.text())
     return 0 if report.consistent else EXIT_INCONSISTENT
 

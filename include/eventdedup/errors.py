@@ -35,6 +35,10 @@ class StaleBatchError(EventDedupError):
     """The batch was computed against an older committed state than the log head."""
 
 
+class ExpiredHistoryError(EventDedupError):
+    """A committed batch cannot be recomputed: the cache hours it checked have expired."""
+
+
 class OutOfOrderBatchError(EventDedupError):
     """A batch tried to commit before the batch that must precede it."""
 

@@ -23,6 +23,10 @@ class Layout:
     def batch_manifest(self, batch_id: str) -> str:
         return f"{self.settings.state_prefix}batches/{validate_batch_id(batch_id)}/manifest.json"
 
+    def batch_committed_marker(self, batch_id: str) -> str:
+        """Where a batch that has left the folded state records the log version that committed it."""
+        return f"{self.settings.state_prefix}batches/{validate_batch_id(batch_id)}/committed.json"
+
     def batch_exclusions(self, batch_id: str) -> str:
         """Where `exclude-input` records the batch's excluded inputs, one object each."""
         return f"{self.settings.state_prefix}batches/{validate_batch_id(batch_id)}/excluded/"

@@ -115,7 +115,7 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     assert f"batch {batch_id(starts[-1] + STEP)} (the interval before it) must commit first" in capfd.readouterr().out
     _, states = run_interval(pipeline_dag, starts[0] - STEP)
     assert states["stage_batch"] == "failed", states
-    assert f"older than the committed batch {batch_id(starts[0])}" in capfd.readouterr().out
+    assert f"older than the committed batch {batch_id(starts[-1])}" in capfd.readouterr().out
 
     # A customer re-publishes everything: a manual batch of that prefix, every event a duplicate.
     for index, objects in enumerate(INTERVALS):

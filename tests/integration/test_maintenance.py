@@ -1,10 +1,13 @@
-"""Cache expiry deletes exactly what nothing inside the window can read, and keeps every rerun exact."""
+"""Cache expiry deletes exactly what the log says nothing can read, and keeps every rerun inside the window exact."""
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from eventdedup.cache.expiry import expire_cache
 from eventdedup.commit.log import load_committed_state
+from eventdedup.errors import ExpiredHistoryError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
@@ -30,28 +33,45 @@ def test_superseded_and_expired_segments_go_heads_inside_the_window_stay(s3_serv
         "date=2026-11-22/hour=01/bucket=0000/b2.seg", "date=2026-11-22/hour=02/bucket=0000/b2.seg",
         "date=2026-11-22/hour=05/bucket=0000/b3.seg"]
 
-    # At 06:00 with a 3-hour window, b2 (as_of 03:00) is inside it and reads from 00:00 on a
-    # rerun; b1 (as_of 01:00) is not. So only the superseded hour-01 copy may go.
-    report = expire_cache(store, config, NOW)
+    # The log's horizon is the newest window start (b3: 03:00) minus one window: 00:00. b2's window
+    # (from 00:00) is inside it, so its rerun is exact; b1's (from 22:00) is not, so b1 has left
+    # the state. Only the superseded hour-01 copy may go.
+    report = expire_cache(store, config)
     assert [k.split("cache/")[1] for k in report.superseded] == ["date=2026-11-22/hour=01/bucket=0000/b1.seg"]
-    assert report.expired == [] and report.cutoff_hour_start.hour == 0
+    assert report.expired == [] and report.cutoff_hour_start == NOW - timedelta(hours=6)
     assert verify_rerun(store, config, "b2", spark) == [] and verify_rerun(store, config, "b3", spark) == []
+    with pytest.raises(ExpiredHistoryError, match="batch b1 was committed at log version 1, but its window has"):
+        verify_rerun(store, config, "b1", spark)
 
-    # Three hours later b2 has left the window too: hours before b3's window (03:00) expire.
-    report = expire_cache(store, config, NOW + timedelta(hours=3))
+    # b4 three hours later moves the horizon to 03:00: hours 00-02 expire, b2 leaves the state too.
+    put_lines(store, "landing/b4/1.jsonl", [E % (b"u", b"2026-11-22T08:10:00Z")])
+    run_batch(store, config, "b4", InputSelector(input_prefix="landing/b4/"), NOW + timedelta(hours=3),
+              lambda: spark)
+    report = expire_cache(store, config, apply=False)
+    assert report.cutoff_hour_start == NOW - timedelta(hours=3)
     assert sorted(k.split("cache/")[1] for k in report.expired) == [
         "date=2026-11-22/hour=00/bucket=0000/b1.seg", "date=2026-11-22/hour=01/bucket=0000/b2.seg",
         "date=2026-11-22/hour=02/bucket=0000/b2.seg"]
+    state = load_committed_state(store, Layout(config.layout))
+    # Expiry and the state agree: every head the state holds is kept, no expired hour is in it.
+    assert sorted(state.cache_heads) == ["2026-11-22/05/0000", "2026-11-22/08/0000"]
+    expire_cache(store, config)
     assert [k.split("cache/")[1] for k in bucket_listing(store) if k.startswith("_eventdedup/cache/")] == [
-        "date=2026-11-22/hour=05/bucket=0000/b3.seg"]
+        "date=2026-11-22/hour=05/bucket=0000/b3.seg", "date=2026-11-22/hour=08/bucket=0000/b4.seg"]
     assert verify_rerun(store, config, "b3", spark) == []
-    assert set(load_committed_state(store, Layout(config.layout)).batches) == {"b1", "b2", "b3"}
+    assert set(state.batches) == {"b3", "b4"}
+    # Batches that left the state are still committed: rerunning them is the usual no-op.
+    for batch, version in (("b1", 1), ("b2", 2)):
+        outcome = run_batch(store, config, batch, InputSelector(input_prefix=f"landing/{batch}/"), NOW,
+                            lambda: spark)
+        assert (outcome.version, outcome.newly_committed) == (version, False)
+    assert load_committed_state(store, Layout(config.layout)).version == 4
 
 
 def test_segments_of_a_batch_not_yet_committed_are_never_touched(s3_server, bucket, store, spark) -> None:
     config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 1, "window_hours": 1})
     in_flight = "_eventdedup/cache/date=2026-11-20/hour=00/bucket=0000/b9.seg"
     store.put_bytes(in_flight, b"being promoted")
-    report = expire_cache(store, config, NOW)
+    report = expire_cache(store, config)
     assert (report.expired, report.superseded, report.kept) == ([], [], 1)
     assert in_flight in bucket_listing(store)

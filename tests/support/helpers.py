@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eventdedup.cache.segment import decode_segment
-from eventdedup.commit.log import load_committed_state, read_commit
+from eventdedup.commit.log import committed_version, load_committed_state, read_commit
 from eventdedup.config import Config, config_from_mapping
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -41,10 +41,10 @@ def commit_counts(store: S3Store, config: Config) -> dict[str, dict[str, int]]:
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
     out = {}
-    for batch_id, version in state.batches.items():
+    for version in range(1, state.version + 1):  # every commit, also of batches that left the state
         record = read_commit(store, layout, version)
         assert record is not None
-        out[batch_id] = dict(record.counts)
+        out[record.batch_id] = dict(record.counts)
     return out
 
 
@@ -70,11 +70,13 @@ def expected_renamed_id(original_key: str, event: dict[str, Any] | bytes) -> str
 
 def committed_cache_entries(store: S3Store, config: Config) -> list[tuple[str, bytes, int]]:
     """(owner batch, 16 key bytes, fingerprint) of every entry in the committed cache heads."""
-    state = load_committed_state(store, Layout(config.layout))
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
     entries = []
     for segment_key in state.cache_heads.values():
         for run in decode_segment(store.get_bytes(segment_key), segment_key):
-            assert run.owner in state.batches, f"{segment_key} holds entries of uncommitted batch {run.owner}"
+            assert committed_version(store, layout, state, run.owner) is not None, \
+                f"{segment_key} holds entries of uncommitted batch {run.owner}"
             keys = run.digests.tobytes()
             entries += [(run.owner, keys[i * 16:(i + 1) * 16], int(fp)) for i, fp in enumerate(run.fingerprints)]
     return sorted(entries)

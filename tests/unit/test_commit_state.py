@@ -1,10 +1,14 @@
 """Folding the commit log: versions follow one another, each batch commits once, heads move."""
 from __future__ import annotations
 
+import gzip
+
+import orjson
 import pytest
 
 from eventdedup.commit.log import CommitRecord, CommittedState, PromotedObject
 from eventdedup.errors import CorruptStateError
+from eventdedup.keys import CacheKey
 
 
 def record(version: int, batch: str, previous: str | None, heads: dict[str, str]) -> CommitRecord:
@@ -44,3 +48,48 @@ def test_checkpoint_bytes_round_trip_and_garbage_is_named() -> None:
 def test_commit_record_bytes_round_trip() -> None:
     original = record(4, "b4", "b3", {"2026-11-22/05/0001": "seg"})
     assert CommitRecord.from_bytes(original.to_bytes(), "c4") == original
+
+
+HOUR = 490_000  # an hour index (hours since the epoch) in 2025
+
+
+def windowed(version: int, batch: str, previous: str | None, window_start: int, window: int = 3) -> CommitRecord:
+    """Batch `batch` checked hours from `window_start`; one head per hour it wrote (that hour)."""
+    heads = {str(CacheKey.of_hour(window_start + window, 0)): f"seg-{batch}"}
+    return CommitRecord(version, batch, previous, f"t-{batch}", "2026-11-22T06:00:00+00:00", {}, (), heads,
+                        window_start, window_start - window)
+
+
+def test_heads_before_the_horizon_leave_the_state_and_the_horizon_never_moves_back() -> None:
+    state = CommittedState()
+    for i in range(8):  # batch i checks hours from HOUR + i, writes hour HOUR + i + 3
+        state = state.apply(windowed(i + 1, f"b{i}", state.last_batch_id, HOUR + i), f"c{i}")
+    # Horizon: the newest window start (HOUR + 7) minus one window (3).
+    assert state.retain_from_hour == HOUR + 4
+    assert sorted(state.cache_heads) == [str(CacheKey.of_hour(HOUR + h, 0)) for h in (4, 5, 6, 7, 8, 9, 10)]
+    # Kept: the batches whose window starts at or after the horizon (b4..b7), as a suffix of the log.
+    assert dict(state.batches) == {f"b{i}": i + 1 for i in range(4, 8)}
+    assert dict(state.left_since_checkpoint) == {f"b{i}": i + 1 for i in range(4)}
+    late = state.apply(windowed(9, "late", "b7", HOUR + 4), "c9")  # a lagging batch, clipped to the horizon
+    assert late.retain_from_hour == HOUR + 4 and "late" in late.batches
+
+
+def test_the_latest_interval_batch_is_kept_after_it_leaves_the_state() -> None:
+    interval_id = "20261122T050000Z"
+    state = CommittedState().apply(windowed(1, interval_id, None, HOUR), "c1")
+    state = state.apply(windowed(2, "manual", interval_id, HOUR + 10), "c2")
+    assert interval_id not in state.batches and state.latest_interval_batch_id == interval_id
+    assert state.left_through_version == 1
+
+
+def test_a_checkpoint_keeps_the_bounds_and_one_written_before_them_still_loads() -> None:
+    state = CommittedState()
+    for i in range(6):
+        state = state.apply(windowed(i + 1, f"b{i}", state.last_batch_id, HOUR + i), f"c{i}")
+    loaded = CommittedState.from_bytes(state.to_bytes(), "cp")
+    assert loaded == state and not loaded.left_since_checkpoint  # markers are written before a checkpoint
+    old = gzip.compress(orjson.dumps({"version": 2, "batches": {"20261122T050000Z": 1, "m": 2},
+                                      "cache_heads": {"2026-11-22/05/0000": "s"}, "last_batch_id": "m"}))
+    legacy = CommittedState.from_bytes(old, "old-cp")
+    assert (legacy.latest_interval_batch_id, legacy.retain_from_hour, dict(legacy.batches)) == (
+        "20261122T050000Z", None, {"20261122T050000Z": 1, "m": 2})

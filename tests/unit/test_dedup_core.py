@@ -21,9 +21,9 @@ def rows(*pairs: tuple[str, int]) -> tuple[np.ndarray, np.ndarray]:
     return (np.array([key_digest(i) for i, _ in pairs], DIGEST_DTYPE), np.array([fp for _, fp in pairs], np.uint64))
 
 
-def cache(*runs: tuple[str, list[tuple[str, int]]], visible: set[str] | None = None) -> CacheView:
+def cache(*runs: tuple[str, list[tuple[str, int]]], hidden: frozenset[str] = frozenset()) -> CacheView:
     built = [CacheRun.build(owner, *rows(*entries)) for owner, entries in runs]
-    return CacheView.from_runs(built, visible if visible is not None else {owner for owner, _ in runs})
+    return CacheView.from_runs(built, hidden)
 
 
 def decide(events, view, policy=None, priorities=None):  # type: ignore[no-untyped-def]
@@ -64,7 +64,7 @@ CHANGELOG = DuplicatePolicy("rename", changelog=True)
                  [(CBN, DROP, "A1")], id="a renamed copy seen again is a natural duplicate of the batch that renamed it"),
     pytest.param([("a", 1), ("c", 3)], cache(("A0", [("b", 2)]), ("A1", [("c", 3)])), RENAMING,
                  [(KEPT, EMIT, "B"), (CBN, DROP, "A1")], id="owner of the claiming run"),
-    pytest.param([("a", 1)], cache(("B", [("a", 1)]), visible=set()), RENAMING,
+    pytest.param([("a", 1)], cache(("B", [("a", 1)]), hidden=frozenset({"B"})), RENAMING,
                  [(KEPT, EMIT, "B")], id="own earlier claim is invisible to a rerun"),
     pytest.param([("a", 3), ("a", 3), ("a", 4)], cache(("A0", [("a", 1)]), ("A1", [("a", 2)])), CHANGELOG,
                  [(KEPT, UPDATE, "A1"), (IBN, DROP, "B"), (IBS, DROP, "B")],

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from eventdedup.commit.gate import check_run_order
-from eventdedup.commit.log import CommittedState
+from eventdedup.commit.log import CommitRecord, CommittedState
 from eventdedup.errors import OutOfOrderBatchError
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
 from eventdedup.inputs.selector import InputSelector
@@ -30,8 +30,12 @@ def check(state: CommittedState, batch: IntervalBatch) -> None:
 
 
 def committed(*batch_ids: str) -> CommittedState:
-    return CommittedState(len(batch_ids), {b: v for v, b in enumerate(batch_ids, 1)}, {},
-                          batch_ids[-1] if batch_ids else None)
+    """The state the log folds to when these batches commit in this order."""
+    state = CommittedState()
+    for version, batch_id in enumerate(batch_ids, 1):
+        record = CommitRecord(version, batch_id, state.last_batch_id, "t", T0.isoformat(), {}, (), {})
+        state = state.apply(record, f"commit {version}")
+    return state
 
 
 def test_the_first_interval_of_a_store_may_start_anywhere() -> None:

@@ -1,25 +1,28 @@
-"""Cache expiry: delete cache segments nothing inside the dedup window can still read.
+"""Cache expiry: delete cache segments nothing can read any more, as the commit log decides.
 
 Two kinds of segment are garbage:
 - superseded ones: copy-forward means a key's head segment holds every run of the segments
   before it, and every reader (new batch or rerun) loads only heads;
-- segments of hours before the oldest window still in use: a rerun of a batch recomputes it
-  against the hours of *its* window (its as_of minus window_hours), so the cut-off is the
-  oldest window among batches whose as_of lies inside the window, not simply now - window.
+- segments of hours before the log's expiry horizon (`CommittedState.retain_from_hour`): the
+  newest committed window start minus one window. The folded state has already dropped their
+  heads, no new batch checks them (eventdedup.cache.history) and no batch that can still be
+  recomputed read them.
 
-Only segments of committed batches are ever deleted, judged against one loaded log state: a
-promotion in flight copies segments of a batch that is not committed yet, and they are left alone.
+The horizon is log time, not the wall clock: a maintenance run during an outage, a backfill
+behind it or a manual batch committed late cannot make expiry delete what the next batch reads,
+and expiry and the state agree on which hours exist. Superseded segments are judged only for
+committed batches; segments of batches not committed (a promotion in flight) are left alone
+unless their hour has expired, when no promotion can commit them any more (it would be stale).
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from eventdedup.commit.log import committed_record, load_committed_state
+from eventdedup.commit.log import CommittedState, committed_version, load_committed_state
 from eventdedup.config import Config
-from eventdedup.keys import hour_index_at
+from eventdedup.keys import CacheKey
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -28,32 +31,32 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ExpiryReport:
-    cutoff_hour_start: datetime
+    cutoff_hour_start: datetime | None  # None: nothing has expired yet
     superseded: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
     kept: int = 0
 
     def summary(self) -> str:
+        cutoff = "none yet" if self.cutoff_hour_start is None else f"before {self.cutoff_hour_start.isoformat()}"
         return (f"deleted {len(self.superseded)} superseded and {len(self.expired)} expired cache segments "
-                f"(hours before {self.cutoff_hour_start.isoformat()}); kept {self.kept}")
+                f"(expired hours: {cutoff}); kept {self.kept}")
 
 
-def expire_cache(store: S3Store, config: Config, now: datetime, apply: bool = True) -> ExpiryReport:
+def expire_cache(store: S3Store, config: Config, apply: bool = True) -> ExpiryReport:
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
-    window = timedelta(hours=config.dedup.window_hours)
-    cutoff = _oldest_window_start(store, layout, state.batches, now - window, window)
-    report = ExpiryReport(cutoff)
+    horizon = state.retain_from_hour
+    report = ExpiryReport(None if horizon is None else CacheKey.of_hour(horizon, 0).hour_start)
     heads = set(state.cache_heads.values())
+    committed: dict[str, bool] = {}  # one lookup per owner (a GET only for owners that left the state)
     for item in store.list(config.layout.cache_prefix):
-        key = item.key
-        segment = layout.segment_owner_and_key(key)
-        if segment is None or segment[0] not in state.batches:
-            report.kept += 1  # not ours to judge: an in-flight promotion, or a foreign object
-        elif segment[1].hour_index < hour_index_at(cutoff):
-            report.expired.append(key)
-        elif key not in heads:
-            report.superseded.append(key)
+        segment = layout.segment_owner_and_key(item.key)
+        if segment is None:
+            report.kept += 1  # not ours to judge: a foreign object
+        elif horizon is not None and segment[1].hour_index < horizon:
+            report.expired.append(item.key)
+        elif item.key not in heads and _is_committed(store, layout, state, segment[0], committed):
+            report.superseded.append(item.key)
         else:
             report.kept += 1
     if apply:
@@ -62,15 +65,7 @@ def expire_cache(store: S3Store, config: Config, now: datetime, apply: bool = Tr
     return report
 
 
-def _oldest_window_start(store: S3Store, layout: Layout, batches: Mapping[str, int],
-                         window_start: datetime, window: timedelta) -> datetime:
-    """The earliest hour any batch committed inside the window may read when it is rerun."""
-    oldest = window_start
-    for version in sorted(batches.values(),
-                          reverse=True):  # newest first: stop at the first batch older than the window
-        as_of = datetime.fromisoformat(committed_record(store, layout, version).as_of)
-        if as_of < window_start:
-            break
-        oldest = min(oldest, as_of - window)
-    return oldest.replace(minute=0, second=0, microsecond=0)
-
+def _is_committed(store: S3Store, layout: Layout, state: CommittedState, owner: str, known: dict[str, bool]) -> bool:
+    if owner not in known:
+        known[owner] = committed_version(store, layout, state, owner) is not None
+    return known[owner]

@@ -46,10 +46,11 @@ class CacheView:
         return cls(())
 
     @classmethod
-    def from_runs(cls, runs: Sequence[CacheRun], visible_owners: Collection[str]) -> CacheView:
+    def from_runs(cls, runs: Sequence[CacheRun], hidden_owners: Collection[str]) -> CacheView:
         """Keep only runs of batches committed before the one being computed: a rerun must not
-        see its own earlier claims, nor claims made by batches committed after it."""
-        return cls(tuple(run for run in runs if run.owner in visible_owners and len(run)))
+        see its own earlier claims, nor claims made by batches committed after it (`hidden_owners`;
+        a committed head holds runs of committed batches only)."""
+        return cls(tuple(run for run in runs if run.owner not in hidden_owners and len(run)))
 
     @property
     def owners(self) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import list_journals
-from eventdedup.commit.log import CommittedState
+from eventdedup.commit.log import CommittedState, committed_version
 from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, StaleBatchError
 from eventdedup.inputs.exclusions import load_exclusions
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
@@ -70,7 +70,8 @@ def refuse_if_other_journals(store: S3Store, layout: Layout, batch_id: str | Non
 
 
 def check_run_order(state: CommittedState, batch: IntervalBatch,
-                    interval_end_of: Callable[[str], datetime | None]) -> None:
+                    interval_end_of: Callable[[str], datetime | None],
+                    is_committed: Callable[[str], bool] | None = None) -> None:
     """An interval batch commits only on top of its predecessor, and never behind a later one.
 
     Without this, a cleared or backfilled run could commit an older interval after a newer one,
@@ -80,20 +81,21 @@ def check_run_order(state: CommittedState, batch: IntervalBatch,
 
     The predecessor is the committed interval that ends where this one starts, read from the
     latest committed interval batch's own manifest (`interval_end_of`), so intervals of different
-    lengths (a CLI batch of two hours after scheduled five-minute ones) chain correctly."""
-    if batch.batch_id in state.batches:
+    lengths (a CLI batch of two hours after scheduled five-minute ones) chain correctly. Intervals
+    commit in time order, so the latest committed one is all the state needs to keep of them;
+    `is_committed` answers for batches that have left the state (default: the state's recent ones)."""
+    committed = is_committed or (lambda batch_id: batch_id in state.batches)
+    if committed(batch.batch_id):
         return  # a rerun of a committed batch is a no-op
-    starts = {b: start for b in state.batches if (start := interval_start_of(b)) is not None}
-    committed = sorted(starts, key=lambda b: starts[b])
-    later = [b for b in committed if starts[b] > batch.since]
-    if later:
+    last = state.latest_interval_batch_id
+    last_start = None if last is None else interval_start_of(last)
+    if last is None or last_start is None:
+        return
+    if last_start > batch.since:
         raise OutOfOrderBatchError(
-            f"batch {batch.batch_id} is older than the committed batch {later[0]}; batches may only move forward "
+            f"batch {batch.batch_id} is older than the committed batch {last}; batches may only move forward "
             f"in time (a backwards backfill or a cleared old run is refused). Process a newer interval instead"
         )
-    if not committed:
-        return
-    last = committed[-1]
     end = interval_end_of(last)
     predecessor = batch.previous_batch_id if end is None else batch_id_for_interval(end)
     if end is not None and end > batch.since:
@@ -101,7 +103,7 @@ def check_run_order(state: CommittedState, batch: IntervalBatch,
             f"batch {batch.batch_id} starts at {batch.since.isoformat()}, inside the committed interval batch {last} "
             f"(until {end.isoformat()}); intervals may not overlap. Process the interval from {end.isoformat()}"
         )
-    if (end is None and predecessor not in state.batches) or (end is not None and end < batch.since):
+    if (end is None and not committed(predecessor)) or (end is not None and end < batch.since):
         raise OutOfOrderBatchError(
             f"batch {batch.batch_id} must wait: batch {predecessor} (the interval before it) must commit "
             f"first; the last committed interval batch is {last}"
@@ -109,7 +111,8 @@ def check_run_order(state: CommittedState, batch: IntervalBatch,
 
 
 def _check_interval_order(store: S3Store, layout: Layout, state: CommittedState, interval: IntervalBatch) -> None:
-    check_run_order(state, interval, lambda committed: _interval_end(store, layout, committed))
+    check_run_order(state, interval, lambda committed: _interval_end(store, layout, committed),
+                    lambda batch_id: committed_version(store, layout, state, batch_id) is not None)
 
 
 def _interval_end(store: S3Store, layout: Layout, batch_id: str) -> datetime | None:

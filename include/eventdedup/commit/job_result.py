@@ -54,6 +54,10 @@ class JobResult:
     # Input keys the job quarantined whole on an operator's exclusion (sorted); promotion
     # refuses the result if the batch's exclusions changed since.
     excluded_inputs: tuple[str, ...] = ()
+    # The hours the job checked against the cache, and the horizon its commit records
+    # (eventdedup.cache.history): both go into the commit record.
+    window_start_hour: int | None = None
+    retain_from_hour: int | None = None
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
@@ -61,6 +65,7 @@ class JobResult:
             "counts": {name: int(self.counts.get(name, 0)) for name in sorted(self.counts)},
             "objects": [obj.to_json() for obj in self.objects],
             "excluded_inputs": list(self.excluded_inputs),
+            "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -68,7 +73,7 @@ class JobResult:
         doc = orjson.loads(data)
         return cls(doc["batch_id"], int(doc["base_version"]), doc["as_of"], dict(doc["counts"]),
                    tuple(StagedObject.from_json(o) for o in doc["objects"]),
-                   tuple(doc.get("excluded_inputs", ())))
+                   tuple(doc.get("excluded_inputs", ())), doc.get("window_start_hour"), doc.get("retain_from_hour"))
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:

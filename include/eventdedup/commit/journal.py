@@ -28,16 +28,20 @@ class PromotionJournal:
     as_of: str
     counts: Mapping[str, int]
     entries: tuple[StagedObject, ...]
+    window_start_hour: int | None = None
+    retain_from_hour: int | None = None
 
     @classmethod
     def for_job(cls, job: JobResult, token: str, previous_batch_id: str | None) -> PromotionJournal:
-        return cls(job.batch_id, token, job.base_version + 1, previous_batch_id, job.as_of, job.counts, job.objects)
+        return cls(job.batch_id, token, job.base_version + 1, previous_batch_id, job.as_of, job.counts, job.objects,
+                   job.window_start_hour, job.retain_from_hour)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
             "batch_id": self.batch_id, "token": self.token, "target_version": self.target_version,
             "previous_batch_id": self.previous_batch_id, "as_of": self.as_of, "counts": dict(self.counts),
             "entries": [entry.to_json() for entry in self.entries],
+            "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -45,7 +49,8 @@ class PromotionJournal:
         try:
             doc = orjson.loads(data)
             return cls(doc["batch_id"], doc["token"], int(doc["target_version"]), doc["previous_batch_id"],
-                       doc["as_of"], dict(doc["counts"]), tuple(StagedObject.from_json(e) for e in doc["entries"]))
+                       doc["as_of"], dict(doc["counts"]), tuple(StagedObject.from_json(e) for e in doc["entries"]),
+                       doc.get("window_start_hour"), doc.get("retain_from_hour"))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"promotion journal {name} does not parse: {exc}") from None
 
@@ -55,7 +60,8 @@ class PromotionJournal:
         )
         heads = {e.cache_key: e.final_key for e in self.entries if e.cache_key is not None}
         return CommitRecord(self.target_version, self.batch_id, self.previous_batch_id, self.token,
-                            self.as_of, dict(self.counts), objects, heads)
+                            self.as_of, dict(self.counts), objects, heads, self.window_start_hour,
+                            self.retain_from_hour)
 
 
 class EntryState(Enum):

@@ -5,18 +5,27 @@ Modelled on Delta Lake's `_delta_log`: commit N is one JSON object written with
 N-1's batch. A batch is visible, and its cache entries trusted, only once its commit exists.
 Every `checkpoint_interval` commits the folded state is written as a checkpoint, so loading the
 committed state costs a constant number of requests, not one per past batch.
+
+The folded state is bounded by the dedup window, not by the age of the store: each commit names
+the hour before which nothing it (or a rerun of a batch inside the window) reads, and the fold
+drops cache heads of hours before the newest such hour, and batches that can no longer be
+recomputed. A batch that leaves the state is still known to be committed: before the checkpoint
+that first omits it is written, a marker beside its manifest records its version.
 """
 from __future__ import annotations
 
 import gzip
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import orjson
 
 from eventdedup.errors import CommitConflictError, CorruptStateError, EventDedupError
+from eventdedup.inputs.intervals import interval_start_of
+from eventdedup.keys import CacheKey
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
 
@@ -56,22 +65,30 @@ class CommitRecord:
     counts: Mapping[str, int]
     objects: tuple[PromotedObject, ...]
     cache_heads: Mapping[str, str]  # cache key "YYYY-MM-DD/HH/BBBB" -> segment key
+    # The first hour (hours since the epoch) the batch checked against the cache; a rerun checks
+    # the same hours. None in records written before it was recorded.
+    window_start_hour: int | None = None
+    # Hours before this one may leave the state: neither this batch nor a rerun of any batch whose
+    # window starts within a window of this one reads them (its window start minus one window).
+    retain_from_hour: int | None = None
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(
-            {
-                "format": COMMIT_FORMAT,
-                "version": self.version,
-                "batch_id": self.batch_id,
-                "previous_batch_id": self.previous_batch_id,
-                "token": self.token,
-                "as_of": self.as_of,
-                "counts": dict(self.counts),
-                "objects": [obj.to_json() for obj in self.objects],
-                "cache_heads": dict(sorted(self.cache_heads.items())),
-            },
-            option=orjson.OPT_INDENT_2,
-        )
+        doc: dict[str, Any] = {
+            "format": COMMIT_FORMAT,
+            "version": self.version,
+            "batch_id": self.batch_id,
+            "previous_batch_id": self.previous_batch_id,
+            "token": self.token,
+            "as_of": self.as_of,
+            "counts": dict(self.counts),
+            "objects": [obj.to_json() for obj in self.objects],
+            "cache_heads": dict(sorted(self.cache_heads.items())),
+        }
+        if self.window_start_hour is not None:
+            doc["window_start_hour"] = self.window_start_hour
+        if self.retain_from_hour is not None:
+            doc["retain_from_hour"] = self.retain_from_hour
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> CommitRecord:
@@ -88,19 +105,46 @@ class CommitRecord:
                 counts={k: int(v) for k, v in doc["counts"].items()},
                 objects=tuple(PromotedObject.from_json(o) for o in doc["objects"]),
                 cache_heads={str(k): str(v) for k, v in doc["cache_heads"].items()},
+                window_start_hour=_optional_int(doc.get("window_start_hour")),
+                retain_from_hour=_optional_int(doc.get("retain_from_hour")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptStateError(f"commit record {name} does not parse: {exc}; the log cannot be trusted") from None
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+class CommittedBatch(NamedTuple):
+    version: int
+    window_start_hour: int | None  # None: committed before window starts were recorded
+
+
 @dataclass(frozen=True)
 class CommittedState:
-    """The log folded up to `version`: which batches are committed, and each cache key's head."""
+    """The log folded up to `version`, bounded by the dedup window.
+
+    `batches` holds the recent batches (batch id -> commit version): a suffix of the log, from the
+    oldest batch that can still be recomputed exactly (its window starts at or after
+    `retain_from_hour`). Older batches are committed all the same: ask `committed_version`.
+    `cache_heads` holds the head segment of every cache key of an hour at or after
+    `retain_from_hour`; earlier hours are expired (maintenance deletes their segments).
+    """
 
     version: int = 0
-    batches: Mapping[str, int] = field(default_factory=dict)  # batch id -> commit version
+    batches: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> commit version
     cache_heads: Mapping[str, str] = field(default_factory=dict)
     last_batch_id: str | None = None
+    window_starts: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> its window start hour
+    retain_from_hour: int | None = None
+    # The committed batch whose id names the latest interval start: what interval run order needs.
+    latest_interval_batch_id: str | None = None
+    # The highest version whose batch has left `batches` (0: none has): below it, look for markers.
+    left_through_version: int = 0
+    # Batches that left the state since the checkpoint this state was loaded from: their markers
+    # are written before the next checkpoint. Not part of a checkpoint.
+    left_since_checkpoint: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     def apply(self, record: CommitRecord, name: str) -> CommittedState:
         if record.version != self.version + 1 or record.previous_batch_id != self.last_batch_id:
@@ -108,28 +152,89 @@ class CommittedState:
                 f"commit record {name} (version {record.version}, after {record.previous_batch_id!r}) does not "
                 f"follow version {self.version} ({self.last_batch_id!r}); the log is broken"
             )
-        if record.batch_id in self.batches:
+        if record.batch_id in self.batches or record.batch_id in self.left_since_checkpoint:
             raise CorruptStateError(f"commit record {name} commits batch {record.batch_id} a second time")
+        horizon = _later_hour(self.retain_from_hour, record.retain_from_hour)
+        batches = {**self.batches, record.batch_id: record.version}
+        window_starts = dict(self.window_starts)
+        if record.window_start_hour is not None:
+            window_starts[record.batch_id] = record.window_start_hour
+        left = dict(self.left_since_checkpoint)
+        for batch_id in _batches_leaving(batches, window_starts, horizon):
+            left[batch_id] = batches.pop(batch_id)
+            window_starts.pop(batch_id, None)
         return CommittedState(
             version=record.version,
-            batches={**self.batches, record.batch_id: record.version},
-            cache_heads={**self.cache_heads, **record.cache_heads},
+            batches=batches,
+            cache_heads=_heads_from(horizon, {**self.cache_heads, **record.cache_heads}),
             last_batch_id=record.batch_id,
+            window_starts=window_starts,
+            retain_from_hour=horizon,
+            latest_interval_batch_id=_later_interval(self.latest_interval_batch_id, record.batch_id),
+            left_through_version=max([self.left_through_version, *left.values()]),
+            left_since_checkpoint=left,
         )
 
     def to_bytes(self) -> bytes:
-        doc = {"version": self.version, "batches": dict(self.batches),
-               "cache_heads": dict(self.cache_heads), "last_batch_id": self.last_batch_id}
+        doc = {"version": self.version, "batches": dict(self.batches), "window_starts": dict(self.window_starts),
+               "cache_heads": dict(self.cache_heads), "last_batch_id": self.last_batch_id,
+               "retain_from_hour": self.retain_from_hour, "latest_interval_batch_id": self.latest_interval_batch_id,
+               "left_through_version": self.left_through_version}
         return gzip.compress(orjson.dumps(doc), mtime=0)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> CommittedState:
         try:
             doc = orjson.loads(gzip.decompress(data))
-            return cls(int(doc["version"]), {str(k): int(v) for k, v in doc["batches"].items()},
-                       {str(k): str(v) for k, v in doc["cache_heads"].items()}, doc["last_batch_id"])
+            batches = dict(sorted(((str(k), int(v)) for k, v in doc["batches"].items()), key=lambda item: item[1]))
+            latest = doc.get("latest_interval_batch_id")
+            if "latest_interval_batch_id" not in doc:  # a checkpoint written before it was kept
+                for batch_id in batches:
+                    latest = _later_interval(latest, batch_id)
+            return cls(int(doc["version"]), batches, {str(k): str(v) for k, v in doc["cache_heads"].items()},
+                       doc["last_batch_id"], {str(k): int(v) for k, v in doc.get("window_starts", {}).items()},
+                       _optional_int(doc.get("retain_from_hour")), latest, int(doc.get("left_through_version", 0)))
         except (OSError, EOFError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"checkpoint {name} does not parse: {exc}") from None
+
+
+def _later_hour(current: int | None, candidate: int | None) -> int | None:
+    """The horizon only moves forward: a batch committed late with an old window cannot lower it."""
+    if candidate is None:
+        return current
+    return candidate if current is None else max(current, candidate)
+
+
+def _batches_leaving(batches: Mapping[str, int], window_starts: Mapping[str, int],
+                     horizon: int | None) -> list[str]:
+    """The oldest batches (a prefix in version order) whose window starts before the horizon: a
+    rerun of them would read expired hours. Leaving as a prefix keeps `batches` a suffix of the
+    log, so a run owned by a batch not in it is older than every batch in it."""
+    if horizon is None:
+        return []
+    leaving = []
+    for batch_id in batches:  # insertion order is version order
+        start = window_starts.get(batch_id)
+        if start is not None and start >= horizon:
+            break
+        leaving.append(batch_id)
+    return leaving
+
+
+def _heads_from(horizon: int | None, heads: dict[str, str]) -> dict[str, str]:
+    if horizon is None:
+        return heads
+    # Cache keys are "YYYY-MM-DD/HH/BBBB": fixed-width, so the date and hour compare as text.
+    first = str(CacheKey.of_hour(horizon, 0))[:13]
+    return {key: segment for key, segment in heads.items() if key[:13] >= first}
+
+
+def _later_interval(current: str | None, batch_id: str) -> str | None:
+    start = interval_start_of(batch_id)
+    if start is None:
+        return current
+    current_start = None if current is None else interval_start_of(current)
+    return batch_id if current_start is None or start > current_start else current
 
 
 def read_commit(store: S3Store, layout: Layout, version: int) -> CommitRecord | None:
@@ -147,9 +252,36 @@ def committed_record(store: S3Store, layout: Layout, version: int) -> CommitReco
     return record
 
 
+def committed_version(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> int | None:
+    """The log version that committed `batch_id`, or None if it is not committed. A batch the state
+    no longer holds is found by its marker: one GET, made only when some batch has left the state
+    and the id could be one of them (an interval id later than every committed one cannot)."""
+    version = state.batches.get(batch_id)
+    if version is None:
+        version = state.left_since_checkpoint.get(batch_id)
+    if version is not None or not state.left_through_version:
+        return version
+    start, latest = interval_start_of(batch_id), state.latest_interval_batch_id
+    latest_start = None if latest is None else interval_start_of(latest)
+    if start is not None and latest_start is not None and start > latest_start:
+        return None
+    data = store.get_bytes_or_none(layout.batch_committed_marker(batch_id))
+    if data is None:
+        return None
+    try:
+        return int(orjson.loads(data)["version"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise CorruptStateError(f"{store.uri(layout.batch_committed_marker(batch_id))} does not parse: {exc}") from None
+
+
+def is_committed(store: S3Store, layout: Layout, batch_id: str) -> bool:
+    """Whether `batch_id` is committed, read from the log as it is now."""
+    return committed_version(store, layout, load_committed_state(store, layout), batch_id) is not None
+
+
 def batch_record(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> CommitRecord:
     """The commit record of a committed batch; refuses a batch that is not committed."""
-    version = state.batches.get(batch_id)
+    version = committed_version(store, layout, state, batch_id)
     if version is None:
         raise EventDedupError(f"batch {batch_id} is not committed")
     return committed_record(store, layout, version)
@@ -213,10 +345,23 @@ def write_commit(store: S3Store, layout: Layout, record: CommitRecord) -> None:
     )
 
 
-def write_checkpoint_if_due(store: S3Store, layout: Layout, state: CommittedState, interval: int) -> bool:
-    """Checkpoints are derived data: losing one costs a few extra GETs, never correctness."""
+def write_checkpoint_if_due(store: S3Store, layout: Layout, state: CommittedState, interval: int) -> CommittedState:
+    """Checkpoints are derived data: losing one costs a few extra GETs, never correctness. The
+    markers of batches that left the state go first: the checkpoint is the first thing to omit them.
+    Returns the state as a load from the new checkpoint would give it (no markers left to write)."""
     if state.version % interval:
-        return False
+        return state
+    write_committed_markers(store, layout, state.left_since_checkpoint)
     store.put_bytes(layout.checkpoint(state.version), state.to_bytes(), content_type="application/gzip")
     store.put_bytes(layout.last_checkpoint, orjson.dumps({"version": state.version}), content_type="application/json")
-    return True
+    return replace(state, left_since_checkpoint={})
+
+
+def write_committed_markers(store: S3Store, layout: Layout, versions: Mapping[str, int]) -> None:
+    """Idempotent: a marker holds only what the log already says."""
+    def write(item: tuple[str, int]) -> None:
+        batch_id, version = item
+        store.put_bytes(layout.batch_committed_marker(batch_id),
+                        orjson.dumps({"batch_id": batch_id, "version": version}), content_type="application/json")
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(write, sorted(versions.items())))

@@ -25,6 +25,8 @@ from eventdedup.commit.journal import EntryState, PromotionJournal, check_entrie
 from eventdedup.commit.log import (
     CommittedState,
     batch_record,
+    committed_version,
+    is_committed,
     load_committed_state,
     write_checkpoint_if_due,
     write_commit,
@@ -51,7 +53,7 @@ def promote_batch(store: S3Store, config: Config, batch_id: str,
     validate_batch_id(batch_id)
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
-    if batch_id in state.batches:
+    if committed_version(store, layout, state, batch_id) is not None:
         return _already_committed(store, layout, state, batch_id)
     try:
         return _promote_uncommitted(store, config, layout, state, batch_id, new_token)
@@ -100,10 +102,11 @@ def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str)
         state = load_committed_state(store, layout)
     except (ClientError, EventDedupError):
         return  # the store is unreachable or broken: the original error says more
-    if batch_id in state.batches:
+    version = committed_version(store, layout, state, batch_id)
+    if version is not None:
         clean_up_batch(store, layout, batch_id)
         raise CommitConflictError(
-            f"batch {batch_id}: another promoter committed it as log version {state.batches[batch_id]} while this "
+            f"batch {batch_id}: another promoter committed it as log version {version} while this "
             f"one ran; nothing is lost and nothing is left to do"
         )
 
@@ -147,7 +150,7 @@ def _already_committed(store: S3Store, layout: Layout, state: CommittedState, ba
 def needs_dedup_job(store: S3Store, layout: Layout, batch_id: str) -> bool:
     """Whether the batch still needs its Spark job: it is neither committed nor being promoted
     (a promotion journal freezes the job's result; recomputing would stage objects it does not name)."""
-    if batch_id in load_committed_state(store, layout).batches:
+    if is_committed(store, layout, batch_id):
         return False
     return journal_or_none(store, layout, batch_id) is None
 
@@ -155,7 +158,7 @@ def needs_dedup_job(store: S3Store, layout: Layout, batch_id: str) -> bool:
 def abandon_promotion(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
     """Undo an uncommitted promotion whose log version another batch took. Only for a batch with
     no commit: then no commit refers to any object its journal names (they all carry its id)."""
-    if journal.batch_id in load_committed_state(store, layout).batches:
+    if is_committed(store, layout, journal.batch_id):
         raise CommitConflictError(f"batch {journal.batch_id} is committed; its promotion cannot be abandoned")
     store.delete_keys([entry.final_key for entry in journal.entries])
     clean_up_batch(store, layout, journal.batch_id)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, list_journals
-from eventdedup.commit.log import load_committed_state, read_commit
+from eventdedup.commit.log import committed_version, load_committed_state, read_commit
 from eventdedup.commit.promotion import abandon_promotion, clean_up_batch, execute_journal
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError
@@ -68,10 +68,11 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
             report: RecoveryReport, apply: bool) -> None:
     state = load_committed_state(store, layout)
     batch = journal.batch_id
-    if batch in state.batches:
+    version = committed_version(store, layout, state, batch)
+    if version is not None:
         if apply:
             clean_up_batch(store, layout, batch)
-        report.cleanups.append(f"batch {batch} is committed (version {state.batches[batch]}); "
+        report.cleanups.append(f"batch {batch} is committed (version {version}); "
                                f"{'removed' if apply else 'would remove'} its leftover journal and staging")
         return
     if state.version >= journal.target_version:

@@ -43,9 +43,10 @@ class DedupContext:
     s3: S3Settings
     bucket: str
     layout: Layout
-    visible_owners: frozenset[str]
-    # Hour index (hours since epoch) of the oldest hour inside the dedup window: older
-    # events are still processed, but against no cache and without writing one.
+    hidden_owners: frozenset[str]  # eventdedup.cache.history.BatchHistory
+    # Hour index (hours since epoch) of the oldest hour inside the dedup window (never before the
+    # log's expiry horizon): older events are still processed, but against no cache and without
+    # writing one.
     window_start_hour: int
     input_keys: tuple[str, ...]
     survivor: SurvivorPolicy = SurvivorPolicy("first")
@@ -128,7 +129,7 @@ def _load_runs(store: S3Store, ctx: DedupContext, cache_heads: Mapping[str, str]
 def _decide(ctx: DedupContext, work: _KeyWork, counts: Counter[str]) -> tuple[pa.Table, pa.Table, bytes | None]:
     table = work.table
     in_window = _in_window(ctx, work.key)
-    cache = CacheView.from_runs(work.runs, ctx.visible_owners) if in_window else CacheView.empty()
+    cache = CacheView.from_runs(work.runs, ctx.hidden_owners) if in_window else CacheView.empty()
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
     priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
@@ -137,7 +138,7 @@ def _decide(ctx: DedupContext, work: _KeyWork, counts: Counter[str]) -> tuple[pa
     segment = None
     if in_window and decision.emitted_mask.any():
         own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision)
-        segment = copy_forward_segment(work.runs, ctx.visible_owners, own_run)
+        segment = copy_forward_segment(work.runs, ctx.hidden_owners, own_run)
         counts["cache_keys_written"] += len(own_run)
     return _output_rows(ctx, table, decision), _audit_rows(ctx, table, decision), segment
 

@@ -12,13 +12,13 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Mapping
-from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
 import orjson
 
 from eventdedup import errors
+from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.commit.job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
 from eventdedup.commit.journal import journal_or_none
@@ -31,7 +31,6 @@ from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_input_object
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
-from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
 from eventdedup.s3store import ObjectInfo, S3Store, process_client
@@ -48,7 +47,7 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     manifest = load_batch_manifest(store, layout, batch_id)
     check_cache_identity(store, layout, config)
     state = load_committed_state(store, layout)
-    base_version, visible = _visible_history(state, batch_id)
+    history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours)
     # A promotion under way is never undercut: refuse if it has a journal; else withdraw the old
     # result (a promoter that has not loaded it now finds none) and look again, since one may have
     # loaded it just before. A promoter that loaded it before the deletion and journals after the
@@ -60,10 +59,11 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
     store.delete_prefix(layout.staging_root(batch_id))
     exclusions = load_exclusions(store, layout, batch_id)
-    records = _run_spark(spark, config, layout, manifest, state, visible, exclusions) if manifest.inputs else []
-    result = _assemble_result(store, layout, manifest, base_version, records, exclusions)
+    records = _run_spark(spark, config, layout, manifest, state, history, exclusions) if manifest.inputs else []
+    result = _assemble_result(store, layout, manifest, history, records, exclusions)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
-    log.info("batch %s: job finished against log version %d: %s", batch_id, base_version, dict(result.counts))
+    log.info("batch %s: job finished against log version %d: %s", batch_id, history.base_version,
+             dict(result.counts))
     return result
 
 
@@ -79,18 +79,8 @@ def refuse_if_promotion_unfinished(store: S3Store, layout: Layout, batch_id: str
         )
 
 
-def _visible_history(state: CommittedState, batch_id: str) -> tuple[int, frozenset[str]]:
-    """A new batch sees every committed batch; a rerun of a committed batch sees exactly what
-    it saw the first time (the batches committed before it), so it reproduces its output."""
-    own_version = state.batches.get(batch_id)
-    if own_version is None:
-        return state.version, frozenset(state.batches)
-    log.info("batch %s is already committed at version %d; recomputing against its own history", batch_id, own_version)
-    return own_version - 1, frozenset(b for b, v in state.batches.items() if v < own_version)
-
-
 def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: BatchManifest,
-               state: CommittedState, visible: frozenset[str],
+               state: CommittedState, history: BatchHistory,
                exclusions: Mapping[str, ExcludedInput]) -> list[DriverRecord]:
     batch_id = manifest.batch_id
     inputs = list(enumerate(manifest.inputs))
@@ -102,8 +92,8 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
         excluded={i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions},
     )
     dedup_ctx = DedupContext(
-        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout, visible_owners=visible,
-        window_start_hour=hour_index_at(manifest.as_of - timedelta(hours=config.dedup.window_hours)),
+        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout,
+        hidden_owners=history.hidden_owners, window_start_hour=history.window_start_hour,
         input_keys=tuple(info.key for info in manifest.inputs),
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
@@ -143,7 +133,7 @@ def _unwrapped(exc: Exception, batch_id: str) -> Exception:
     return errors.EventDedupError(f"batch {batch_id}: the Spark job failed: {cause}")
 
 
-def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, base_version: int,
+def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, history: BatchHistory,
                      records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput]) -> JobResult:
     counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
     excluded = sorted(info.key for info in manifest.inputs if info.key in exclusions)
@@ -157,8 +147,8 @@ def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, ba
     check_counts_balance(counts)
     objects.sort(key=lambda obj: obj.staged.key)
     objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
-    return JobResult(manifest.batch_id, base_version, manifest.as_of.isoformat(), dict(counts), tuple(objects),
-                     tuple(excluded))
+    return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), dict(counts),
+                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour)
 
 
 def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,

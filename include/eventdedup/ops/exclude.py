@@ -6,7 +6,7 @@ import logging
 from datetime import datetime
 
 from eventdedup.commit.journal import journal_or_none
-from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.log import is_committed
 from eventdedup.errors import BatchManifestError, CommitConflictError, EventDedupError, InconsistentStoreError
 from eventdedup.inputs.exclusions import ExcludedInput, exclusion_key
 from eventdedup.inputs.manifest import load_batch_manifest
@@ -35,7 +35,7 @@ def exclude_input(store: S3Store, layout: Layout, batch_id: str, input_key: str,
     # The record first, then the checks: a promoter writes its journal, then re-reads the records
     # (commit.promotion), so whichever order the two interleave in, one of them sees the other.
     refusal: EventDedupError | None = None
-    if batch_id in load_committed_state(store, layout).batches:
+    if is_committed(store, layout, batch_id):
         refusal = CommitConflictError(f"batch {batch_id} is committed: its inputs can no longer be excluded")
     elif journal_or_none(store, layout, batch_id) is not None:
         refusal = InconsistentStoreError(f"batch {batch_id} is being promoted; run `eventdedup recover` first")

@@ -6,21 +6,20 @@ bound them) and checks what they name against LIST replies, which carry each key
 ETag: one LIST per folder the objects live in (an hour of output, the audit prefix, ...), never
 a request per object. Checked: data, audit and quarantine objects, Redshift load manifests, each
 batch's frozen manifest (existence: it is what a rerun reads), and the cache segments that are
-still heads of an hour inside the window (superseded and expired segments are maintenance's to
-delete). Exit code 3 when anything is missing or changed, each finding named by key.
+still heads in the folded state, i.e. of an hour the log has not expired (superseded and expired
+segments are maintenance's to delete; both are judged by log time, not by a clock). Exit code 3
+when anything is missing or changed, each finding named by key.
 """
 from __future__ import annotations
 
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from eventdedup.commit.log import CommitRecord, CommittedState, committed_record, load_committed_state
 from eventdedup.config import Config
 from eventdedup.errors import InconsistentStoreError
-from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
 
@@ -66,13 +65,12 @@ class FsckReport:
         return "\n".join([*lines, summary])
 
 
-def fsck(store: S3Store, config: Config, now: datetime, last: int | None = None) -> FsckReport:
+def fsck(store: S3Store, config: Config, last: int | None = None) -> FsckReport:
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
     oldest = 1 if last is None else max(1, state.version - last + 1)
     records = [committed_record(store, layout, version) for version in range(state.version, oldest - 1, -1)]
-    expected = _expected_objects(layout, state, records,
-                                 hour_index_at(now - timedelta(hours=config.dedup.window_hours)))
+    expected = _expected_objects(layout, state, records)
     report = FsckReport(commits_checked=len(records), objects_checked=len(expected))
     groups: dict[tuple[str, str], list[Expected]] = defaultdict(list)
     for item in expected:
@@ -89,17 +87,16 @@ def fsck(store: S3Store, config: Config, now: datetime, last: int | None = None)
     return report
 
 
-def fsck_gate(store: S3Store, config: Config, now: datetime, last: int | None = None) -> FsckReport:
+def fsck_gate(store: S3Store, config: Config, last: int | None = None) -> FsckReport:
     """fsck for a scheduler: raise, naming every problem, when the store is not what the log says."""
-    report = fsck(store, config, now, last)
+    report = fsck(store, config, last)
     if not report.consistent:
         findings = report.text().replace("\n", "\n  ")
         raise InconsistentStoreError(f"committed objects are missing or changed:\n  {findings}")
     return report
 
 
-def _expected_objects(layout: Layout, state: CommittedState, records: list[CommitRecord],
-                      window_start_hour: int) -> list[Expected]:
+def _expected_objects(layout: Layout, state: CommittedState, records: list[CommitRecord]) -> list[Expected]:
     expected: list[Expected] = []
     segments: dict[str, Expected] = {}
     for record in records:
@@ -111,8 +108,8 @@ def _expected_objects(layout: Layout, state: CommittedState, records: list[Commi
                 expected.append(item)
         expected.append(Expected("batch_manifest", layout.batch_manifest(record.batch_id), None, None,
                                  record.batch_id, record.version))
-    for cache_key, segment in sorted(state.cache_heads.items()):
-        if segment in segments and CacheKey.parse(cache_key).hour_index >= window_start_hour:
+    for _, segment in sorted(state.cache_heads.items()):  # heads of expired hours have left the state
+        if segment in segments:
             expected.append(segments[segment])
     return expected
 

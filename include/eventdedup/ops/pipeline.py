@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from eventdedup.commit.job_result import JobResult
-from eventdedup.commit.log import CommitRecord, batch_record, load_committed_state
+from eventdedup.commit.log import CommitRecord, committed_record, committed_version, load_committed_state
 from eventdedup.commit.promotion import PromotionOutcome, needs_dedup_job, promote_batch
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
@@ -56,9 +56,10 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, spark: SparkSess
     """Recompute a committed batch in staging and compare it with what was committed."""
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
-    if batch_id not in state.batches:
+    version = committed_version(store, layout, state, batch_id)
+    if version is None:
         return [f"batch {batch_id} is not committed"]
-    record = batch_record(store, layout, state, batch_id)
+    record = committed_record(store, layout, version)
     job = run_dedup_job(spark, config, batch_id)
     store.delete_prefix(layout.staging_root(batch_id))
     return differences_from_commit(job, record)
