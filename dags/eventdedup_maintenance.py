@@ -1,6 +1,8 @@
 """Daily eventdedup maintenance: expire cache segments nothing can still read (superseded copies,
 hours before the commit log's expiry horizon: log time, not this run's clock), check consistency, then fsck:
-every committed object still there, unchanged (a failure alerts like a failed promotion).
+every committed object still there, unchanged (a failure alerts like a failed promotion). Beside them,
+the sweep: landing objects older than every batch's lookback that no batch consumed are staged as a
+batch of their own, alerted, deduplicated with Spark and promoted (skipped when there are none).
 
 Wiring only; the rules are in eventdedup.cache.expiry. Parsing opens no connection.
 """
@@ -11,6 +13,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow.sdk import dag, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
+from eventdedup_airflow import EventDedupSparkSubmitOperator
 
 
 @dag(
@@ -61,6 +65,39 @@ def eventdedup_maintenance() -> None:
             report = fsck_gate(s3_store(config), config, last)
         return {"commits": report.commits_checked, "objects": report.objects_checked, "lists": report.list_requests}
 
+    @task
+    def sweep_unconsumed_inputs() -> str:
+        """Stage the sweep batch and alert; skip the Spark job and the promotion when nothing waits."""
+        from eventdedup_airflow import load_pipeline_config, s3_store, send_alert
+
+        from eventdedup.ops.alerts import Alert
+        from eventdedup.ops.sweep import stage_sweep
+
+        context = get_current_context()
+        config = load_pipeline_config()
+        store = s3_store(config)
+        outcome = stage_sweep(store, config, context["data_interval_end"])
+        if outcome is None:
+            raise AirflowSkipException("no unconsumed landing object older than the lookback")
+        send_alert(Alert.now(outcome.plan.batch_id, "unconsumed_inputs", outcome.message(store),
+                             str(context["run_id"])), context)
+        return outcome.plan.batch_id
+
+    @task
+    def promote_sweep(batch_id: str) -> dict[str, Any]:
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        from eventdedup.commit.promotion import promote_batch
+
+        config = load_pipeline_config()
+        with alert_and_raise(batch_id, "promotion_failed", get_current_context()):
+            outcome = promote_batch(s3_store(config), config, batch_id)
+        return {"batch_id": outcome.batch_id, "version": outcome.version, "counts": dict(outcome.counts)}
+
+    swept = sweep_unconsumed_inputs()
+    dedup = EventDedupSparkSubmitOperator(task_id="dedup_sweep",
+                                          batch_id="{{ ti.xcom_pull(task_ids='sweep_unconsumed_inputs') }}")
+    swept >> dedup >> promote_sweep(swept)
     expire_cache() >> check_consistency() >> fsck_committed_objects()
 
 

@@ -46,7 +46,9 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
     default_args={"retries": int(os.environ.get("EVENTDEDUP_TASK_RETRIES", "2")),
                   "retry_delay": timedelta(seconds=int(os.environ.get("EVENTDEDUP_RETRY_DELAY_SECONDS", "60")))},
     params={"batch_id": Param(None, type=["null", "string"], description="manual batch id (with input_prefix)"),
-            "input_prefix": Param(None, type=["null", "string"], description="process this prefix as one batch")},
+            "input_prefix": Param(None, type=["null", "string"], description="process this prefix as one batch"),
+            "reprocess": Param(False, type="boolean",
+                               description="with input_prefix: also objects a committed batch consumed")},
     doc_md=__doc__,
 )
 def eventdedup_pipeline() -> None:

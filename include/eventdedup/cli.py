@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     check = command("fsck", _fsck, "check every committed object against the commit log (exists, size, ETag)")
     check.add_argument("--json", action="store_true")
     check.add_argument("--last", type=int, help="check only the newest N commits")
-    status = command("status", _status, "committed batches and store consistency")
+    command("sweep", _sweep, "process landing objects older than the lookback that no batch consumed, "
+            "as one batch")
+    status = command("status", _status, "committed batches, ingestion lag and store consistency")
     status.add_argument("--json", action="store_true")
     status.add_argument("--limit", type=int, default=20, help="how many recent batches to list")
     return parser
@@ -76,8 +78,12 @@ def _batch_args(p: argparse.ArgumentParser, selectors: bool = False) -> None:
     p.add_argument("--batch-id", required=True)
     if selectors:
         p.add_argument("--input-prefix")
-        p.add_argument("--since", type=_timestamp, help="ISO-8601 with offset: LastModified >= since")
-        p.add_argument("--until", type=_timestamp, help="ISO-8601 with offset: LastModified < until")
+        p.add_argument("--since", type=_timestamp, help="ISO-8601 with offset: the interval's start")
+        p.add_argument("--until", type=_timestamp, help="ISO-8601 with offset: the interval's end; the batch takes "
+                       "landing objects of the lookback before it that no batch has consumed")
+        p.add_argument("--reprocess", action="store_true",
+                       help="with --input-prefix: also objects a committed batch consumed (their events come out "
+                            "as audited cross-batch duplicates)")
 
 
 def _timestamp(text: str) -> datetime:
@@ -89,7 +95,8 @@ def _timestamp(text: str) -> datetime:
 
 def _batch_request(args: argparse.Namespace) -> tuple[str, InputSelector]:
     """The batch id and selector, checked before the configuration is read or S3 is asked."""
-    selector = InputSelector(input_prefix=args.input_prefix, since=args.since, until=args.until)
+    selector = InputSelector(input_prefix=args.input_prefix, since=args.since, until=args.until,
+                             reprocess=args.reprocess)
     return validate_batch_id(args.batch_id), selector
 
 
@@ -126,10 +133,18 @@ def _stage(args: argparse.Namespace) -> int:
 
 
 def _dedup(args: argparse.Namespace) -> int:
+    from eventdedup.commit.log import is_committed
     from eventdedup.job.driver import run_dedup_job
+    from eventdedup.layout import Layout
 
     config = load_config(args.config)
-    result = run_dedup_job(_spark_factory(config)(), config, validate_batch_id(args.batch_id))
+    batch_id = validate_batch_id(args.batch_id)
+    # A cleared or retried run of a committed batch: nothing to compute (its promotion step then
+    # reports the commit). Recomputing a committed batch is verify-rerun's job, not this step's.
+    if is_committed(_store(config), Layout(config.layout), batch_id):
+        print(f"batch {batch_id} is already committed; nothing to compute")
+        return 0
+    result = run_dedup_job(_spark_factory(config)(), config, batch_id)
     print(orjson.dumps(dict(result.counts)).decode())
     return 0
 
@@ -187,11 +202,29 @@ def _fsck(args: argparse.Namespace) -> int:
     return 0 if report.consistent else EXIT_INCONSISTENT
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from eventdedup.ops.alerts import Alert, record_alert
+    from eventdedup.ops.pipeline import run_batch
+    from eventdedup.ops.sweep import stage_sweep
+
+    config = load_config(args.config)
+    store, now = _store(config), datetime.now(timezone.utc)
+    outcome = stage_sweep(store, config, now)
+    if outcome is None:
+        print("sweep: every landing object older than the lookback is consumed")
+        return 0
+    record_alert(store, config, Alert.now(outcome.plan.batch_id, "unconsumed_inputs", outcome.message(store), "cli"))
+    promoted = run_batch(store, config, outcome.plan.batch_id, outcome.plan.selector, now, _spark_factory(config))
+    print(f"sweep: batch {promoted.batch_id} committed {outcome.found} unconsumed object(s) as log version "
+          f"{promoted.version}: {orjson.dumps(dict(promoted.counts)).decode()}")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     from eventdedup.ops.status import format_status, store_status
 
     config = load_config(args.config)
-    status = store_status(_store(config), config, args.limit)
+    status = store_status(_store(config), config, datetime.now(timezone.utc), args.limit)
     print(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode() if args.json else format_status(status))
     return 0 if status["consistent"] else EXIT_INCONSISTENT
 

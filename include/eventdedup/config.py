@@ -6,6 +6,7 @@ environment. Every dataclass is frozen so the object can be shipped to Spark exe
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -57,6 +58,28 @@ class EventSettings:
     max_object_bytes: int = 1_073_741_824
 
 
+@dataclass(frozen=True)
+class InputSettings:
+    """Which landing objects an interval batch lists (eventdedup.inputs.landing)."""
+
+    # How keys under the landing prefix encode their time, hour or coarser, as strftime: e.g.
+    # "%Y/%m/%d/%H/" (Firehose), "dt=%Y-%m-%d/hour=%H/" (Hive), "year=%Y/month=%m/day=%d/hour=%H/"
+    # (Kafka Connect's TimeBasedPartitioner). A batch lists only the partitions of its lookback.
+    partition_format: str = ""
+    # Or: keys that begin with their time and so sort by it (e.g. "%Y%m%dT%H%M"): a batch lists
+    # from the start of its lookback (StartAfter). Neither set: the whole landing prefix is listed.
+    sorted_key_format: str = ""
+    # How far back a batch looks for landing objects not yet consumed. Older ones are the sweep's.
+    lookback_hours: int = 3
+    # How far behind the lookback the maintenance DAG's sweep looks for objects never consumed.
+    sweep_hours: int = 168
+
+
+# strftime directives a partition format may use: hour or coarser, fixed width, so that every
+# hour maps to one prefix and prefixes sort as their times do.
+PARTITION_DIRECTIVES = frozenset("YmdHj")
+SORTED_KEY_DIRECTIVES = frozenset("YmdHMSj")
+
 SYNTHETIC_POLICIES = ("rename", "drop", "keep")
 NORMALIZE_STEPS = ("trim", "lower")
 SURVIVOR_KINDS_BY_ORDER = ("first", "last")
@@ -107,6 +130,7 @@ class Config:
     events: EventSettings = field(default_factory=EventSettings)
     dedup: DedupSettings = field(default_factory=DedupSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
+    inputs: InputSettings = field(default_factory=InputSettings)
 
     @property
     def partitions(self) -> int:
@@ -136,6 +160,7 @@ _SECTIONS: dict[str, type] = {
     "events": EventSettings,
     "dedup": DedupSettings,
     "spark": SparkSettings,
+    "inputs": InputSettings,
 }
 
 
@@ -248,6 +273,7 @@ def _validated(config: Config, source: str) -> Config:
         if not getattr(config.events, key):
             raise ConfigError(f"{source}: [events] {key} may not be empty")
     _validate_semantics(config.dedup, source)
+    _validate_inputs(config.inputs, source)
     return replace(config, s3=replace(s3, endpoint_url=endpoint), layout=LayoutSettings(**layout_values))
 
 
@@ -266,6 +292,22 @@ def _validate_semantics(dedup: DedupSettings, source: str) -> None:
             f"{source}: [dedup] survivor must be 'first', 'last', 'min:<field>' or 'max:<field>', "
             f"got {dedup.survivor!r}"
         )
+
+
+def _validate_inputs(inputs: InputSettings, source: str) -> None:
+    if inputs.partition_format and inputs.sorted_key_format:
+        raise ConfigError(f"{source}: [inputs] set partition_format or sorted_key_format, not both")
+    for name, allowed in (("partition_format", PARTITION_DIRECTIVES), ("sorted_key_format", SORTED_KEY_DIRECTIVES)):
+        text = getattr(inputs, name)
+        directives = set(re.findall(r"%(.)", text.replace("%%", "")))
+        if text and ("Y" not in directives or not directives <= allowed):
+            raise ConfigError(
+                f"{source}: [inputs] {name} {text!r} must use %Y and only the fixed-width directives "
+                f"{''.join(f'%{d}' for d in sorted(allowed))}")
+    if inputs.partition_format and not inputs.partition_format.endswith("/"):
+        raise ConfigError(f"{source}: [inputs] partition_format must end with '/' (a folder per partition)")
+    if inputs.lookback_hours < 1 or inputs.sweep_hours < 1:
+        raise ConfigError(f"{source}: [inputs] lookback_hours and sweep_hours must be at least 1")
 
 
 def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:

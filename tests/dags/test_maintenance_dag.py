@@ -1,4 +1,5 @@
-"""The maintenance DAG under dag.test(): expiry then the consistency check, against the real store."""
+"""The maintenance DAG under dag.test(): expiry, the consistency check, fsck and the sweep of
+unconsumed landing objects (with its Spark job), against the real store."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -10,7 +11,7 @@ from eventdedup.keys import bucket_of, key_digest
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
-from ..support.helpers import bucket_listing, make_config, put_lines
+from ..support.helpers import bucket_listing, committed_rows, make_config, put_lines
 from .conftest import PROJECT
 
 
@@ -29,12 +30,21 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
         put_lines(store, f"landing/{batch}/1.jsonl", [b'{"event_id":"%s","created_at":"%s"}' % (event_id, at)])
         run_batch(store, config, batch, InputSelector(input_prefix=f"landing/{batch}/"), now, lambda: spark)
     before = sorted(k for k in bucket_listing(store) if k.endswith(".seg"))
+    # An object no batch consumed, dated ten hours back (older than the 3-hour lookback): the sweep's.
+    put_lines(store, "landing/late/old.jsonl", [b'{"event_id":"late","created_at":"%s"}' % at])
+    dag_proxy.redate({"landing/late/old.jsonl": now - timedelta(hours=10)}.get)
 
     dag = DagBag(dag_folder=str(PROJECT / "dags" / "eventdedup_maintenance.py")).get_dag("eventdedup_maintenance")
     run = dag.test(logical_date=now, run_after=now)
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == {
-        "expire_cache": "success", "check_consistency": "success", "fsck_committed_objects": "success"}
-    after = sorted(k for k in bucket_listing(store) if k.endswith(".seg"))
+        "expire_cache": "success", "check_consistency": "success", "fsck_committed_objects": "success",
+        "sweep_unconsumed_inputs": "success", "dedup_sweep": "success", "promote_sweep": "success"}
+    sweep_batch = f"sweep-{now - timedelta(hours=3):%Y%m%dT%H%M%SZ}"  # the log has no interval batch: now
+    alert = orjson.loads(store.get_bytes(f"alerts/{sweep_batch}.json"))
+    assert alert["kind"] == "unconsumed_inputs" and f"s3://{bucket}/landing/late/old.jsonl" in alert["message"]
+    assert [(r["event_id"], r["batch_id"]) for r in committed_rows(store, config, "data")
+            if r["batch_id"] == sweep_batch] == [("late", sweep_batch)]
+    after = sorted(k for k in bucket_listing(store) if k.endswith(".seg") and not k.endswith(f"/{sweep_batch}.seg"))
     superseded = [k for k in before if k.endswith("/m1.seg") and k.replace("/m1.seg", "/m2.seg") in before]
     assert len(superseded) == 1 and after == sorted(set(before) - set(superseded))
 
@@ -43,6 +53,8 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     store.delete_keys([lost])
     later = now + timedelta(days=1)
     run = dag.test(logical_date=later, run_after=later)
-    assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()}["fsck_committed_objects"] == "failed"
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states["fsck_committed_objects"] == "failed"
+    assert states["sweep_unconsumed_inputs"] == "skipped" and states["dedup_sweep"] == "skipped"  # swept once
     alert = orjson.loads(store.get_bytes(f"alerts/maintenance-{later:%Y%m%d}.json"))
     assert alert["kind"] == "fsck_failed" and f"missing: data {lost}" in alert["message"]

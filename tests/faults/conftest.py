@@ -39,7 +39,11 @@ def fresh_copy(s3_server: Any, source: str) -> str:
 
 def committed_state_of(store: S3Store, config: Config) -> dict[str, Any]:
     rows = {kind: sorted(map(repr, committed_rows(store, config, kind))) for kind in ("data", "audit", "quarantine")}
-    return {"batches": dict(load_committed_state(store, Layout(config.layout)).batches), **rows}
+    state = load_committed_state(store, Layout(config.layout))
+    # The ingestion ledger: each input object consumed exactly once, by the batch that committed it.
+    versions = {version: batch for batch, version in state.batches.items()}
+    ledger = sorted((key, entry.etag, versions[entry.version]) for key, entry in state.ledger.entries.items())
+    return {"batches": dict(state.batches), "ledger": ledger, **rows}
 
 
 @pytest.fixture(scope="session")

@@ -189,5 +189,6 @@ def _only_b2(sequential: dict[str, Any]) -> dict[str, Any]:
     """The state with b1 and b2 committed, b3 not: the b2-first sequence before b3 ran."""
     state = sequential["b2"]
     return {"batches": {k: v for k, v in state["batches"].items() if k != "b3"},
+            "ledger": [entry for entry in state["ledger"] if entry[2] != "b3"],
             **{kind: [row for row in rows if "'batch_id': 'b3'" not in row] for kind, rows in state.items()
-               if kind != "batches"}}
+               if kind not in ("batches", "ledger")}}

@@ -38,15 +38,34 @@ def test_a_different_input_list_for_an_existing_batch_id_is_refused(store, confi
         freeze_batch_inputs(store, config, "b1", InputSelector(input_prefix="landing/q/"), NOW)
 
 
-def test_time_window_selects_landing_objects_by_last_modified(store, config) -> None:
+def test_an_interval_takes_landing_objects_visible_before_its_end_within_the_lookback(store, config) -> None:
+    """The documented rule, on the server's own LastModified (no layout set: the whole landing
+    prefix is listed, and LastModified bounds the lookback)."""
     put_lines(store, "landing/x.jsonl", [b"{}"])
     modified = store.client.head_object(Bucket=store.bucket, Key="landing/x.jsonl")["LastModified"]
-    before = InputSelector(since=modified - timedelta(hours=1), until=modified - timedelta(seconds=1))
-    around = InputSelector(since=modified - timedelta(seconds=1), until=modified + timedelta(seconds=1))
-    assert freeze_batch_inputs(store, config, "early", before, NOW).inputs == ()
-    staged = freeze_batch_inputs(store, config, "now", around, NOW)
-    assert [i.key for i in staged.inputs] == ["landing/x.jsonl"]
-    assert staged.as_of == around.until.astimezone(timezone.utc)
+    step, lookback = timedelta(minutes=5), timedelta(hours=config.inputs.lookback_hours)
+
+    def interval(until: datetime) -> InputSelector:
+        return InputSelector(since=until - step, until=until)
+
+    before = interval(modified - timedelta(seconds=1))  # x not visible yet
+    after = interval(modified + timedelta(seconds=1))
+    # An interval long after x: x is dated inside an interval before it, still within the lookback.
+    later = interval(modified + lookback - timedelta(seconds=1))
+    too_late = interval(modified + lookback + timedelta(seconds=1))  # x is older than the lookback: the sweep's
+    for batch_id, selector, expected in (("early", before, []), ("now", after, ["landing/x.jsonl"]),
+                                         ("later", later, ["landing/x.jsonl"]), ("too-late", too_late, [])):
+        staged = freeze_batch_inputs(store, config, batch_id, selector, selector.until + timedelta(minutes=1))
+        assert [i.key for i in staged.inputs] == expected, batch_id
+        assert staged.as_of == selector.until.astimezone(timezone.utc)
+    consumed = freeze_batch_inputs(store, config, "consumed", interval(modified + timedelta(minutes=1)),
+                                   modified + timedelta(minutes=2), is_consumed=lambda info: info.key == "landing/x.jsonl")
+    assert consumed.inputs == ()
+
+
+def test_an_interval_ending_in_the_future_is_refused(store, config) -> None:
+    with pytest.raises(BatchManifestError, match="after the current time"):
+        freeze_batch_inputs(store, config, "future", InputSelector(since=NOW, until=NOW + timedelta(days=400)), NOW)
 
 
 @pytest.mark.parametrize("selector_args, message", [

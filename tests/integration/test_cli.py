@@ -21,7 +21,9 @@ def config_file(tmp_path: Path, endpoint: str, bucket: str) -> str:
 def test_status_of_an_empty_store_is_consistent(tmp_path, s3_server, bucket, capsys) -> None:
     assert main(["status", "--config", config_file(tmp_path, s3_server.endpoint_url, bucket), "--json"]) == 0
     status = orjson.loads(capsys.readouterr().out)
-    assert status == {"consistent": True, "problems": [], "pending": [], "head_version": 0, "batches": []}
+    assert status == {"consistent": True, "problems": [], "pending": [], "head_version": 0, "batches": [],
+                      "ledger": {"unconsumed": 0, "oldest_unconsumed": None, "oldest_unconsumed_last_modified": None,
+                                 "ledger_entries": 0, "lookback_hours": 3}}
 
 
 def test_recover_exits_3_and_names_the_lost_object(tmp_path, s3_server, bucket, store, config, capsys) -> None:

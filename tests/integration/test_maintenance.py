@@ -6,10 +6,12 @@ from datetime import timedelta
 import pytest
 
 from eventdedup.cache.expiry import expire_cache
+from eventdedup.cli import main as cli_main
 from eventdedup.commit.log import load_committed_state
 from eventdedup.errors import ExpiredHistoryError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
+from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 
 from ..support.helpers import NOW, bucket_listing, make_config, put_lines
@@ -17,7 +19,8 @@ from ..support.helpers import NOW, bucket_listing, make_config, put_lines
 E = b'{"event_id":"%s","created_at":"%s"}'
 
 
-def test_superseded_and_expired_segments_go_heads_inside_the_window_stay(s3_server, bucket, store, spark) -> None:
+def test_superseded_and_expired_segments_go_heads_inside_the_window_stay(s3_server, bucket, store, spark, tmp_path,
+                                                                        capsys) -> None:
     config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 1, "window_hours": 3})
     # b1 at 01:00 writes hours 00 and 01; b2 at 03:00 adds to hour 01 (superseding b1's segment) and 03;
     # b3 at 06:00 writes hour 05.
@@ -66,6 +69,17 @@ def test_superseded_and_expired_segments_go_heads_inside_the_window_stay(s3_serv
                             lambda: spark)
         assert (outcome.version, outcome.newly_committed) == (version, False)
     assert load_committed_state(store, Layout(config.layout)).version == 4
+    # So is the dedup step alone (what a cleared Airflow run retries): no recomputation, no error.
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'[s3]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
+                    "[dedup]\nbuckets = 1\nwindow_hours = 3\ncheckpoint_interval = 3\n")
+    assert cli_main(["dedup", "--config", str(toml), "--batch-id", "b1"]) == 0
+    assert "b1 is already committed; nothing to compute" in capsys.readouterr().out
+    # b1's marker is all that says it is committed now: fsck checks it is there.
+    marker = Layout(config.layout).batch_committed_marker("b1")
+    assert fsck(store, config).consistent
+    store.delete_keys([marker])
+    assert [(item.kind, item.key) for item in fsck(store, config).missing] == [("committed_marker", marker)]
 
 
 def test_segments_of_a_batch_not_yet_committed_are_never_touched(s3_server, bucket, store, spark) -> None:

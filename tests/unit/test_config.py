@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from eventdedup.config import load_config
+from eventdedup.config import config_from_mapping, load_config
 from eventdedup.errors import ConfigError
 
 
@@ -88,3 +88,15 @@ def test_the_documented_example_configuration_loads_as_written() -> None:
     config = load_config(example, environ={})
     assert config.s3.bucket == "events" and config.key_fields == ("event_id",)
     assert (config.dedup.synthetic, config.dedup.survivor, config.dedup.changelog) == ("rename", "first", False)
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ({"partition_format": "%Y/%m/%d/%H/%M/"}, "fixed-width directives"),
+    ({"partition_format": "%m/%d/"}, "must use %Y"),
+    ({"partition_format": "%Y/%m/%d/%H"}, "must end with '/'"),
+    ({"partition_format": "%Y/", "sorted_key_format": "%Y"}, "not both"),
+    ({"lookback_hours": 0}, "at least 1"),
+])
+def test_input_layouts_that_cannot_bound_a_listing_are_refused(inputs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config_from_mapping({"s3": {"bucket": "events"}, "inputs": inputs})

@@ -20,7 +20,7 @@ from eventdedup.commit.log import CommittedState, committed_record, committed_ve
 from eventdedup.errors import ExpiredHistoryError
 from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
-from eventdedup.s3store import S3Store
+from eventdedup.s3store import ObjectInfo, S3Store
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ class BatchHistory:
     # Runs of these batches are invisible: a rerun's own and those committed after it. Every other
     # run in a committed head belongs to a committed batch the computation may see.
     hidden_owners: frozenset[str]
+    # A rerun's inputs as its commit recorded them (the ledger's decision, reproduced without
+    # consulting the ledger); None for a new batch, or a commit older than the ledger.
+    recorded_inputs: frozenset[ObjectInfo] | None = None
 
 
 def history_for_batch(store: S3Store, layout: Layout, state: CommittedState, batch_id: str, as_of: datetime,
@@ -73,7 +76,8 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
         )
     hidden = frozenset(b for b, version in state.batches.items() if version >= own_version)
     retain = record.retain_from_hour if record.retain_from_hour is not None else start - window_hours
-    return BatchHistory(own_version - 1, start, retain, hidden)
+    recorded = frozenset(record.inputs) if record.ledger_retain_from_hour is not None else None
+    return BatchHistory(own_version - 1, start, retain, hidden, recorded)
 
 
 def _hour_text(hour_index: int | None) -> str:

@@ -18,7 +18,7 @@ COUNT_NAMES = (
     "input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "output_rows",
     "cache_keys_written", "older_than_window",
     "in_batch_natural", "in_batch_synthetic", "cross_batch_natural", "cross_batch_synthetic",
-    "renamed", "kept_synthetic", "updates", "inputs_excluded",
+    "renamed", "kept_synthetic", "updates", "inputs_excluded", "inputs_already_consumed",
 )
 
 
@@ -58,6 +58,9 @@ class JobResult:
     # (eventdedup.cache.history): both go into the commit record.
     window_start_hour: int | None = None
     retain_from_hour: int | None = None
+    # The inputs this batch consumed, for the ingestion ledger (eventdedup.commit.ledger).
+    consumed_inputs: tuple[ObjectInfo, ...] = ()
+    ledger_retain_from_hour: int | None = None
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
@@ -66,6 +69,8 @@ class JobResult:
             "objects": [obj.to_json() for obj in self.objects],
             "excluded_inputs": list(self.excluded_inputs),
             "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
+            "consumed_inputs": [info.to_json() for info in self.consumed_inputs],
+            "ledger_retain_from_hour": self.ledger_retain_from_hour,
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -73,7 +78,9 @@ class JobResult:
         doc = orjson.loads(data)
         return cls(doc["batch_id"], int(doc["base_version"]), doc["as_of"], dict(doc["counts"]),
                    tuple(StagedObject.from_json(o) for o in doc["objects"]),
-                   tuple(doc.get("excluded_inputs", ())), doc.get("window_start_hour"), doc.get("retain_from_hour"))
+                   tuple(doc.get("excluded_inputs", ())), doc.get("window_start_hour"), doc.get("retain_from_hour"),
+                   tuple(ObjectInfo.from_json(item) for item in doc.get("consumed_inputs", ())),
+                   doc.get("ledger_retain_from_hour"))
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:

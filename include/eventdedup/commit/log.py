@@ -19,13 +19,15 @@ import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import Any
 
 import orjson
 
+from eventdedup.commit.ledger import IngestionLedger
 from eventdedup.errors import CommitConflictError, CorruptStateError, EventDedupError
 from eventdedup.inputs.intervals import interval_start_of
-from eventdedup.keys import CacheKey
+from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
 
@@ -71,6 +73,10 @@ class CommitRecord:
     # Hours before this one may leave the state: neither this batch nor a rerun of any batch whose
     # window starts within a window of this one reads them (its window start minus one window).
     retain_from_hour: int | None = None
+    # The input objects the batch consumed (eventdedup.commit.ledger), and the hour before which
+    # ledger entries may leave the state (its as_of minus the lookback and the sweep).
+    inputs: tuple[ObjectInfo, ...] = ()
+    ledger_retain_from_hour: int | None = None
 
     def to_bytes(self) -> bytes:
         doc: dict[str, Any] = {
@@ -88,6 +94,10 @@ class CommitRecord:
             doc["window_start_hour"] = self.window_start_hour
         if self.retain_from_hour is not None:
             doc["retain_from_hour"] = self.retain_from_hour
+        if self.inputs:
+            doc["inputs"] = [info.to_json() for info in self.inputs]
+        if self.ledger_retain_from_hour is not None:
+            doc["ledger_retain_from_hour"] = self.ledger_retain_from_hour
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -107,6 +117,8 @@ class CommitRecord:
                 cache_heads={str(k): str(v) for k, v in doc["cache_heads"].items()},
                 window_start_hour=_optional_int(doc.get("window_start_hour")),
                 retain_from_hour=_optional_int(doc.get("retain_from_hour")),
+                inputs=tuple(ObjectInfo.from_json(item) for item in doc.get("inputs", ())),
+                ledger_retain_from_hour=_optional_int(doc.get("ledger_retain_from_hour")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptStateError(f"commit record {name} does not parse: {exc}; the log cannot be trusted") from None
@@ -114,11 +126,6 @@ class CommitRecord:
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-class CommittedBatch(NamedTuple):
-    version: int
-    window_start_hour: int | None  # None: committed before window starts were recorded
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,8 @@ class CommittedState:
     latest_interval_batch_id: str | None = None
     # The highest version whose batch has left `batches` (0: none has): below it, look for markers.
     left_through_version: int = 0
+    # Every input object consumed by a recent commit (eventdedup.commit.ledger).
+    ledger: IngestionLedger = field(default_factory=IngestionLedger)
     # Batches that left the state since the checkpoint this state was loaded from: their markers
     # are written before the next checkpoint. Not part of a checkpoint.
     left_since_checkpoint: Mapping[str, int] = field(default_factory=dict, compare=False)
@@ -163,6 +172,8 @@ class CommittedState:
         for batch_id in _batches_leaving(batches, window_starts, horizon):
             left[batch_id] = batches.pop(batch_id)
             window_starts.pop(batch_id, None)
+        consumed_hour = hour_index_at(datetime.fromisoformat(record.as_of))
+        ledger = self.ledger.with_commit(record.inputs, record.version, consumed_hour, record.ledger_retain_from_hour)
         return CommittedState(
             version=record.version,
             batches=batches,
@@ -172,6 +183,7 @@ class CommittedState:
             retain_from_hour=horizon,
             latest_interval_batch_id=_later_interval(self.latest_interval_batch_id, record.batch_id),
             left_through_version=max([self.left_through_version, *left.values()]),
+            ledger=ledger,
             left_since_checkpoint=left,
         )
 
@@ -179,7 +191,7 @@ class CommittedState:
         doc = {"version": self.version, "batches": dict(self.batches), "window_starts": dict(self.window_starts),
                "cache_heads": dict(self.cache_heads), "last_batch_id": self.last_batch_id,
                "retain_from_hour": self.retain_from_hour, "latest_interval_batch_id": self.latest_interval_batch_id,
-               "left_through_version": self.left_through_version}
+               "left_through_version": self.left_through_version, "ledger": self.ledger.to_json()}
         return gzip.compress(orjson.dumps(doc), mtime=0)
 
     @classmethod
@@ -193,7 +205,8 @@ class CommittedState:
                     latest = _later_interval(latest, batch_id)
             return cls(int(doc["version"]), batches, {str(k): str(v) for k, v in doc["cache_heads"].items()},
                        doc["last_batch_id"], {str(k): int(v) for k, v in doc.get("window_starts", {}).items()},
-                       _optional_int(doc.get("retain_from_hour")), latest, int(doc.get("left_through_version", 0)))
+                       _optional_int(doc.get("retain_from_hour")), latest, int(doc.get("left_through_version", 0)),
+                       IngestionLedger.from_json(doc.get("ledger")))
         except (OSError, EOFError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"checkpoint {name} does not parse: {exc}") from None
 
@@ -358,10 +371,10 @@ def write_checkpoint_if_due(store: S3Store, layout: Layout, state: CommittedStat
 
 
 def write_committed_markers(store: S3Store, layout: Layout, versions: Mapping[str, int]) -> None:
-    """Idempotent: a marker holds only what the log already says."""
+    """Idempotent: a marker holds only what the log already says, and is never overwritten."""
     def write(item: tuple[str, int]) -> None:
         batch_id, version = item
-        store.put_bytes(layout.batch_committed_marker(batch_id),
-                        orjson.dumps({"batch_id": batch_id, "version": version}), content_type="application/json")
+        store.put_if_absent(layout.batch_committed_marker(batch_id),
+                            orjson.dumps({"batch_id": batch_id, "version": version}))
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(write, sorted(versions.items())))

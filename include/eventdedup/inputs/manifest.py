@@ -1,24 +1,30 @@
 """Freeze a batch's input list as its batch manifest on S3 before anything is processed.
 
 A batch is its id plus this frozen list: a rerun reuses it and never re-lists, so late-arriving
-objects can never change what a batch id means.
+objects can never change what a batch id means. An interval or sweep batch freezes the landing
+objects of its range that the ingestion ledger does not hold (`is_consumed`); a prefix batch
+freezes everything under the prefix, and its job skips (and counts) what the ledger holds.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import orjson
 
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError
+from eventdedup.inputs.landing import in_range, list_landing
 from eventdedup.inputs.selector import InputSelector, checked_selector, utc_iso
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import ObjectInfo, S3Store
 
 log = logging.getLogger(__name__)
+# How far a scheduler's interval end may lie ahead of this host's clock.
+MAX_CLOCK_SKEW = timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,8 @@ class BatchManifest:
 
 
 def freeze_batch_inputs(
-    store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime
+    store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
+    is_consumed: Callable[[ObjectInfo], bool] = lambda _: False,
 ) -> BatchManifest:
     """Return the batch's manifest, listing its inputs and writing it first if this batch id is new."""
     validate_batch_id(batch_id)
@@ -66,8 +73,14 @@ def freeze_batch_inputs(
     existing = load_batch_manifest_or_none(store, layout, batch_id)
     if existing is not None:
         return _reused(existing, selector, store.uri(key))
-    inputs = tuple(_list_inputs(store, config, selector))
     as_of = selector.until if selector.until is not None else now.astimezone(timezone.utc)
+    if as_of > now + MAX_CLOCK_SKEW:
+        # A batch's as_of moves the log's horizons (cache expiry, the ledger): one from the future
+        # would expire every real hour's history until the clock caught up.
+        raise BatchManifestError(
+            f"batch {batch_id}: its interval ends at {utc_iso(as_of)}, after the current time {utc_iso(now)}; "
+            "a batch may only take what has already landed")
+    inputs = tuple(_list_inputs(store, config, selector, is_consumed))
     manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs)
     if store.put_if_absent(key, manifest.to_bytes()) is None:
         # Another stager won the race; its manifest is the batch's definition.
@@ -103,15 +116,23 @@ def _reused(existing: BatchManifest, requested: InputSelector, uri: str) -> Batc
     return existing
 
 
-def _list_inputs(store: S3Store, config: Config, selector: InputSelector) -> list[ObjectInfo]:
-    prefix = selector.input_prefix if selector.input_prefix is not None else config.layout.landing_prefix
-    found = []
-    for item in store.list(prefix):
-        if item.key.endswith("/"):
-            continue  # a console-created "folder" marker, not data
-        if selector.since is not None and selector.until is not None:
-            assert item.last_modified is not None  # every listed object has one
-            if not selector.since <= item.last_modified < selector.until:
-                continue
-        found.append(ObjectInfo(item.key, item.size, item.etag))
-    return sorted(found, key=lambda info: info.key)
+def _list_inputs(store: S3Store, config: Config, selector: InputSelector,
+                 is_consumed: Callable[[ObjectInfo], bool]) -> list[ObjectInfo]:
+    if selector.input_prefix is not None:
+        found = [item for item in store.list(selector.input_prefix) if not item.key.endswith("/")]  # no "folders"
+    else:
+        start, end = selector_range(config, selector)
+        listing = list_landing(store, config, start, end, ahead=selector.sweep_before is None)
+        found = [item for item in listing.objects if in_range(listing, item, start, end) and not is_consumed(item)]
+        log.info("listed %d landing object(s) of %s .. %s in %d LIST request(s); %d not consumed yet",
+                 len(listing.objects), start.isoformat(), end.isoformat(), listing.list_requests, len(found))
+    return sorted((ObjectInfo(item.key, item.size, item.etag) for item in found), key=lambda info: info.key)
+
+
+def selector_range(config: Config, selector: InputSelector) -> tuple[datetime, datetime]:
+    """The time range an interval (its lookback) or a sweep (the sweep range behind it) lists."""
+    lookback, sweep = timedelta(hours=config.inputs.lookback_hours), timedelta(hours=config.inputs.sweep_hours)
+    if selector.sweep_before is not None:
+        return selector.sweep_before - sweep, selector.sweep_before
+    assert selector.until is not None
+    return selector.until - lookback, selector.until

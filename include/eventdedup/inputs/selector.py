@@ -1,4 +1,4 @@
-"""Which landing objects a batch asks for: a prefix, or a LastModified interval of the landing prefix.
+"""Which objects a batch asks for: a prefix, a scheduler interval of the landing prefix, or a sweep.
 
 A selector is checked before any S3 request: its prefix is normalised on construction, and
 `checked_selector` refuses a prefix that overlaps anything eventdedup writes itself.
@@ -16,11 +16,18 @@ from eventdedup.naming import normalize_prefix
 
 @dataclass(frozen=True)
 class InputSelector:
-    """Either every object under a prefix, or landing objects with since <= LastModified < until."""
+    """One of:
+    - every object under a prefix (`reprocess`: also objects the ingestion ledger holds);
+    - an interval [since, until): landing objects of the lookback before `until` that no batch
+      has consumed (eventdedup.inputs.landing), whatever interval their LastModified names;
+    - a sweep: landing objects of the sweep range before `sweep_before` no batch has consumed.
+    """
 
     input_prefix: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    reprocess: bool = False
+    sweep_before: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.input_prefix is not None:
@@ -28,6 +35,12 @@ class InputSelector:
             object.__setattr__(self, "input_prefix", normalize_prefix(self.input_prefix, what="input prefix"))
         by_prefix = self.input_prefix is not None
         by_time = self.since is not None or self.until is not None
+        if self.reprocess and not by_prefix:
+            raise BatchManifestError("--reprocess applies to an --input-prefix batch only")
+        if self.sweep_before is not None:
+            if by_prefix or by_time or self.sweep_before.tzinfo is None:
+                raise BatchManifestError("a sweep selects by its own time (with a UTC offset), nothing else")
+            return
         if by_prefix == by_time:
             raise BatchManifestError("give either --input-prefix or both --since and --until")
         if by_time:
@@ -42,14 +55,18 @@ class InputSelector:
 
     def to_json(self) -> dict[str, Any]:
         if self.input_prefix is not None:
-            return {"input_prefix": self.input_prefix}
+            return {"input_prefix": self.input_prefix, **({"reprocess": True} if self.reprocess else {})}
+        if self.sweep_before is not None:
+            return {"sweep_before": utc_iso(self.sweep_before)}
         assert self.since is not None and self.until is not None
         return {"since": utc_iso(self.since), "until": utc_iso(self.until)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> InputSelector:
         if "input_prefix" in data:
-            return cls(input_prefix=data["input_prefix"])
+            return cls(input_prefix=data["input_prefix"], reprocess=bool(data.get("reprocess", False)))
+        if "sweep_before" in data:
+            return cls(sweep_before=datetime.fromisoformat(data["sweep_before"]))
         return cls(since=datetime.fromisoformat(data["since"]), until=datetime.fromisoformat(data["until"]))
 
 

@@ -12,6 +12,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Mapping
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_input_object
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
+from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
 from eventdedup.s3store import ObjectInfo, S3Store, process_client
@@ -59,8 +61,9 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
     store.delete_prefix(layout.staging_root(batch_id))
     exclusions = load_exclusions(store, layout, batch_id)
-    records = _run_spark(spark, config, layout, manifest, state, history, exclusions) if manifest.inputs else []
-    result = _assemble_result(store, layout, manifest, history, records, exclusions)
+    to_read = inputs_to_read(state, history, manifest)
+    records = _run_spark(spark, config, layout, manifest, state, history, exclusions, to_read) if to_read else []
+    result = _assemble_result(store, config, manifest, history, records, exclusions, to_read)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, history.base_version,
              dict(result.counts))
@@ -79,16 +82,35 @@ def refuse_if_promotion_unfinished(store: S3Store, layout: Layout, batch_id: str
         )
 
 
+def inputs_to_read(state: CommittedState, history: BatchHistory,
+                   manifest: BatchManifest) -> list[tuple[int, ObjectInfo]]:
+    """The manifest's inputs (by index) that no batch committed before this one consumed: the
+    ledger's exactly-once rule. A prefix batch asked to reprocess reads them all; a rerun reads
+    exactly the inputs its commit recorded."""
+    if history.recorded_inputs is not None:
+        return [(index, info) for index, info in enumerate(manifest.inputs) if info in history.recorded_inputs]
+    if manifest.selector.reprocess:
+        return list(enumerate(manifest.inputs))
+    to_read = []
+    for index, info in enumerate(manifest.inputs):
+        entry = state.ledger.consumed_before(info, history.base_version + 1)
+        if entry is None:
+            to_read.append((index, info))
+        else:
+            log.info("batch %s: input %s (ETag %s) was consumed by log version %d; skipped (--reprocess to read it "
+                     "again)", manifest.batch_id, info.key, info.etag, entry.version)
+    return to_read
+
+
 def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: BatchManifest,
-               state: CommittedState, history: BatchHistory,
-               exclusions: Mapping[str, ExcludedInput]) -> list[DriverRecord]:
+               state: CommittedState, history: BatchHistory, exclusions: Mapping[str, ExcludedInput],
+               inputs: list[tuple[int, ObjectInfo]]) -> list[DriverRecord]:
     batch_id = manifest.batch_id
-    inputs = list(enumerate(manifest.inputs))
     read_ctx = ReadContext(
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket,
         rules=ParseRules.for_batch(config, manifest.as_of), buckets=config.dedup.buckets,
-        quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i, _ in inputs),
-        quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i, _ in inputs),
+        quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
+        quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
         excluded={i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions},
     )
     dedup_ctx = DedupContext(
@@ -133,11 +155,16 @@ def _unwrapped(exc: Exception, batch_id: str) -> Exception:
     return errors.EventDedupError(f"batch {batch_id}: the Spark job failed: {cause}")
 
 
-def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, history: BatchHistory,
-                     records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput]) -> JobResult:
+def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, history: BatchHistory,
+                     records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput],
+                     to_read: list[tuple[int, ObjectInfo]]) -> JobResult:
+    layout = Layout(config.layout)
     counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
+    consumed = tuple(info for _, info in to_read)
+    # The exclusions the job ran under (promotion compares them with the batch's current ones).
     excluded = sorted(info.key for info in manifest.inputs if info.key in exclusions)
-    counts["inputs_excluded"] = len(excluded)
+    counts["inputs_excluded"] = sum(1 for info in consumed if info.key in exclusions)
+    counts["inputs_already_consumed"] = len(manifest.inputs) - len(consumed)
     objects: list[StagedObject] = []
     for record in records:
         if isinstance(record, PartitionCounts):
@@ -147,8 +174,13 @@ def _assemble_result(store: S3Store, layout: Layout, manifest: BatchManifest, hi
     check_counts_balance(counts)
     objects.sort(key=lambda obj: obj.staged.key)
     objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
+    # A ledger entry must outlive every listing that can return its object: the lookback and the
+    # sweep behind it, plus the hour a producer's clock may run ahead.
+    ledger_horizon = hour_index_at(manifest.as_of - timedelta(
+        hours=config.inputs.lookback_hours + config.inputs.sweep_hours)) - 1
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), dict(counts),
-                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour)
+                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour,
+                     consumed, ledger_horizon)
 
 
 def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,

@@ -5,7 +5,9 @@ is invisible to them. fsck reads the commit records (one GET each, newest first,
 bound them) and checks what they name against LIST replies, which carry each key's size and
 ETag: one LIST per folder the objects live in (an hour of output, the audit prefix, ...), never
 a request per object. Checked: data, audit and quarantine objects, Redshift load manifests, each
-batch's frozen manifest (existence: it is what a rerun reads), and the cache segments that are
+batch's frozen manifest (existence: it is what a rerun reads), the committed marker of each batch
+that has left the folded state (existence: without it, rerunning the batch would commit it a
+second time), and the cache segments that are
 still heads in the folded state, i.e. of an hour the log has not expired (superseded and expired
 segments are maintenance's to delete; both are judged by log time, not by a clock). Exit code 3
 when anything is missing or changed, each finding named by key.
@@ -108,6 +110,10 @@ def _expected_objects(layout: Layout, state: CommittedState, records: list[Commi
                 expected.append(item)
         expected.append(Expected("batch_manifest", layout.batch_manifest(record.batch_id), None, None,
                                  record.batch_id, record.version))
+        if record.batch_id not in state.batches and record.batch_id not in state.left_since_checkpoint:
+            # Left the state: its marker is all that says it is committed (rerunning it is a no-op).
+            expected.append(Expected("committed_marker", layout.batch_committed_marker(record.batch_id), None,
+                                     None, record.batch_id, record.version))
     for _, segment in sorted(state.cache_heads.items()):  # heads of expired hours have left the state
         if segment in segments:
             expected.append(segments[segment])

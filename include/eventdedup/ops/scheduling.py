@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from eventdedup.commit.gate import check_may_start
-from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.log import CommittedState, load_committed_state
 from eventdedup.commit.recovery import RecoveryReport, examine, recover
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError, InconsistentStoreError
@@ -36,12 +36,14 @@ class BatchPlan:
     @classmethod
     def for_run(cls, params: Mapping[str, Any], interval_start: datetime | None,
                 interval_end: datetime | None) -> BatchPlan:
-        """Explicit params (`batch_id` with `input_prefix`) win; otherwise the data interval."""
+        """Explicit params (`batch_id` with `input_prefix`, optionally `reprocess`) win; otherwise the
+        data interval."""
         batch_id, prefix = params.get("batch_id"), params.get("input_prefix")
         if batch_id or prefix:
             if not (batch_id and prefix):
                 raise BatchManifestError("a manual batch needs both params batch_id and input_prefix")
-            return cls(validate_batch_id(str(batch_id)), InputSelector(input_prefix=str(prefix)))
+            selector = InputSelector(input_prefix=str(prefix), reprocess=bool(params.get("reprocess")))
+            return cls(validate_batch_id(str(batch_id)), selector)
         if interval_start is None or interval_end is None:
             raise BatchManifestError("this run has no data interval: trigger it with params batch_id and input_prefix")
         interval = IntervalBatch.for_interval(interval_start, interval_end)
@@ -61,10 +63,26 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
     An unsafe or overlapping prefix is refused before any S3 request."""
     layout = Layout(config.layout)
     checked_selector(layout, plan.selector)
-    check_may_start(store, layout, plan.batch_id, plan.selector, lambda: load_committed_state(store, layout))
-    manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now)
+    state = _StateOnce(store, layout)
+    check_may_start(store, layout, plan.batch_id, plan.selector, state.get)
+    manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now,
+                                   lambda info: state.get().ledger.consumed_before(info, state.get().version + 1)
+                                   is not None)
     log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
     return manifest
+
+
+class _StateOnce:
+    """The committed state, loaded on first use and then reused within one staging."""
+
+    def __init__(self, store: S3Store, layout: Layout) -> None:
+        self.store, self.layout = store, layout
+        self.state: CommittedState | None = None
+
+    def get(self) -> CommittedState:
+        if self.state is None:
+            self.state = load_committed_state(self.store, self.layout)
+        return self.state
 
 
 def consistency_gate(store: S3Store, config: Config) -> RecoveryReport:

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timedelta
 from typing import Any
 
-from eventdedup.commit.log import batch_record, committed_record, load_committed_state
+from eventdedup.commit.log import CommittedState, batch_record, committed_record, load_committed_state
 from eventdedup.commit.recovery import examine
 from eventdedup.config import Config
+from eventdedup.inputs.landing import in_range, list_landing
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -16,7 +18,7 @@ log = logging.getLogger(__name__)
 TABLE_COLUMNS = ("input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "output_rows")
 
 
-def store_status(store: S3Store, config: Config, limit: int = 20) -> dict[str, Any]:
+def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20) -> dict[str, Any]:
     layout = Layout(config.layout)
     report = examine(store, config)
     status: dict[str, Any] = {"consistent": report.consistent, "problems": report.problems,
@@ -25,6 +27,7 @@ def store_status(store: S3Store, config: Config, limit: int = 20) -> dict[str, A
         return status
     state = load_committed_state(store, layout)
     status["head_version"] = state.version
+    status["ledger"] = ledger_lag(store, config, state, now)
     for version in range(state.version, max(0, state.version - limit), -1):
         record = committed_record(store, layout, version)
         status["batches"].append({
@@ -36,9 +39,28 @@ def store_status(store: S3Store, config: Config, limit: int = 20) -> dict[str, A
     return status
 
 
+def ledger_lag(store: S3Store, config: Config, state: CommittedState, now: datetime) -> dict[str, Any]:
+    """How far ingestion lags: landing objects of the lookback before `now` that no batch consumed
+    (older ones are the sweep's), the oldest of them, and the ledger's size."""
+    start = now - timedelta(hours=config.inputs.lookback_hours)
+    listing = list_landing(store, config, start, now)
+    waiting = [info for info in listing.objects if in_range(listing, info, start, now)
+               and state.ledger.consumed_before(info, state.version + 1) is None]
+    oldest = min(waiting, key=lambda info: info.last_modified or now, default=None)
+    return {"unconsumed": len(waiting), "oldest_unconsumed": None if oldest is None else oldest.key,
+            "oldest_unconsumed_last_modified": None if oldest is None or oldest.last_modified is None
+            else oldest.last_modified.isoformat(),
+            "ledger_entries": len(state.ledger.entries), "lookback_hours": config.inputs.lookback_hours}
+
+
 def format_status(status: dict[str, Any]) -> str:
     lines = [f"store: {'consistent' if status['consistent'] else 'INCONSISTENT'}"
              + (f", log at version {status['head_version']}" if status["head_version"] is not None else "")]
+    lag = status.get("ledger")
+    if lag is not None:
+        lines.append(f"  ingestion: {lag['unconsumed']} landing object(s) of the last {lag['lookback_hours']} h wait"
+                     + (f" (oldest {lag['oldest_unconsumed']}, {lag['oldest_unconsumed_last_modified']})"
+                        if lag["oldest_unconsumed"] else "") + f"; {lag['ledger_entries']} ledger entries")
     lines += [f"  problem: {p}" for p in status["problems"]] + [f"  pending: {p}" for p in status["pending"]]
     if status["batches"]:
         lines.append(format_batch_table([(b["version"], b["batch_id"], b["counts"]) for b in status["batches"]]))
