@@ -76,7 +76,7 @@ def eventdedup_maintenance() -> None:
         context = get_current_context()
         config = load_pipeline_config()
         store = s3_store(config)
-        outcome = stage_sweep(store, config, context["data_interval_end"])
+        outcome = stage_sweep(store, config)
         if outcome is None:
             raise AirflowSkipException("no unconsumed landing object older than the lookback")
         send_alert(Alert.now(outcome.plan.batch_id, "unconsumed_inputs", outcome.message(store),

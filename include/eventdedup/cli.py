@@ -209,7 +209,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     store, now = _store(config), datetime.now(timezone.utc)
-    outcome = stage_sweep(store, config, now)
+    outcome = stage_sweep(store, config)
     if outcome is None:
         print("sweep: every landing object older than the lookback is consumed")
         return 0

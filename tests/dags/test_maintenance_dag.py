@@ -29,6 +29,9 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     for batch, event_id in (("m1", b"a"), ("m2", second.encode())):
         put_lines(store, f"landing/{batch}/1.jsonl", [b'{"event_id":"%s","created_at":"%s"}' % (event_id, at)])
         run_batch(store, config, batch, InputSelector(input_prefix=f"landing/{batch}/"), now, lambda: spark)
+    # The interval pipeline has reached `now` (an empty interval): the sweep looks behind its lookback.
+    run_batch(store, config, f"{now - timedelta(minutes=5):%Y%m%dT%H%M%SZ}",
+              InputSelector(since=now - timedelta(minutes=5), until=now), now, lambda: spark)
     before = sorted(k for k in bucket_listing(store) if k.endswith(".seg"))
     # An object no batch consumed, dated ten hours back (older than the 3-hour lookback): the sweep's.
     put_lines(store, "landing/late/old.jsonl", [b'{"event_id":"late","created_at":"%s"}' % at])
@@ -39,7 +42,7 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == {
         "expire_cache": "success", "check_consistency": "success", "fsck_committed_objects": "success",
         "sweep_unconsumed_inputs": "success", "dedup_sweep": "success", "promote_sweep": "success"}
-    sweep_batch = f"sweep-{now - timedelta(hours=3):%Y%m%dT%H%M%SZ}"  # the log has no interval batch: now
+    sweep_batch = f"sweep-{now - timedelta(hours=3):%Y%m%dT%H%M%SZ}"  # the log's time less the lookback
     alert = orjson.loads(store.get_bytes(f"alerts/{sweep_batch}.json"))
     assert alert["kind"] == "unconsumed_inputs" and f"s3://{bucket}/landing/late/old.jsonl" in alert["message"]
     assert [(r["event_id"], r["batch_id"]) for r in committed_rows(store, config, "data")

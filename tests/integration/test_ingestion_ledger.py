@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+import orjson
 import pytest
 
-from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
@@ -51,7 +52,8 @@ def event(event_id: str, minute: int, v: int = 1) -> bytes:
 
 
 def through_proxy(dating_proxy: FaultProxy, s3_server, bucket: str, **sections: dict) -> tuple[S3Store, Config]:
-    config = make_config(dating_proxy.endpoint_url, bucket, dedup={"buckets": 2}, spark={"partitions": 2}, **sections)
+    sections = {**sections, "dedup": {"buckets": 2, **sections.get("dedup", {})}, "spark": {"partitions": 2}}
+    config = make_config(dating_proxy.endpoint_url, bucket, **sections)
     return S3Store(make_client(config.s3), bucket), config
 
 
@@ -68,9 +70,9 @@ def run_interval(store: S3Store, config: Config, start: datetime, spark) -> None
 
 def ledger_of(store: S3Store, config: Config) -> dict[str, str]:
     """object key -> the batch whose commit consumed it."""
-    state = load_committed_state(store, Layout(config.layout))
-    by_version = {version: batch for batch, version in state.batches.items()}
-    return {key: by_version[entry.version] for key, entry in state.ledger.entries.items()}
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    return {key: committed_record(store, layout, entry.version).batch_id for key, entry in state.ledger.entries.items()}
 
 
 def test_an_object_dated_in_a_committed_interval_is_taken_by_the_next_one_exactly_once(
@@ -140,7 +142,7 @@ def test_the_sweep_takes_an_object_older_than_the_lookback_that_no_batch_consume
     run_interval(store, config, T0, spark)
     assert ledger_of(store, config) == {"landing/on-time.jsonl": "20261122T050000Z"}
 
-    found = stage_sweep(store, config, NOW)  # the log stands at 05:05; the sweep range ends an hour before
+    found = stage_sweep(store, config)  # the log stands at 05:05; the sweep range ends an hour before
     assert found is not None and [info.key for info in found.manifest.inputs] == ["landing/old.jsonl"]
     assert "landing/old.jsonl" in found.message(store)
     run_batch(store, config, found.plan.batch_id, found.plan.selector, NOW, lambda: spark)
@@ -149,4 +151,64 @@ def test_the_sweep_takes_an_object_older_than_the_lookback_that_no_batch_consume
         ("o", found.plan.batch_id), ("t", "20261122T050000Z")]
     assert [(r["event_id"], r["reason"]) for r in committed_rows(store, config, "audit")] == [
         ("t", "cross_batch_natural")]
-    assert stage_sweep(store, config, NOW) is None  # swept once: nothing waits any more
+    assert stage_sweep(store, config) is None  # swept once: nothing waits any more
+
+
+def interval_batch(store: S3Store, config: Config, start: datetime, end: datetime, spark) -> str:
+    """An interval of any length, staged a minute after its end."""
+    batch_id = start.strftime("%Y%m%dT%H%M%SZ")
+    run_batch(store, config, batch_id, InputSelector(since=start, until=end), end + timedelta(minutes=1),
+              lambda: spark)
+    return batch_id
+
+
+def test_an_interval_longer_than_the_lookback_takes_its_whole_interval(dating_proxy, dated, s3_server, bucket,
+                                                                       spark) -> None:
+    store, config = through_proxy(dating_proxy, s3_server, bucket, inputs={"lookback_hours": 3})
+    land(store, dated, "landing/early.jsonl", [event("x", 1)], T0 - timedelta(hours=5))
+    batch = interval_batch(store, config, T0 - timedelta(hours=6), T0, spark)  # a 6-hour interval
+    assert ledger_of(store, config) == {"landing/early.jsonl": batch}
+
+
+def test_a_wider_lookback_or_a_manual_batch_never_makes_the_sweep_retake_what_the_ledger_forgot(
+        dating_proxy, dated, s3_server, bucket, spark) -> None:
+    """The ledger forgets entries older than lookback + sweep as of the latest interval; a sweep
+    under a wider configuration, or after a manual batch whose as_of is a clock far ahead of the
+    pipeline, must not reach below what it remembers."""
+    narrow = {"inputs": {"lookback_hours": 1, "sweep_hours": 2}, "dedup": {"window_hours": 2}}
+    store, config = through_proxy(dating_proxy, s3_server, bucket, **narrow)
+    land(store, dated, "landing/a.jsonl", [event("a", 1)], T0 + timedelta(minutes=1))
+    first = interval_batch(store, config, T0, T0 + STEP, spark)
+    interval_batch(store, config, T0 + STEP, T0 + timedelta(hours=5), spark)  # the log moves on
+    interval_batch(store, config, T0 + timedelta(hours=5), T0 + timedelta(hours=5) + STEP, spark)  # a is forgotten
+    assert "landing/a.jsonl" not in ledger_of(store, config)
+    land(store, dated, "landing/republish/m.jsonl", [event("m", 2)], T0 + timedelta(hours=9))
+    run_batch(store, config, "republish-1", InputSelector(input_prefix="landing/republish/"),
+              T0 + timedelta(hours=9), lambda: spark)
+    wide = {"inputs": {"lookback_hours": 4, "sweep_hours": 8}, "dedup": {"window_hours": 2}}
+    _, wider = through_proxy(dating_proxy, s3_server, bucket, **wide)
+    assert stage_sweep(store, wider) is None
+    assert [r["event_id"] for r in committed_rows(store, config, "data") if r["event_id"] == "a"] == ["a"]
+    assert first in {r["batch_id"] for r in committed_rows(store, config, "data")}
+
+
+def test_a_log_written_before_the_ledger_is_not_read_again_after_the_upgrade(dating_proxy, dated, s3_server, bucket,
+                                                                            spark) -> None:
+    """Commits of the earlier release carry no ledger: everything dated before the end of their
+    latest interval was consumed by the earlier rule (LastModified inside an interval)."""
+    store, config = through_proxy(dating_proxy, s3_server, bucket)
+    land(store, dated, "landing/recent.jsonl", [event("r", 1)], T0 - timedelta(minutes=30))
+    before = interval_batch(store, config, T0 - timedelta(hours=1), T0, spark)
+    layout = Layout(config.layout)
+    for version in (1,):  # rewrite the commit as the earlier release wrote it: no "ledger"
+        key = layout.commit(version)
+        doc = orjson.loads(store.get_bytes(key))
+        del doc["ledger"]
+        store.put_bytes(key, orjson.dumps(doc))
+    assert not load_committed_state(store, layout).ledger.started
+    land(store, dated, "landing/next.jsonl", [event("n", 2)], T0 + timedelta(minutes=2))
+    after = interval_batch(store, config, T0, T0 + STEP, spark)
+    assert sorted((r["event_id"], r["batch_id"]) for r in committed_rows(store, config, "data")) == [
+        ("n", after), ("r", before)]
+    assert committed_rows(store, config, "audit") == []  # recent.jsonl was not read a second time
+    assert load_committed_state(store, layout).ledger.legacy_floor == T0.isoformat()

@@ -1,8 +1,12 @@
 """The ingestion ledger folded from commit records: what counts as consumed, and when an entry leaves."""
 from __future__ import annotations
 
-from eventdedup.commit.ledger import IngestionLedger, LedgerEntry
+from datetime import datetime, timezone
+
+from eventdedup.commit.ingestion import consumed_predicate, listing_floor
+from eventdedup.commit.ledger import IngestionLedger, LedgerEntry, LedgerUpdate
 from eventdedup.commit.log import CommitRecord, CommittedState
+from eventdedup.keys import CacheKey
 from eventdedup.s3store import ObjectInfo
 
 A1 = ObjectInfo("landing/a.jsonl", 10, '"a1"')
@@ -12,27 +16,40 @@ HOUR = 490_000
 
 
 def test_only_the_same_key_and_etag_consumed_by_an_earlier_commit_counts() -> None:
-    ledger = IngestionLedger().with_commit([A1], version=3, hour=HOUR, retain_from_hour=None)
+    ledger = IngestionLedger().with_update(LedgerUpdate((A1,)), version=3, hour=HOUR)
     assert ledger.consumed_before(A1, 4) == LedgerEntry('"a1"', 3, HOUR)
     assert ledger.consumed_before(A1, 3) is None  # a rerun of commit 3 itself: its own input, not consumed before
     assert ledger.consumed_before(A2, 4) is None  # re-uploaded: new input
     assert ledger.consumed_before(B, 4) is None
+    assert IngestionLedger().with_update(None, 1, HOUR) == IngestionLedger()  # a commit older than the ledger
 
 
 def test_entries_leave_once_their_commit_is_before_the_newest_horizon_which_never_moves_back() -> None:
-    ledger = IngestionLedger().with_commit([A1], 1, HOUR, None)
-    ledger = ledger.with_commit([B], 2, HOUR + 10, HOUR - 1)
+    ledger = IngestionLedger().with_update(LedgerUpdate((A1,)), 1, HOUR)
+    ledger = ledger.with_update(LedgerUpdate((B,), HOUR - 1), 2, HOUR + 10)
     assert set(ledger.entries) == {A1.key, B.key}
-    ledger = ledger.with_commit([], 3, HOUR + 11, HOUR + 5)
+    ledger = ledger.with_update(LedgerUpdate((), HOUR + 5), 3, HOUR + 11)
     assert set(ledger.entries) == {B.key}
-    ledger = ledger.with_commit([A2], 4, HOUR + 6, HOUR + 1)  # a commit with an older horizon
+    ledger = ledger.with_update(LedgerUpdate((A2,), HOUR + 1), 4, HOUR + 6)  # a commit with an older horizon
     assert ledger.retain_from_hour == HOUR + 5 and set(ledger.entries) == {A2.key, B.key}
     assert IngestionLedger.from_json(ledger.to_json()) == ledger
 
 
-def test_commit_records_carry_their_inputs_into_the_folded_state() -> None:
-    record = CommitRecord(1, "b1", None, "t", "2026-11-22T06:00:00+00:00", {}, (), {}, inputs=(A1, B),
-                          ledger_retain_from_hour=HOUR)
+def test_listings_stay_above_what_the_ledger_remembers_and_below_the_legacy_floor_all_is_consumed() -> None:
+    floor = datetime(2026, 11, 22, 5, tzinfo=timezone.utc)
+    record = CommitRecord(1, "b1", None, "t", "2026-11-22T06:00:00+00:00", {}, (), {},
+                          ledger_update=LedgerUpdate((A1,), HOUR, floor.isoformat()))
+    state = CommittedState().apply(record, "c1")
+    assert listing_floor(state) == CacheKey.of_hour(HOUR + 2, 0).hour_start
+    consumed = consumed_predicate(state, datetime.fromisoformat(state.ledger.legacy_floor or ""))
+    dated = ObjectInfo("landing/old.jsonl", 1, '"o"', last_modified=datetime(2026, 11, 22, 4, 59, tzinfo=timezone.utc))
+    later = ObjectInfo("landing/new.jsonl", 1, '"n"', last_modified=floor)
+    assert (consumed(A1), consumed(dated), consumed(later)) == (True, True, False)
+
+
+def test_commit_records_carry_their_ledger_update_into_the_folded_state() -> None:
+    record = CommitRecord(1, "b1", None, "t", "2026-11-22T06:00:00+00:00", {}, (), {},
+                          ledger_update=LedgerUpdate((A1, B), HOUR))
     assert CommitRecord.from_bytes(record.to_bytes(), "c1") == record
     state = CommittedState().apply(record, "c1")
     assert {key: entry.version for key, entry in state.ledger.entries.items()} == {A1.key: 1, B.key: 1}

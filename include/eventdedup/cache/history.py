@@ -76,7 +76,7 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
         )
     hidden = frozenset(b for b, version in state.batches.items() if version >= own_version)
     retain = record.retain_from_hour if record.retain_from_hour is not None else start - window_hours
-    recorded = frozenset(record.inputs) if record.ledger_retain_from_hour is not None else None
+    recorded = None if record.ledger_update is None else frozenset(record.ledger_update.inputs)
     return BatchHistory(own_version - 1, start, retain, hidden, recorded)
 
 

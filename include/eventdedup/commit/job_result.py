@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from eventdedup.commit.ledger import LedgerUpdate
 from eventdedup.errors import BatchNotReadyError, EventDedupError
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
@@ -58,9 +59,8 @@ class JobResult:
     # (eventdedup.cache.history): both go into the commit record.
     window_start_hour: int | None = None
     retain_from_hour: int | None = None
-    # The inputs this batch consumed, for the ingestion ledger (eventdedup.commit.ledger).
-    consumed_inputs: tuple[ObjectInfo, ...] = ()
-    ledger_retain_from_hour: int | None = None
+    # The inputs this batch consumed and the ledger's horizons (eventdedup.commit.ledger).
+    ledger_update: LedgerUpdate | None = None
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
@@ -69,8 +69,7 @@ class JobResult:
             "objects": [obj.to_json() for obj in self.objects],
             "excluded_inputs": list(self.excluded_inputs),
             "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
-            "consumed_inputs": [info.to_json() for info in self.consumed_inputs],
-            "ledger_retain_from_hour": self.ledger_retain_from_hour,
+            "ledger": None if self.ledger_update is None else self.ledger_update.to_json(),
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -79,8 +78,7 @@ class JobResult:
         return cls(doc["batch_id"], int(doc["base_version"]), doc["as_of"], dict(doc["counts"]),
                    tuple(StagedObject.from_json(o) for o in doc["objects"]),
                    tuple(doc.get("excluded_inputs", ())), doc.get("window_start_hour"), doc.get("retain_from_hour"),
-                   tuple(ObjectInfo.from_json(item) for item in doc.get("consumed_inputs", ())),
-                   doc.get("ledger_retain_from_hour"))
+                   LedgerUpdate.from_json(doc.get("ledger")))
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:

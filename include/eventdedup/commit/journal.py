@@ -13,10 +13,11 @@ from enum import Enum
 import orjson
 
 from eventdedup.commit.job_result import JobResult, StagedObject
+from eventdedup.commit.ledger import LedgerUpdate
 from eventdedup.commit.log import CommitRecord, PromotedObject
 from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
-from eventdedup.s3store import ObjectInfo, S3Store
+from eventdedup.s3store import S3Store
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,12 @@ class PromotionJournal:
     entries: tuple[StagedObject, ...]
     window_start_hour: int | None = None
     retain_from_hour: int | None = None
-    inputs: tuple[ObjectInfo, ...] = ()
-    ledger_retain_from_hour: int | None = None
+    ledger_update: LedgerUpdate | None = None
 
     @classmethod
     def for_job(cls, job: JobResult, token: str, previous_batch_id: str | None) -> PromotionJournal:
         return cls(job.batch_id, token, job.base_version + 1, previous_batch_id, job.as_of, job.counts, job.objects,
-                   job.window_start_hour, job.retain_from_hour, job.consumed_inputs, job.ledger_retain_from_hour)
+                   job.window_start_hour, job.retain_from_hour, job.ledger_update)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
@@ -44,7 +44,7 @@ class PromotionJournal:
             "previous_batch_id": self.previous_batch_id, "as_of": self.as_of, "counts": dict(self.counts),
             "entries": [entry.to_json() for entry in self.entries],
             "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
-            "inputs": [info.to_json() for info in self.inputs], "ledger_retain_from_hour": self.ledger_retain_from_hour,
+            "ledger": None if self.ledger_update is None else self.ledger_update.to_json(),
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -54,8 +54,7 @@ class PromotionJournal:
             return cls(doc["batch_id"], doc["token"], int(doc["target_version"]), doc["previous_batch_id"],
                        doc["as_of"], dict(doc["counts"]), tuple(StagedObject.from_json(e) for e in doc["entries"]),
                        doc.get("window_start_hour"), doc.get("retain_from_hour"),
-                       tuple(ObjectInfo.from_json(item) for item in doc.get("inputs", ())),
-                       doc.get("ledger_retain_from_hour"))
+                       LedgerUpdate.from_json(doc.get("ledger")))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"promotion journal {name} does not parse: {exc}") from None
 
@@ -66,7 +65,7 @@ class PromotionJournal:
         heads = {e.cache_key: e.final_key for e in self.entries if e.cache_key is not None}
         return CommitRecord(self.target_version, self.batch_id, self.previous_batch_id, self.token,
                             self.as_of, dict(self.counts), objects, heads, self.window_start_hour,
-                            self.retain_from_hour, self.inputs, self.ledger_retain_from_hour)
+                            self.retain_from_hour, self.ledger_update)
 
 
 class EntryState(Enum):

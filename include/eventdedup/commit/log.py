@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from eventdedup.commit.ledger import IngestionLedger
+from eventdedup.commit.ledger import IngestionLedger, LedgerUpdate
 from eventdedup.errors import CommitConflictError, CorruptStateError, EventDedupError
 from eventdedup.inputs.intervals import interval_start_of
 from eventdedup.keys import CacheKey, hour_index_at
@@ -73,10 +73,9 @@ class CommitRecord:
     # Hours before this one may leave the state: neither this batch nor a rerun of any batch whose
     # window starts within a window of this one reads them (its window start minus one window).
     retain_from_hour: int | None = None
-    # The input objects the batch consumed (eventdedup.commit.ledger), and the hour before which
-    # ledger entries may leave the state (its as_of minus the lookback and the sweep).
-    inputs: tuple[ObjectInfo, ...] = ()
-    ledger_retain_from_hour: int | None = None
+    # The input objects the batch consumed and the ledger's horizons (eventdedup.commit.ledger);
+    # None in records written before the ledger existed.
+    ledger_update: LedgerUpdate | None = None
 
     def to_bytes(self) -> bytes:
         doc: dict[str, Any] = {
@@ -94,10 +93,8 @@ class CommitRecord:
             doc["window_start_hour"] = self.window_start_hour
         if self.retain_from_hour is not None:
             doc["retain_from_hour"] = self.retain_from_hour
-        if self.inputs:
-            doc["inputs"] = [info.to_json() for info in self.inputs]
-        if self.ledger_retain_from_hour is not None:
-            doc["ledger_retain_from_hour"] = self.ledger_retain_from_hour
+        if self.ledger_update is not None:
+            doc["ledger"] = self.ledger_update.to_json()
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -117,8 +114,7 @@ class CommitRecord:
                 cache_heads={str(k): str(v) for k, v in doc["cache_heads"].items()},
                 window_start_hour=_optional_int(doc.get("window_start_hour")),
                 retain_from_hour=_optional_int(doc.get("retain_from_hour")),
-                inputs=tuple(ObjectInfo.from_json(item) for item in doc.get("inputs", ())),
-                ledger_retain_from_hour=_optional_int(doc.get("ledger_retain_from_hour")),
+                ledger_update=LedgerUpdate.from_json(doc.get("ledger")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptStateError(f"commit record {name} does not parse: {exc}; the log cannot be trusted") from None
@@ -173,7 +169,7 @@ class CommittedState:
             left[batch_id] = batches.pop(batch_id)
             window_starts.pop(batch_id, None)
         consumed_hour = hour_index_at(datetime.fromisoformat(record.as_of))
-        ledger = self.ledger.with_commit(record.inputs, record.version, consumed_hour, record.ledger_retain_from_hour)
+        ledger = self.ledger.with_update(record.ledger_update, record.version, consumed_hour)
         return CommittedState(
             version=record.version,
             batches=batches,

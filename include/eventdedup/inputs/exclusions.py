@@ -8,7 +8,8 @@ attempt does not read that object: it becomes one quarantine row for the object 
 (line 0, "excluded by operator: <reason>"), committed with the batch and counted as
 `inputs_excluded`. Promotion refuses a job result computed under other exclusions, so an
 exclusion made while a job ran can never be skipped. The object itself is left alone: a manual
-batch can process its new version later.
+batch can process its new version later. The excluded version (its ETag) counts as consumed in
+the ingestion ledger: reading that same version again takes `--reprocess`.
 """
 from __future__ import annotations
 

@@ -9,8 +9,10 @@ on how producers name their keys:
   (`StartAfter`), stopped past its end;
 - anything else: the whole landing prefix (its cost grows with the prefix: partition the keys).
 
-Partition and key times are the producer's; `LastModified` is when S3 saw the upload start. Which
-objects are taken is decided by the ledger and `LastModified` (callers), never by the listing alone.
+Partition and key times are the producer's; `LastModified` is when S3 saw the upload start. A
+partitioned listing takes every object of its partitions visible before the range's end, whatever
+its date (a copy with an old date in a fresh partition is still taken); an unpartitioned one also
+needs `LastModified` inside the range. The ledger (callers) decides what was consumed.
 """
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ class BatchManifest:
 
 def freeze_batch_inputs(
     store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
-    is_consumed: Callable[[ObjectInfo], bool] = lambda _: False,
+    is_consumed: Callable[[ObjectInfo], bool] = lambda _: False, floor: datetime | None = None,
 ) -> BatchManifest:
     """Return the batch's manifest, listing its inputs and writing it first if this batch id is new."""
     validate_batch_id(batch_id)
@@ -73,14 +73,15 @@ def freeze_batch_inputs(
     existing = load_batch_manifest_or_none(store, layout, batch_id)
     if existing is not None:
         return _reused(existing, selector, store.uri(key))
-    as_of = selector.until if selector.until is not None else now.astimezone(timezone.utc)
+    # Log time where the selector has one (an interval's end, a sweep's range end), else the clock.
+    as_of = selector.until or selector.sweep_before or now.astimezone(timezone.utc)
     if as_of > now + MAX_CLOCK_SKEW:
         # A batch's as_of moves the log's horizons (cache expiry, the ledger): one from the future
         # would expire every real hour's history until the clock caught up.
         raise BatchManifestError(
             f"batch {batch_id}: its interval ends at {utc_iso(as_of)}, after the current time {utc_iso(now)}; "
             "a batch may only take what has already landed")
-    inputs = tuple(_list_inputs(store, config, selector, is_consumed))
+    inputs = tuple(_list_inputs(store, config, selector, is_consumed, floor))
     manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs)
     if store.put_if_absent(key, manifest.to_bytes()) is None:
         # Another stager won the race; its manifest is the batch's definition.
@@ -117,11 +118,12 @@ def _reused(existing: BatchManifest, requested: InputSelector, uri: str) -> Batc
 
 
 def _list_inputs(store: S3Store, config: Config, selector: InputSelector,
-                 is_consumed: Callable[[ObjectInfo], bool]) -> list[ObjectInfo]:
+                 is_consumed: Callable[[ObjectInfo], bool], floor: datetime | None) -> list[ObjectInfo]:
     if selector.input_prefix is not None:
         found = [item for item in store.list(selector.input_prefix) if not item.key.endswith("/")]  # no "folders"
     else:
         start, end = selector_range(config, selector)
+        start = start if floor is None else max(start, floor)  # below it the ledger has forgotten
         listing = list_landing(store, config, start, end, ahead=selector.sweep_before is None)
         found = [item for item in listing.objects if in_range(listing, item, start, end) and not is_consumed(item)]
         log.info("listed %d landing object(s) of %s .. %s in %d LIST request(s); %d not consumed yet",
@@ -130,9 +132,10 @@ def _list_inputs(store: S3Store, config: Config, selector: InputSelector,
 
 
 def selector_range(config: Config, selector: InputSelector) -> tuple[datetime, datetime]:
-    """The time range an interval (its lookback) or a sweep (the sweep range behind it) lists."""
+    """The time range an interval (its lookback, or the interval itself if longer) or a sweep (the
+    sweep range behind the lookback) lists."""
     lookback, sweep = timedelta(hours=config.inputs.lookback_hours), timedelta(hours=config.inputs.sweep_hours)
     if selector.sweep_before is not None:
         return selector.sweep_before - sweep, selector.sweep_before
-    assert selector.until is not None
-    return selector.until - lookback, selector.until
+    assert selector.since is not None and selector.until is not None
+    return min(selector.since, selector.until - lookback), selector.until

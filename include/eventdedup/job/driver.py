@@ -12,7 +12,6 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Mapping
-from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ import orjson
 from eventdedup import errors
 from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import check_cache_identity
+from eventdedup.commit.ingestion import ledger_update, legacy_floor
 from eventdedup.commit.job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import CommittedState, load_committed_state
@@ -32,7 +32,6 @@ from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_input_object
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
-from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
 from eventdedup.s3store import ObjectInfo, S3Store, process_client
@@ -63,7 +62,7 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     exclusions = load_exclusions(store, layout, batch_id)
     to_read = inputs_to_read(state, history, manifest)
     records = _run_spark(spark, config, layout, manifest, state, history, exclusions, to_read) if to_read else []
-    result = _assemble_result(store, config, manifest, history, records, exclusions, to_read)
+    result = _assemble_result(store, config, manifest, state, history, records, exclusions, to_read)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, history.base_version,
              dict(result.counts))
@@ -155,8 +154,8 @@ def _unwrapped(exc: Exception, batch_id: str) -> Exception:
     return errors.EventDedupError(f"batch {batch_id}: the Spark job failed: {cause}")
 
 
-def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, history: BatchHistory,
-                     records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput],
+def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, state: CommittedState,
+                     history: BatchHistory, records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput],
                      to_read: list[tuple[int, ObjectInfo]]) -> JobResult:
     layout = Layout(config.layout)
     counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
@@ -174,13 +173,9 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, hi
     check_counts_balance(counts)
     objects.sort(key=lambda obj: obj.staged.key)
     objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
-    # A ledger entry must outlive every listing that can return its object: the lookback and the
-    # sweep behind it, plus the hour a producer's clock may run ahead.
-    ledger_horizon = hour_index_at(manifest.as_of - timedelta(
-        hours=config.inputs.lookback_hours + config.inputs.sweep_hours)) - 1
+    update = ledger_update(config, manifest, consumed, state, legacy_floor(store, layout, state))
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), dict(counts),
-                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour,
-                     consumed, ledger_horizon)
+                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour, update)
 
 
 def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from eventdedup.commit.gate import check_may_start
+from eventdedup.commit.ingestion import consumed_predicate, legacy_floor, listing_floor
 from eventdedup.commit.log import CommittedState, load_committed_state
 from eventdedup.commit.recovery import RecoveryReport, examine, recover
 from eventdedup.config import Config
@@ -65,9 +66,13 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
     checked_selector(layout, plan.selector)
     state = _StateOnce(store, layout)
     check_may_start(store, layout, plan.batch_id, plan.selector, state.get)
-    manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now,
-                                   lambda info: state.get().ledger.consumed_before(info, state.get().version + 1)
-                                   is not None)
+    if plan.selector.input_prefix is not None:  # the job skips what the ledger holds, and counts it
+        manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now)
+    else:
+        committed = state.get()
+        consumed = consumed_predicate(committed, legacy_floor(store, layout, committed))
+        manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, consumed,
+                                       listing_floor(committed))
     log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
     return manifest
 

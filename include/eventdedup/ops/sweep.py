@@ -45,24 +45,29 @@ class SweepOutcome:
                 f"producer's clock) or raise [inputs] lookback_hours")
 
 
-def sweep_reference(store: S3Store, config: Config, now: datetime) -> datetime:
-    """Where the log stands: the end of the latest committed interval batch (never after `now`)."""
+def sweep_reference(store: S3Store, config: Config) -> datetime | None:
+    """Where the log stands: the end of the latest committed interval batch (None: no interval
+    batch has committed, so no batch has a lookback to sweep behind)."""
     layout = Layout(config.layout)
     latest = load_committed_state(store, layout).latest_interval_batch_id
     manifest = None if latest is None else load_batch_manifest_or_none(store, layout, latest)
-    end = None if manifest is None else manifest.selector.until
-    return now if end is None else min(end, now)
+    return None if manifest is None else manifest.selector.until
 
 
-def stage_sweep(store: S3Store, config: Config, now: datetime) -> SweepOutcome | None:
-    """Stage the sweep batch if the sweep range holds objects no batch consumed; None if it does not."""
-    before = sweep_reference(store, config, now) - timedelta(hours=config.inputs.lookback_hours)
+def stage_sweep(store: S3Store, config: Config) -> SweepOutcome | None:
+    """Stage the sweep batch if the sweep range holds objects no batch consumed; None if it does not.
+    Its reference and its as_of are log time: it reads no clock (a cleared old maintenance run
+    sweeps exactly what a timely one would)."""
+    reference = sweep_reference(store, config)
+    if reference is None:
+        return None
+    before = reference - timedelta(hours=config.inputs.lookback_hours)
     plan = BatchPlan(f"sweep-{batch_id_for_interval(before)}", InputSelector(sweep_before=before))
     layout = Layout(config.layout)
     if is_committed(store, layout, plan.batch_id):
         return None  # this range was swept; a straggler found later waits for the log to move on
     manifest = load_batch_manifest_or_none(store, layout, plan.batch_id) or stage_planned_batch(
-        store, config, plan, now)
+        store, config, plan, reference)
     if not manifest.inputs:
         log.info("sweep before %s: every landing object of the sweep range is consumed", before.isoformat())
         return None
