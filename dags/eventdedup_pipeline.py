@@ -6,7 +6,8 @@ this file opens no connection and reads no Variable.
 
 Triggers:
 - scheduled runs and `airflow backfill create`: the batch is the data interval (id
-  `YYYYMMDDTHHMMSSZ` of its start), inputs are landing objects with LastModified inside it; a run
+  `YYYYMMDDTHHMMSSZ` of its start), inputs are the landing objects of the lookback before its end
+  that no batch consumed (the ingestion ledger: a straggler dated earlier is taken once); a run
   commits only on top of its predecessor and never behind a later interval;
 - a manual run with params `batch_id` and `input_prefix`: that prefix as one batch (e.g. a
   customer re-publishing a day: every event comes out as a duplicate, audited).

@@ -1,9 +1,10 @@
 """Interval batches: the batch of one scheduler data interval, its id, and its predecessor.
 
-An interval batch selects the landing objects whose LastModified lies in [since, until), and its
-id names the interval's start, so a retried or cleared run reuses the same batch. A batch whose
-id does not name its interval (or that selects a prefix) is a manual batch: it is not ordered
-in time, only serialised by the commit log.
+An interval batch [since, until) takes the landing objects of its lookback (or of the interval,
+if longer) visible before `until` that no batch consumed (eventdedup.inputs.landing and the
+ingestion ledger), and its id names the interval's start, so a retried or cleared run reuses
+the same batch. A batch whose id does not name its interval (or that selects a prefix) is a
+manual batch: it is not ordered in time, only serialised by the commit log.
 """
 from __future__ import annotations
 
