@@ -2,7 +2,9 @@
 hours before the commit log's expiry horizon: log time, not this run's clock), check consistency, then fsck:
 every committed object still there, unchanged (a failure alerts like a failed promotion). Beside them,
 the sweep: landing objects older than every batch's lookback that no batch consumed are staged as a
-batch of their own, alerted, deduplicated with Spark and promoted (skipped when there are none).
+batch of their own and alerted, and a run of the pipeline DAG is triggered for that batch: the
+pipeline's runs are serialised (max_active_runs=1), so the sweep never commits beside an interval
+batch and neither can make the other stale (skipped when nothing waits).
 
 Wiring only; the rules are in eventdedup.cache.expiry. Parsing opens no connection.
 """
@@ -12,9 +14,9 @@ import os
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
-from eventdedup_airflow import EventDedupSparkSubmitOperator
 
 
 @dag(
@@ -66,8 +68,8 @@ def eventdedup_maintenance() -> None:
         return {"commits": report.commits_checked, "objects": report.objects_checked, "lists": report.list_requests}
 
     @task
-    def sweep_unconsumed_inputs() -> str:
-        """Stage the sweep batch and alert; skip the Spark job and the promotion when nothing waits."""
+    def sweep_unconsumed_inputs() -> dict[str, str]:
+        """Stage the sweep batch and alert; skip the pipeline run when nothing waits."""
         from eventdedup_airflow import load_pipeline_config, s3_store, send_alert
 
         from eventdedup.ops.alerts import Alert
@@ -81,23 +83,16 @@ def eventdedup_maintenance() -> None:
             raise AirflowSkipException("no unconsumed landing object older than the lookback")
         send_alert(Alert.now(outcome.plan.batch_id, "unconsumed_inputs", outcome.message(store),
                              str(context["run_id"])), context)
-        return outcome.plan.batch_id
-
-    @task
-    def promote_sweep(batch_id: str) -> dict[str, Any]:
-        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
-
-        from eventdedup.commit.promotion import promote_batch
-
-        config = load_pipeline_config()
-        with alert_and_raise(batch_id, "promotion_failed", get_current_context()):
-            outcome = promote_batch(s3_store(config), config, batch_id)
-        return {"batch_id": outcome.batch_id, "version": outcome.version, "counts": dict(outcome.counts)}
+        return outcome.pipeline_params()
 
     swept = sweep_unconsumed_inputs()
-    dedup = EventDedupSparkSubmitOperator(task_id="dedup_sweep",
-                                          batch_id="{{ ti.xcom_pull(task_ids='sweep_unconsumed_inputs') }}")
-    swept >> dedup >> promote_sweep(swept)
+    process_sweep = TriggerDagRunOperator(
+        task_id="process_sweep", trigger_dag_id="eventdedup_pipeline",
+        trigger_run_id="sweep__{{ ti.xcom_pull(task_ids='sweep_unconsumed_inputs')['batch_id'] }}",
+        conf={name: f"{{{{ ti.xcom_pull(task_ids='sweep_unconsumed_inputs')['{name}'] }}}}"
+              for name in ("batch_id", "sweep_before")},
+        skip_when_already_exists=True)
+    swept >> process_sweep
     expire_cache() >> check_consistency() >> fsck_committed_objects()
 
 

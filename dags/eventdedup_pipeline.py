@@ -9,6 +9,8 @@ Triggers:
   `YYYYMMDDTHHMMSSZ` of its start), inputs are the landing objects of the lookback before its end
   that no batch consumed (the ingestion ledger: a straggler dated earlier is taken once); a run
   commits only on top of its predecessor and never behind a later interval;
+- a run the maintenance DAG triggers with params `batch_id` and `sweep_before`: its sweep batch
+  (unconsumed landing objects older than the lookback), serialised with the interval runs;
 - a manual run with params `batch_id` and `input_prefix`: that prefix as one batch (e.g. a
   customer re-publishing a day: every event comes out as a duplicate, audited).
 """
@@ -49,7 +51,9 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
     params={"batch_id": Param(None, type=["null", "string"], description="manual batch id (with input_prefix)"),
             "input_prefix": Param(None, type=["null", "string"], description="process this prefix as one batch"),
             "reprocess": Param(False, type="boolean",
-                               description="with input_prefix: also objects a committed batch consumed")},
+                               description="with input_prefix: also objects a committed batch consumed"),
+            "sweep_before": Param(None, type=["null", "string"],
+                                  description="with batch_id: a sweep batch the maintenance DAG staged")},
     doc_md=__doc__,
 )
 def eventdedup_pipeline() -> None:

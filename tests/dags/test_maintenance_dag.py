@@ -16,8 +16,9 @@ from .conftest import PROJECT
 
 
 def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
-        airflow_db, airflow_connections, dag_proxy, pipeline_config, s3_server, bucket, spark) -> None:
+        airflow_db, airflow_connections, pipeline_dag, dag_proxy, pipeline_config, s3_server, bucket, spark) -> None:
     from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.dagrun import DagRun
 
     dag_proxy.arm(None)
     now = datetime(2026, 11, 2, 10, 30, tzinfo=timezone.utc)  # injected: the test never reads the clock
@@ -41,10 +42,19 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     run = dag.test(logical_date=now, run_after=now)
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == {
         "expire_cache": "success", "check_consistency": "success", "fsck_committed_objects": "success",
-        "sweep_unconsumed_inputs": "success", "dedup_sweep": "success", "promote_sweep": "success"}
+        "sweep_unconsumed_inputs": "success", "process_sweep": "success"}
     sweep_batch = f"sweep-{now - timedelta(hours=3):%Y%m%dT%H%M%SZ}"  # the log's time less the lookback
     alert = orjson.loads(store.get_bytes(f"alerts/{sweep_batch}.json"))
     assert alert["kind"] == "unconsumed_inputs" and f"s3://{bucket}/landing/late/old.jsonl" in alert["message"]
+    # The sweep batch is processed by a pipeline run (serialised with the interval runs): the
+    # triggered run, as the scheduler would execute it, with its conf as params.
+    triggered = DagRun.find(dag_id="eventdedup_pipeline", run_id=f"sweep__{sweep_batch}")
+    assert len(triggered) == 1
+    conf = dict(triggered[0].conf)
+    assert conf == {"batch_id": sweep_batch, "sweep_before": (now - timedelta(hours=3)).isoformat()}
+    pipeline_run = pipeline_dag.test(logical_date=now, run_after=now,
+                                     run_conf={"input_prefix": None, "reprocess": False, **conf})
+    assert {str(ti.state) for ti in pipeline_run.get_task_instances()} == {"success"}
     assert [(r["event_id"], r["batch_id"]) for r in committed_rows(store, config, "data")
             if r["batch_id"] == sweep_batch] == [("late", sweep_batch)]
     after = sorted(k for k in bucket_listing(store) if k.endswith(".seg") and not k.endswith(f"/{sweep_batch}.seg"))
@@ -58,6 +68,6 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     run = dag.test(logical_date=later, run_after=later)
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     assert states["fsck_committed_objects"] == "failed"
-    assert states["sweep_unconsumed_inputs"] == "skipped" and states["dedup_sweep"] == "skipped"  # swept once
+    assert states["sweep_unconsumed_inputs"] == "skipped" and states["process_sweep"] == "skipped"  # swept once
     alert = orjson.loads(store.get_bytes(f"alerts/maintenance-{later:%Y%m%d}.json"))
     assert alert["kind"] == "fsck_failed" and f"missing: data {lost}" in alert["message"]

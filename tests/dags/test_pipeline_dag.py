@@ -56,7 +56,7 @@ def upload_in_consecutive_intervals(stores: list[S3Store], proxy) -> datetime:  
 def run_interval(dag, start: datetime, **conf):  # type: ignore[no-untyped-def]
     """dag.test() of the run whose data interval starts at `start`. The params are always given:
     dag.test() keeps a previous run's conf on the shared DAG object otherwise."""
-    run = dag.test(logical_date=start + STEP, run_after=start + STEP, run_conf={"batch_id": None, "input_prefix": None, **conf})
+    run = dag.test(logical_date=start + STEP, run_after=start + STEP, run_conf={"batch_id": None, "input_prefix": None, "reprocess": False, "sweep_before": None, **conf})
     return run, {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 

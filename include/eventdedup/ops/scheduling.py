@@ -37,9 +37,12 @@ class BatchPlan:
     @classmethod
     def for_run(cls, params: Mapping[str, Any], interval_start: datetime | None,
                 interval_end: datetime | None) -> BatchPlan:
-        """Explicit params (`batch_id` with `input_prefix`, optionally `reprocess`) win; otherwise the
-        data interval."""
+        """Explicit params (`batch_id` with `input_prefix`, optionally `reprocess`; or `batch_id` with
+        `sweep_before`, a sweep staged by the maintenance DAG) win; otherwise the data interval."""
         batch_id, prefix = params.get("batch_id"), params.get("input_prefix")
+        if params.get("sweep_before"):
+            sweep_before = datetime.fromisoformat(str(params["sweep_before"]))
+            return cls(validate_batch_id(str(batch_id)), InputSelector(sweep_before=sweep_before))
         if batch_id or prefix:
             if not (batch_id and prefix):
                 raise BatchManifestError("a manual batch needs both params batch_id and input_prefix")

@@ -33,6 +33,11 @@ class SweepOutcome:
     plan: BatchPlan
     manifest: BatchManifest
 
+    def pipeline_params(self) -> dict[str, str]:
+        """The params of the pipeline run that processes the sweep batch (BatchPlan.for_run)."""
+        assert self.plan.selector.sweep_before is not None
+        return {"batch_id": self.plan.batch_id, "sweep_before": self.plan.selector.sweep_before.isoformat()}
+
     @property
     def found(self) -> int:
         return len(self.manifest.inputs)
