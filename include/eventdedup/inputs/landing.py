@@ -16,6 +16,7 @@ needs `LastModified` inside the range. The ledger (callers) decides what was con
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -55,6 +56,14 @@ def list_landing(store: S3Store, config: Config, start: datetime, end: datetime,
         return LandingListing(_data_objects(found), _pages(len(found) + 1), False)
     found = list(store.list(landing))
     return LandingListing(_data_objects(found), _pages(len(found)), False)
+
+
+def unconsumed_in_range(store: S3Store, config: Config, start: datetime, end: datetime,
+                        is_consumed: Callable[[ObjectInfo], bool],
+                        ahead: bool = True) -> tuple[list[ObjectInfo], LandingListing]:
+    """The listed landing objects of [start, end) that `is_consumed` does not claim, and the listing."""
+    listing = list_landing(store, config, start, end, ahead)
+    return [item for item in listing.objects if in_range(listing, item, start, end) and not is_consumed(item)], listing
 
 
 def partition_prefixes(landing: str, partition_format: str, start: datetime, end: datetime,

@@ -16,7 +16,7 @@ import orjson
 
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError
-from eventdedup.inputs.landing import in_range, list_landing
+from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.inputs.selector import InputSelector, checked_selector, utc_iso
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
@@ -124,8 +124,8 @@ def _list_inputs(store: S3Store, config: Config, selector: InputSelector,
     else:
         start, end = selector_range(config, selector)
         start = start if floor is None else max(start, floor)  # below it the ledger has forgotten
-        listing = list_landing(store, config, start, end, ahead=selector.sweep_before is None)
-        found = [item for item in listing.objects if in_range(listing, item, start, end) and not is_consumed(item)]
+        found, listing = unconsumed_in_range(store, config, start, end, is_consumed,
+                                             ahead=selector.sweep_before is None)
         log.info("listed %d landing object(s) of %s .. %s in %d LIST request(s); %d not consumed yet",
                  len(listing.objects), start.isoformat(), end.isoformat(), listing.list_requests, len(found))
     return sorted((ObjectInfo(item.key, item.size, item.etag) for item in found), key=lambda info: info.key)

@@ -6,10 +6,11 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from eventdedup.commit.ingestion import consumed_predicate
 from eventdedup.commit.log import CommittedState, batch_record, committed_record, load_committed_state
 from eventdedup.commit.recovery import examine
 from eventdedup.config import Config
-from eventdedup.inputs.landing import in_range, list_landing
+from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -43,9 +44,7 @@ def ledger_lag(store: S3Store, config: Config, state: CommittedState, now: datet
     """How far ingestion lags: landing objects of the lookback before `now` that no batch consumed
     (older ones are the sweep's), the oldest of them, and the ledger's size."""
     start = now - timedelta(hours=config.inputs.lookback_hours)
-    listing = list_landing(store, config, start, now)
-    waiting = [info for info in listing.objects if in_range(listing, info, start, now)
-               and state.ledger.consumed_before(info, state.version + 1) is None]
+    waiting, _ = unconsumed_in_range(store, config, start, now, consumed_predicate(state, None))
     oldest = min(waiting, key=lambda info: info.last_modified or now, default=None)
     return {"unconsumed": len(waiting), "oldest_unconsumed": None if oldest is None else oldest.key,
             "oldest_unconsumed_last_modified": None if oldest is None or oldest.last_modified is None
