@@ -81,6 +81,7 @@ PARTITION_DIRECTIVES = frozenset("YmdHj")
 SORTED_KEY_DIRECTIVES = frozenset("YmdHMSj")
 
 SYNTHETIC_POLICIES = ("rename", "drop", "keep")
+PARTITION_TIMES = ("event", "id")
 NORMALIZE_STEPS = ("trim", "lower")
 SURVIVOR_KINDS_BY_ORDER = ("first", "last")
 SURVIVOR_KINDS_BY_FIELD = ("min", "max")
@@ -108,6 +109,10 @@ class DedupSettings:
     survivor: str = "first"
     changelog: bool = False
     normalize: tuple[str, ...] = ()
+    # Which hour an event's cache entry belongs to: "event" (its time_field) or "id" (the time a
+    # UUIDv7, UUIDv1 or ULID id carries, so every copy of an id lands in one hour whatever its
+    # time_field says; ids that carry no time are quarantined). Part of the cache identity.
+    partition_time: str = "event"
 
     @property
     def survivor_field(self) -> str | None:
@@ -144,7 +149,7 @@ class Config:
         """Settings that decide which cache entry an event maps to. Changing any of them between
         batches would make the committed history unreadable (every retransmission would look new),
         so the commit log records them and a batch computed with different ones is refused."""
-        return {
+        identity: dict[str, Any] = {
             "buckets": self.dedup.buckets,
             "key_fields": list(self.key_fields),
             "normalize": list(self.dedup.normalize),
@@ -152,6 +157,9 @@ class Config:
             "fingerprint_exclude": list(self.dedup.fingerprint_exclude),
             "time_field": self.events.time_field,
         }
+        if self.dedup.partition_time != "event":  # absent from identities recorded before it existed
+            identity["partition_time"] = self.dedup.partition_time
+        return identity
 
 
 _SECTIONS: dict[str, type] = {
@@ -281,6 +289,12 @@ def _validate_semantics(dedup: DedupSettings, source: str) -> None:
     if dedup.synthetic not in SYNTHETIC_POLICIES:
         raise ConfigError(
             f"{source}: [dedup] synthetic must be one of {list(SYNTHETIC_POLICIES)}, got {dedup.synthetic!r}")
+    if dedup.partition_time not in PARTITION_TIMES:
+        raise ConfigError(f"{source}: [dedup] partition_time must be one of {list(PARTITION_TIMES)}, "
+                          f"got {dedup.partition_time!r}")
+    if dedup.partition_time == "id" and len(dedup.key_fields) > 1:
+        raise ConfigError(f"{source}: [dedup] partition_time = \"id\" takes the hour from a single id; "
+                          f"key_fields {list(dedup.key_fields)} has several fields")
     unknown_steps = [step for step in dedup.normalize if step not in NORMALIZE_STEPS]
     if unknown_steps:
         raise ConfigError(f"{source}: [dedup] normalize accepts {list(NORMALIZE_STEPS)}, got {unknown_steps}")

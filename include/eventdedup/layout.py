@@ -13,6 +13,7 @@ from eventdedup.naming import validate_batch_id
 
 LOG_VERSION_DIGITS = 20
 SEGMENT_SUFFIX = ".seg"
+GUARD_SUFFIX = ".guard"
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Layout:
         return (f"{self.staging_root(batch_id)}cache/date={key.date_text}/hour={key.hour_text}/"
                 f"bucket={key.bucket:04d}{SEGMENT_SUFFIX}")
 
+    def staged_guard(self, batch_id: str, day: int, bucket: int) -> str:
+        return f"{self.staging_root(batch_id)}cache/{_guard_folder(day, bucket)}{GUARD_SUFFIX}"
+
     def staged_redshift_manifest(self, batch_id: str) -> str:
         return f"{self.staging_root(batch_id)}load.manifest"
 
@@ -71,6 +75,19 @@ class Layout:
 
     def final_cache_segment(self, batch_id: str, key: CacheKey) -> str:
         return f"{self.cache_key_prefix(key)}{validate_batch_id(batch_id)}{SEGMENT_SUFFIX}"
+
+    def final_guard(self, batch_id: str, day: int, bucket: int) -> str:
+        return f"{self.settings.cache_prefix}{_guard_folder(day, bucket)}/{validate_batch_id(batch_id)}{GUARD_SUFFIX}"
+
+    def cache_object_owner(self, key: str) -> str | None:
+        """The batch that wrote a cache segment or id guard; None for any other object."""
+        segment = self.segment_owner_and_key(key)
+        if segment is not None:
+            return segment[0]
+        name = key.rsplit("/", 1)[-1]
+        if key.startswith(f"{self.settings.cache_prefix}guard/") and name.endswith(GUARD_SUFFIX):
+            return name[:-len(GUARD_SUFFIX)]
+        return None
 
     def segment_owner_and_key(self, key: str) -> tuple[str, CacheKey] | None:
         """Inverse of final_cache_segment: '…/date=2026-11-22/hour=05/bucket=0003/<batch>.seg' ->
@@ -120,3 +137,7 @@ class Layout:
     def own_prefixes(self) -> dict[str, str]:
         """Every prefix eventdedup writes under, by setting name: input may come from none of them."""
         return {f.name: getattr(self.settings, f.name) for f in fields(self.settings) if f.name != "landing_prefix"}
+
+
+def _guard_folder(day: int, bucket: int) -> str:
+    return f"guard/date={CacheKey(day, 0, bucket).date_text}/bucket={bucket:04d}"

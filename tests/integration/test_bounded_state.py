@@ -3,10 +3,11 @@
 500 batches commit against the S3 server the way a promotion ends (conditional commit, fold,
 checkpoint with the markers of batches that left the state), one batch per hour, with a 3-hour
 window; the whole promotion path of the same rules runs in tests/integration/test_maintenance.py. Expected from the documented rules, computed here:
-- a batch as of the start of hour h+1 checks hours from h+1-3 (its window start), and its commit
-  lets hours before window start - 3 leave the state;
-- the state keeps the heads of hours at or after that horizon, and the batches whose window
-  starts at or after it (the ones a rerun can still reproduce);
+- a batch as of the start of hour h+1 arrives at hour h+1 and sees entries that arrived from
+  h+1-3 (its window start); its commit lets whatever arrived before window start - 3 leave the
+  state;
+- the state keeps the heads some batch arriving at or after that horizon wrote, and the batches
+  that arrived at or after it;
 - every batch that left the state is still found committed, at its version.
 """
 from __future__ import annotations
@@ -97,10 +98,11 @@ def test_five_hundred_hourly_commits_keep_the_state_and_its_load_flat(s3_server,
     last_hour = FIRST_HOUR + COMMITS - 1
     horizon = (last_hour + 1 - WINDOW) - WINDOW  # the newest window start minus one window
     assert state.retain_from_hour == horizon
-    assert sorted(state.cache_heads) == sorted(str(CacheKey.of_hour(h, b)) for h in range(horizon, last_hour + 1)
+    # Batch i arrives at hour i + 1 and writes the heads of hour i: kept while it arrived at or
+    # after the horizon.
+    kept = [i for i in range(COMMITS) if FIRST_HOUR + i + 1 >= horizon]
+    assert sorted(state.cache_heads) == sorted(str(CacheKey.of_hour(FIRST_HOUR + i, b)) for i in kept
                                                for b in range(BUCKETS))
-    # Batch i's window starts at hour i + 1 - WINDOW: kept while that is at or after the horizon.
-    kept = [i for i in range(COMMITS) if FIRST_HOUR + i + 1 - WINDOW >= horizon]
     assert dict(state.batches) == {batch_id(i): i + 1 for i in kept}
     # Every batch is still known committed, at its own version, whether it is in the state or not.
     assert [committed_version(store, layout, state, batch_id(i)) for i in range(COMMITS)] == list(

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import itertools
 import os
+from datetime import timedelta
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eventdedup.errors import ExpiredHistoryError
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
@@ -23,24 +26,28 @@ from eventdedup.s3store import S3Store
 from ..support.helpers import NOW, committed_rows, expected_renamed_id, make_config, put_lines
 from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, decide_batch
 
+# Copies of an id fall in one hour, in neighbouring hours, a day apart, and 8 days back (older
+# than the window by event time, which is never what expires: arrival is).
 event_dicts = st.fixed_dictionaries(
     {"event_id": st.sampled_from(["a", "b", "7f1c2a4e-5b6d-4e8f-9a0b-1c2d3e4f5a6b"]),
-     "created_at": st.sampled_from(["2026-11-22T03:10:00Z", "2026-11-22T04:10:00Z"]),
+     "created_at": st.sampled_from(["2026-11-22T03:10:00Z", "2026-11-22T04:10:00Z", "2026-11-21T03:59:59Z",
+                                    "2026-11-14T03:10:00Z"]),
      "v": st.integers(1, 2)},
     optional={"price": st.integers(0, 2)},
 )
+WINDOW_HOURS = 24
 policies = st.builds(ModelPolicy, synthetic=st.sampled_from(["rename", "drop", "keep"]),
                      survivor=st.sampled_from(["first", "last", "min", "max"]), changelog=st.booleans())
 plans = st.lists(st.tuples(st.lists(event_dicts, min_size=1, max_size=6),  # the batch's events
                            st.booleans(),  # run its job once more before promoting (a retried job)
-                           st.integers(0, 3) | st.none()),  # then rerun this committed batch, if any
+                           st.integers(0, 3) | st.none(),  # then rerun this committed batch, if any
+                           st.sampled_from([0, 1, 30])),  # hours it arrives after the batch before it
                  min_size=2, max_size=3)
 _buckets = itertools.count(1)
 
 
 def as_model(event: dict) -> ModelEvent:
-    hour = event["created_at"][11:13]
-    return ModelEvent((hour, event["event_id"]), orjson.dumps(event, option=orjson.OPT_SORT_KEYS), event.get("price"))
+    return ModelEvent(event["event_id"], orjson.dumps(event, option=orjson.OPT_SORT_KEYS), event.get("price"))
 
 
 def expected_rows(batch: str, events: list[dict], verdicts) -> tuple[list, list]:  # type: ignore[no-untyped-def]
@@ -66,24 +73,35 @@ def test_committed_output_equals_the_reference_model_for_every_policy(s3_server,
     s3_server.client().create_bucket(Bucket=bucket)
     survivor = policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:price"
     config = make_config(s3_server.endpoint_url, bucket,
-                         dedup={"synthetic": policy.synthetic, "survivor": survivor, "changelog": policy.changelog})
+                         dedup={"synthetic": policy.synthetic, "survivor": survivor, "changelog": policy.changelog,
+                                "window_hours": WINDOW_HOURS})
     store = S3Store(s3_server.client(), bucket)
-    model = ModelStore()
+    model = ModelStore(window_hours=WINDOW_HOURS)
     want_output, want_audit = [], []
-    for number, (events, retry_job, rerun) in enumerate(plan, start=1):
+    arrivals: dict[str, int] = {}
+    for number, (events, retry_job, rerun, later) in enumerate(plan, start=1):
         batch = f"b{number}"
+        arrivals[batch] = (arrivals[f"b{number - 1}"] + later) if number > 1 else 0
+        now = NOW + timedelta(hours=arrivals[batch])
         put_lines(store, f"landing/{batch}/x.jsonl", [orjson.dumps(e) for e in events])
         selector = InputSelector(input_prefix=f"landing/{batch}/")
         if retry_job:
-            freeze_batch_inputs(store, config, batch, selector, NOW)
+            freeze_batch_inputs(store, config, batch, selector, now)
             run_dedup_job(spark, config, batch)
-        run_batch(store, config, batch, selector, NOW, lambda: spark)
-        output, audit = expected_rows(batch, events, decide_batch(model, batch, [as_model(e) for e in events], policy))
+        run_batch(store, config, batch, selector, now, lambda: spark)
+        verdicts = decide_batch(model, batch, [as_model(e) for e in events], policy, arrivals[batch])
+        output, audit = expected_rows(batch, events, verdicts)
         want_output += output
         want_audit += audit
         if rerun is not None:
             earlier = f"b{rerun % number + 1}"
-            assert verify_rerun(store, config, earlier, spark) == [], earlier
+            # README: a rerun is exact while it arrived within a window of the newest batch; after
+            # that, entries it saw may have expired and it is refused.
+            if arrivals[earlier] < arrivals[batch] - WINDOW_HOURS:
+                with pytest.raises(ExpiredHistoryError):
+                    verify_rerun(store, config, earlier, spark)
+            else:
+                assert verify_rerun(store, config, earlier, spark) == [], earlier
 
     got_output = [(r["batch_id"], r["event_id"], r["original_event_id"], r["duplicate_of"], r["op"],
                    r["supersedes_batch"], r["raw"]) for r in committed_rows(store, config, "data")]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from eventdedup.cache.guard import is_guard_head_key
 from eventdedup.commit.log import load_committed_state
 from eventdedup.errors import CorruptStateError, InputChangedError
 from eventdedup.inputs.manifest import freeze_batch_inputs
@@ -24,19 +25,20 @@ def test_an_input_changed_after_staging_fails_the_job_naming_it(store, config, s
         run_dedup_job(spark, config, "b1")
 
 
+@pytest.mark.parametrize("what", ["cache segment", "id guard"])
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "delete"])
-def test_a_damaged_cache_segment_halts_the_batch_naming_the_object(store, config, spark, damage) -> None:
+def test_a_damaged_cache_object_halts_the_batch_naming_the_object(store, config, spark, damage, what) -> None:
     put_lines(store, "landing/b1/1.jsonl", [E])
     run_batch(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW, lambda: spark)
     heads = load_committed_state(store, Layout(config.layout)).cache_heads
-    (segment,) = heads.values()
+    (segment,) = [key for name, key in heads.items() if is_guard_head_key(name) == (what == "id guard")]
     data = store.get_bytes(segment)
     if damage == "delete":
         store.delete_keys([segment])
     else:
         store.put_bytes(segment, data[:-7] if damage == "truncate" else b"\x00" * len(data))
     put_lines(store, "landing/b2/1.jsonl", [E])
-    with pytest.raises(CorruptStateError, match=f"cache segment s3://{store.bucket}/{segment}"):
+    with pytest.raises(CorruptStateError, match=f"{what} s3://{store.bucket}/{segment}"):
         run_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW, lambda: spark)
     assert load_committed_state(store, Layout(config.layout)).batches == {"b1": 1}
 

@@ -91,7 +91,7 @@ def test_three_batches_commit_exactly_one_row_per_id_with_the_first_raw(store, c
     assert errors[("c.jsonl", 4)] == "blank line"
     assert "has no UTC offset" in errors[("d.jsonl", 6)]
 
-    base = {"older_than_window": 0}
+    base: dict[str, int] = {}
     counts = commit_counts(store, config)
     for batch_id, expected in {
         "b1": dict(input_lines=10, malformed=2, in_batch_duplicates=2, cross_batch_duplicates=0, output_rows=6,

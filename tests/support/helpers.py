@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+from eventdedup.cache.guard import is_guard_head_key
 from eventdedup.cache.segment import decode_segment
 from eventdedup.commit.log import committed_version, load_committed_state, read_commit
 from eventdedup.config import Config, config_from_mapping
@@ -69,11 +70,14 @@ def expected_renamed_id(original_key: str, event: dict[str, Any] | bytes) -> str
 
 
 def committed_cache_entries(store: S3Store, config: Config) -> list[tuple[str, bytes, int]]:
-    """(owner batch, 16 key bytes, fingerprint) of every entry in the committed cache heads."""
+    """(owner batch, 16 key bytes, fingerprint) of every entry in the committed cache heads (the
+    hour segments; the id guards only locate them)."""
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
     entries = []
-    for segment_key in state.cache_heads.values():
+    for name, segment_key in state.cache_heads.items():
+        if is_guard_head_key(name):
+            continue
         for run in decode_segment(store.get_bytes(segment_key), segment_key):
             assert committed_version(store, layout, state, run.owner) is not None, \
                 f"{segment_key} holds entries of uncommitted batch {run.owner}"

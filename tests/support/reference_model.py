@@ -1,8 +1,10 @@
 """A deliberately plain reference model of eventdedup's semantics, for property tests.
 
 Written from the README's policy table with dicts and loops, sharing no code with
-include/eventdedup: per committed batch, in commit order, per key (the dedup key within its
-event hour), decide each row's reason, action and the batch holding the kept copy.
+include/eventdedup: per committed batch, in commit order, per key (the dedup key, whatever the
+hour its copies fall in), decide each row's reason, action and the batch holding the kept copy.
+A batch sees what batches that arrived within `window_hours` before it emitted (retention by
+arrival, README "Dedup window").
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ModelEvent:
-    key: Hashable  # what the engine keys on: (hour, normalised id)
+    key: Hashable  # what the engine keys on: the normalised id
     fingerprint: Hashable  # anything equal exactly when the engine's fingerprints are equal
     order_value: int | None = None  # the min:/max: survivor field
 
@@ -35,14 +37,30 @@ class Verdict:
 
 @dataclass
 class ModelStore:
-    """What the committed cache means: every emitted (key, fingerprint) and who emitted it."""
+    """What the committed cache means: every emitted (key, fingerprint), who emitted it, and when
+    that batch arrived (hours), in commit order."""
 
-    pair_owner: dict[tuple[Hashable, Hashable], str] = field(default_factory=dict)
-    key_owners: dict[Hashable, list[str]] = field(default_factory=lambda: defaultdict(list))
+    claims: list[tuple[Hashable, Hashable, str, int]] = field(default_factory=list)
+    window_hours: int | None = None  # None: nothing expires
+
+    def visible(self, arrival: int) -> tuple[dict[tuple[Hashable, Hashable], str], dict[Hashable, list[str]]]:
+        """The earliest owner of each pair and the owners of each key, among what a batch arriving
+        at `arrival` sees."""
+        pair_owner: dict[tuple[Hashable, Hashable], str] = {}
+        key_owners: dict[Hashable, list[str]] = defaultdict(list)
+        for key, fingerprint, owner, claimed_at in self.claims:
+            if self.window_hours is not None and claimed_at < arrival - self.window_hours:
+                continue
+            pair_owner.setdefault((key, fingerprint), owner)
+            if owner not in key_owners[key]:
+                key_owners[key].append(owner)
+        return pair_owner, key_owners
 
 
-def decide_batch(store: ModelStore, batch: str, events: list[ModelEvent], policy: ModelPolicy) -> list[Verdict]:
+def decide_batch(store: ModelStore, batch: str, events: list[ModelEvent], policy: ModelPolicy,
+                 arrival: int = 0) -> list[Verdict]:
     """Verdicts in input order; records the batch's emitted pairs in `store` (its commit)."""
+    pair_owner, key_owners = store.visible(arrival)
     verdicts: list[Verdict | None] = [None] * len(events)
     rows_by_key: dict[Hashable, list[int]] = defaultdict(list)
     for index, event in enumerate(events):
@@ -50,17 +68,17 @@ def decide_batch(store: ModelStore, batch: str, events: list[ModelEvent], policy
     emitted: list[int] = []
     for key, rows in rows_by_key.items():
         for index in rows:
-            owner = store.pair_owner.get((key, events[index].fingerprint))
+            owner = pair_owner.get((key, events[index].fingerprint))
             if owner is not None:
                 verdicts[index] = Verdict("cross_batch_natural", "dropped", owner)
         fresh = sorted((i for i in rows if verdicts[i] is None), key=lambda i: _preference(events, i, policy))
         if not fresh:
             continue
-        seen_before = bool(store.key_owners.get(key))
+        seen_before = bool(key_owners.get(key))
         if policy.changelog:
             best = fresh[0]
             if seen_before:
-                verdicts[best] = Verdict("kept", "update", store.key_owners[key][-1])
+                verdicts[best] = Verdict("kept", "update", key_owners[key][-1])
             else:
                 verdicts[best] = Verdict("kept", "emit", batch)
             emitted.append(best)
@@ -75,7 +93,7 @@ def decide_batch(store: ModelStore, batch: str, events: list[ModelEvent], policy
             if fingerprint not in representative:
                 representative[fingerprint] = index
                 if seen_before:
-                    verdicts[index] = Verdict("cross_batch_synthetic", action, store.key_owners[key][0])
+                    verdicts[index] = Verdict("cross_batch_synthetic", action, key_owners[key][0])
                 elif len(representative) == 1:
                     verdicts[index] = Verdict("kept", "emit", batch)
                 else:
@@ -90,10 +108,7 @@ def decide_batch(store: ModelStore, batch: str, events: list[ModelEvent], policy
                 else:
                     verdicts[index] = Verdict("in_batch_natural", "dropped", batch)
     for index in emitted:
-        event = events[index]
-        store.pair_owner[(event.key, event.fingerprint)] = batch
-        if batch not in store.key_owners[event.key]:
-            store.key_owners[event.key].append(batch)
+        store.claims.append((events[index].key, events[index].fingerprint, batch, arrival))
     assert all(v is not None for v in verdicts)
     return verdicts  # type: ignore[return-value]
 

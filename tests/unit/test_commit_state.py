@@ -60,18 +60,42 @@ def windowed(version: int, batch: str, previous: str | None, window_start: int, 
                         window_start, window_start - window)
 
 
-def test_heads_before_the_horizon_leave_the_state_and_the_horizon_never_moves_back() -> None:
+def test_batches_and_heads_that_arrived_before_the_horizon_leave_the_state() -> None:
     state = CommittedState()
-    for i in range(8):  # batch i checks hours from HOUR + i, writes hour HOUR + i + 3
+    for i in range(8):  # batch i arrives at HOUR + i + 3 (window 3), writes the head of that hour
         state = state.apply(windowed(i + 1, f"b{i}", state.last_batch_id, HOUR + i), f"c{i}")
+    assert state.arrivals["b7"] == HOUR + 10 and state.latest_arrival_hour == HOUR + 10
     # Horizon: the newest window start (HOUR + 7) minus one window (3).
     assert state.retain_from_hour == HOUR + 4
-    assert sorted(state.cache_heads) == [str(CacheKey.of_hour(HOUR + h, 0)) for h in (4, 5, 6, 7, 8, 9, 10)]
-    # Kept: the batches whose window starts at or after the horizon (b4..b7), as a suffix of the log.
-    assert dict(state.batches) == {f"b{i}": i + 1 for i in range(4, 8)}
-    assert dict(state.left_since_checkpoint) == {f"b{i}": i + 1 for i in range(4)}
-    late = state.apply(windowed(9, "late", "b7", HOUR + 4), "c9")  # a lagging batch, clipped to the horizon
-    assert late.retain_from_hour == HOUR + 4 and "late" in late.batches
+    # Kept: whatever arrived at or after the horizon: heads written by b1..b7, batches b1..b7.
+    assert sorted(state.cache_heads) == [str(CacheKey.of_hour(HOUR + h, 0)) for h in range(4, 11)]
+    assert dict(state.batches) == {f"b{i}": i + 1 for i in range(1, 8)}
+    assert dict(state.left_since_checkpoint) == {"b0": 1}
+
+
+def test_a_head_of_an_old_hour_lives_a_window_from_its_last_write_not_from_its_hour() -> None:
+    old_hour = str(CacheKey.of_hour(HOUR - 1000, 0))
+    state = CommittedState()
+    for i in range(8):
+        rec = windowed(i + 1, f"b{i}", state.last_batch_id, HOUR + i)
+        if i == 6:  # b6 re-sends an event 1,000 hours old: its entry lives from b6's arrival
+            rec = CommitRecord(rec.version, rec.batch_id, rec.previous_batch_id, rec.token, rec.as_of, {}, (),
+                               {**rec.cache_heads, old_hour: "seg-old"}, rec.window_start_hour, rec.retain_from_hour)
+        state = state.apply(rec, f"c{i}")
+    assert state.cache_heads[old_hour] == "seg-old" and state.head_arrivals[old_hour] == HOUR + 9
+    for i in range(8, 13):
+        state = state.apply(windowed(i + 1, f"b{i}", state.last_batch_id, HOUR + i), f"c{i}")
+    assert state.retain_from_hour == HOUR + 9 and old_hour in state.cache_heads
+    state = state.apply(windowed(14, "b13", "b12", HOUR + 13), "c13")
+    assert state.retain_from_hour == HOUR + 10 and old_hour not in state.cache_heads
+
+
+def test_arrivals_never_move_back_along_the_log() -> None:
+    state = CommittedState()
+    for i in range(3):
+        state = state.apply(windowed(i + 1, f"b{i}", state.last_batch_id, HOUR + 10 + i), f"c{i}")
+    late = state.apply(windowed(4, "late", "b2", HOUR), "c4")  # a manual batch staged long ago
+    assert late.arrivals["late"] == HOUR + 15 and late.retain_from_hour == HOUR + 9 and "late" in late.batches
 
 
 def test_the_latest_interval_batch_is_kept_after_it_leaves_the_state() -> None:

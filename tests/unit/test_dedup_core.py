@@ -23,7 +23,8 @@ def rows(*pairs: tuple[str, int]) -> tuple[np.ndarray, np.ndarray]:
 
 def cache(*runs: tuple[str, list[tuple[str, int]]], hidden: frozenset[str] = frozenset()) -> CacheView:
     built = [CacheRun.build(owner, *rows(*entries)) for owner, entries in runs]
-    return CacheView.from_runs(built, hidden)
+    visible = {run.owner: version for version, run in enumerate(built) if run.owner not in hidden}
+    return CacheView.from_runs(built, visible)
 
 
 def decide(events, view, policy=None, priorities=None):  # type: ignore[no-untyped-def]

@@ -47,7 +47,7 @@ def engine_verdicts(segments: dict, committed: list[str], batch: str, rows: list
         fps = np.array([rows[i].fingerprint for i in indexes], np.uint64)
         order_keys = pa.array([order_key_of_value(rows[i].order_value, "p") for i in indexes], pa.binary())
         decision = decide_key_group(digests, fps, survivor.priorities(order_keys, len(indexes)),
-                                    CacheView.from_runs(runs, {run.owner for run in runs} - set(committed)), batch,
+                                    CacheView.from_runs(runs, {owner: i for i, owner in enumerate(committed)}), batch,
                                     DuplicatePolicy(policy.synthetic, policy.changelog))
         for row, index in enumerate(indexes):
             verdicts[index] = Verdict(Outcome(int(decision.outcomes[row])).reason,

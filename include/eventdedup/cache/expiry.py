@@ -1,18 +1,16 @@
-"""Cache expiry: delete cache segments nothing can read any more, as the commit log decides.
+"""Cache expiry: delete cache objects nothing can read any more, as the commit log decides.
 
-Two kinds of segment are garbage:
-- superseded ones: copy-forward means a key's head segment holds every run of the segments
-  before it, and every reader (new batch or rerun) loads only heads;
-- segments of hours before the log's expiry horizon (`CommittedState.retain_from_hour`): the
-  newest committed window start minus one window. The folded state has already dropped their
-  heads, no new batch checks them (eventdedup.cache.history) and no batch that can still be
-  recomputed read them.
+Two kinds of cache object (hour segment or id guard) are garbage:
+- superseded ones: copy-forward means a head holds every live run (or id) of the objects before
+  it, and every reader (new batch or rerun) loads only heads;
+- expired ones: the folded state drops a head once every batch that wrote it arrived before the
+  log's horizon (`CommittedState.retain_from_hour`), one window before the newest window start.
+  No new batch sees entries that old, and no batch that can still be recomputed saw them.
 
-The horizon is log time, not the wall clock: a maintenance run during an outage, a backfill
-behind it or a manual batch committed late cannot make expiry delete what the next batch reads,
-and expiry and the state agree on which hours exist. Superseded segments are judged only for
-committed batches; segments of batches not committed (a promotion in flight) are left alone
-unless their hour has expired, when no promotion can commit them any more (it would be stale).
+The horizon is log time (arrival hours), not the wall clock: a maintenance run during an outage,
+a backfill behind it or a manual batch committed late cannot make expiry delete what the next
+batch reads, and expiry and the state agree on which heads exist. Objects are judged only for
+committed owners; those of a batch not committed (a promotion in flight) are left alone.
 """
 from __future__ import annotations
 
@@ -20,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from eventdedup.cache.guard import guard_head_key
 from eventdedup.commit.log import CommittedState, committed_version, load_committed_state
 from eventdedup.config import Config
 from eventdedup.keys import CacheKey
@@ -38,8 +37,8 @@ class ExpiryReport:
 
     def summary(self) -> str:
         cutoff = "none yet" if self.cutoff_hour_start is None else f"before {self.cutoff_hour_start.isoformat()}"
-        return (f"deleted {len(self.superseded)} superseded and {len(self.expired)} expired cache segments "
-                f"(expired hours: {cutoff}); kept {self.kept}")
+        return (f"deleted {len(self.superseded)} superseded and {len(self.expired)} expired cache objects "
+                f"(expired arrivals: {cutoff}); kept {self.kept}")
 
 
 def expire_cache(store: S3Store, config: Config, apply: bool = True) -> ExpiryReport:
@@ -50,19 +49,30 @@ def expire_cache(store: S3Store, config: Config, apply: bool = True) -> ExpiryRe
     heads = set(state.cache_heads.values())
     committed: dict[str, bool] = {}  # one lookup per owner (a GET only for owners that left the state)
     for item in store.list(config.layout.cache_prefix):
-        segment = layout.segment_owner_and_key(item.key)
-        if segment is None:
-            report.kept += 1  # not ours to judge: a foreign object
-        elif horizon is not None and segment[1].hour_index < horizon:
-            report.expired.append(item.key)
-        elif item.key not in heads and _is_committed(store, layout, state, segment[0], committed):
+        owner = layout.cache_object_owner(item.key)
+        if owner is None or item.key in heads or not _is_committed(store, layout, state, owner, committed):
+            report.kept += 1  # a foreign object, a head, or a promotion in flight
+        elif _head_name(layout, item.key) in state.cache_heads:
             report.superseded.append(item.key)
         else:
-            report.kept += 1
+            report.expired.append(item.key)
     if apply:
         store.delete_keys(report.superseded + report.expired)
     log.info("cache expiry: %s", report.summary())
     return report
+
+
+def _head_name(layout: Layout, key: str) -> str | None:
+    """The state's name of the head an object is (or was) a version of."""
+    segment = layout.segment_owner_and_key(key)
+    if segment is not None:
+        return str(segment[1])
+    try:  # an id guard: <cache>/guard/date=YYYY-MM-DD/bucket=BBBB/<batch>.guard
+        date_part, bucket_part = key.rsplit("/", 3)[1:3]
+        cache_key = CacheKey.parse(f"{date_part.split('=', 1)[1]}/00/{bucket_part.split('=', 1)[1]}")
+        return guard_head_key(cache_key.day, cache_key.bucket)
+    except (IndexError, ValueError):
+        return None
 
 
 def _is_committed(store: S3Store, layout: Layout, state: CommittedState, owner: str, known: dict[str, bool]) -> bool:

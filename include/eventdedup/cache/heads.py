@@ -25,7 +25,8 @@ def load_head_runs(store: S3Store, head_key: str | None) -> list[CacheRun]:
     return decode_segment(data, store.uri(head_key))
 
 
-def copy_forward_segment(runs: list[CacheRun], hidden_owners: Collection[str], own_run: CacheRun) -> bytes:
-    """The key's next head: the runs of batches this one could see, then its own. Runs of batches
-    it could not see (a rerun's own earlier claim, later batches) are never copied forward."""
-    return encode_segment([run for run in runs if run.owner not in hidden_owners] + [own_run])
+def copy_forward_segment(runs: list[CacheRun], kept_owners: Collection[str], own_run: CacheRun) -> bytes:
+    """The key's next head: the runs of batches still in the log's state and committed before this
+    one, then its own. Runs of batches that left the state (arrived before the horizon: nobody
+    sees them any more), a rerun's own earlier claim and later batches' runs are never copied."""
+    return encode_segment([run for run in runs if run.owner in kept_owners] + [own_run])

@@ -1,22 +1,25 @@
-"""Which committed history a batch checks its events against: which hours, and whose runs.
+"""Which committed history a batch checks its events against: whose cache entries, by arrival.
 
-A new batch checks the hours from its window start (its as_of minus `window_hours`), but never
-before the log's expiry horizon (`CommittedState.retain_from_hour`): hours before it have left
-the state and maintenance deletes their segments. A batch that lags the log by more than a
-window therefore processes its events of expired hours without a cache, as it does events older
-than its own window (counted `older_than_window`, never dropped for age), and says so in its log.
+Cache entries live `window_hours` from the arrival of the batch that wrote them, whatever their
+events' times (Flink's state TTL from arrival, Amplitude's arrival-day filters): a batch sees the
+entries of every batch that arrived within one window before it, in every hour, so a re-sent old
+event is caught while its original is in the window. A batch's arrival hour is its as_of's hour,
+but never before the log's latest arrival: arrivals never decrease along the log, so a manual
+batch staged long ago still sees the last window of history when it commits.
 
-A rerun of a committed batch checks exactly the hours its commit recorded and hides the runs of
-itself and of every batch committed after it, so it reproduces its output byte for byte. A rerun
-whose recorded hours have expired is refused: it can no longer be reproduced.
+A rerun of a committed batch sees exactly what its commit recorded (its window start) and hides
+the runs of itself and of every batch committed after it, so it reproduces its output byte for
+byte. A rerun whose window start is before the log's horizon is refused: entries it saw have
+expired, so it can no longer be reproduced.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 
-from eventdedup.commit.log import CommittedState, committed_record, committed_version
+from eventdedup.commit.log import CommittedState, committed_record, committed_version, record_arrival_hour
 from eventdedup.errors import ExpiredHistoryError
 from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
@@ -28,11 +31,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class BatchHistory:
     base_version: int  # the log version the batch is computed against; it commits base_version + 1
-    window_start_hour: int  # hours before this one are processed without a cache
-    retain_from_hour: int  # what the batch's commit records as its horizon
-    # Runs of these batches are invisible: a rerun's own and those committed after it. Every other
-    # run in a committed head belongs to a committed batch the computation may see.
-    hidden_owners: frozenset[str]
+    arrival_hour: int  # the batch's arrival (its id guard's day); its commit records it
+    window_start_hour: int  # entries of batches that arrived before this hour are invisible to it
+    retain_from_hour: int  # what the batch's commit records as its horizon: one window before its start
+    # Owners whose runs the batch sees (owner -> commit version, the order of their runs): committed
+    # before it and arrived at or after its window start.
+    visible_owners: Mapping[str, int] = field(default_factory=dict)
+    # Owners whose runs its new cache heads carry forward: every batch still in the state and
+    # committed before it (a rerun's own run and later ones are never copied).
+    kept_owners: frozenset[str] = frozenset()
     # A rerun's inputs as its commit recorded them (the ledger's decision, reproduced without
     # consulting the ledger); None for a new batch, or a commit older than the ledger.
     recorded_inputs: frozenset[ObjectInfo] | None = None
@@ -42,42 +49,47 @@ def history_for_batch(store: S3Store, layout: Layout, state: CommittedState, bat
                       window_hours: int) -> BatchHistory:
     own_version = committed_version(store, layout, state, batch_id)
     if own_version is not None:
-        return _rerun_history(store, layout, state, batch_id, own_version, as_of, window_hours)
-    own_start = hour_index_at(as_of - timedelta(hours=window_hours))
-    start = own_start if state.retain_from_hour is None else max(own_start, state.retain_from_hour)
-    if start > own_start:
-        log.warning(
-            "batch %s (as of %s) lags the log by more than its window: its window starts at %s, but cache hours "
-            "before %s have expired (the newest committed window starts a window after them). Its events before "
-            "%s are processed without a duplicate check and counted as older_than_window; to check such batches, "
-            "run them before the log moves a window past them, or raise [dedup] window_hours",
-            batch_id, as_of.isoformat(), _hour_text(own_start), _hour_text(start), _hour_text(start))
-    return BatchHistory(state.version, start, start - window_hours, frozenset())
+        return _rerun_history(store, layout, state, batch_id, own_version, window_hours)
+    arrival = hour_index_at(as_of)
+    if state.latest_arrival_hour is not None and state.latest_arrival_hour > arrival:
+        log.info("batch %s (as of %s) arrives after the log's latest arrival %s: its cache window is measured from "
+                 "there", batch_id, as_of.isoformat(), _hour_text(state.latest_arrival_hour))
+        arrival = state.latest_arrival_hour
+    start = arrival - window_hours
+    return BatchHistory(state.version, arrival, start, start - window_hours,
+                        _visible(state, start, state.version + 1), frozenset(state.batches))
+
+
+def _visible(state: CommittedState, window_start: int, own_version: int) -> dict[str, int]:
+    """Batches committed before `own_version` that arrived at or after the window start (a batch
+    without a known arrival, from a checkpoint older than arrivals, is seen: never fewer checks)."""
+    return {owner: version for owner, version in state.batches.items()
+            if version < own_version and state.arrivals.get(owner, window_start) >= window_start}
 
 
 def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_id: str, own_version: int,
-                   as_of: datetime, window_hours: int) -> BatchHistory:
+                   window_hours: int) -> BatchHistory:
     log.info("batch %s is already committed at version %d; recomputing against its own history", batch_id,
              own_version)
     if batch_id not in state.batches:
         raise ExpiredHistoryError(
-            f"batch {batch_id} was committed at log version {own_version}, but its window has expired (cache hours "
-            f"before {_hour_text(state.retain_from_hour)} are gone): it can no longer be recomputed. Its commit "
-            "stands; to reprocess its input, run it as a new batch id"
+            f"batch {batch_id} was committed at log version {own_version}, but its window has expired (cache entries "
+            f"that arrived before {_hour_text(state.retain_from_hour)} are gone): it can no longer be recomputed. Its "
+            "commit stands; to reprocess its input, run it as a new batch id"
         )
     record = committed_record(store, layout, own_version)
-    start = record.window_start_hour
-    if start is None:  # committed before window starts were recorded
-        start = hour_index_at(as_of - timedelta(hours=window_hours))
+    arrival = record_arrival_hour(record)
+    start = record.window_start_hour if record.window_start_hour is not None else arrival - window_hours
     if state.retain_from_hour is not None and start < state.retain_from_hour:
         raise ExpiredHistoryError(
-            f"batch {batch_id} (log version {own_version}) checked cache hours from {_hour_text(start)}, but hours "
-            f"before {_hour_text(state.retain_from_hour)} have expired: it can no longer be recomputed exactly"
+            f"batch {batch_id} (log version {own_version}) saw cache entries that arrived from {_hour_text(start)}, "
+            f"but entries that arrived before {_hour_text(state.retain_from_hour)} have expired: it can no longer be "
+            "recomputed exactly"
         )
-    hidden = frozenset(b for b, version in state.batches.items() if version >= own_version)
     retain = record.retain_from_hour if record.retain_from_hour is not None else start - window_hours
     recorded = None if record.ledger_update is None else frozenset(record.ledger_update.inputs)
-    return BatchHistory(own_version - 1, start, retain, hidden, recorded)
+    kept = frozenset(owner for owner, version in state.batches.items() if version < own_version)
+    return BatchHistory(own_version - 1, arrival, start, retain, _visible(state, start, own_version), kept, recorded)
 
 
 def _hour_text(hour_index: int | None) -> str:

@@ -1,7 +1,7 @@
 """What a batch can see of one cache key's committed history, and the lookups it makes there."""
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +32,7 @@ class CacheLookup:
 
 @dataclass(frozen=True)
 class CacheView:
-    """Committed runs of one cache key visible to a batch, in commit order.
+    """Committed runs visible to a batch, of one bucket's cache keys in any hours, in commit order.
 
     Each run's digests are sorted when written, so a lookup binary-searches the batch's few
     queries in every run instead of sorting the (much larger) history: the cost of a cache key
@@ -40,17 +40,26 @@ class CacheView:
     """
 
     runs: tuple[CacheRun, ...]
+    hours: tuple[int, ...] = ()  # the hour whose segment holds each run (hours since the epoch)
 
     @classmethod
     def empty(cls) -> CacheView:
         return cls(())
 
     @classmethod
-    def from_runs(cls, runs: Sequence[CacheRun], hidden_owners: Collection[str]) -> CacheView:
-        """Keep only runs of batches committed before the one being computed: a rerun must not
-        see its own earlier claims, nor claims made by batches committed after it (`hidden_owners`;
-        a committed head holds runs of committed batches only)."""
-        return cls(tuple(run for run in runs if run.owner not in hidden_owners and len(run)))
+    def from_runs(cls, runs: Sequence[CacheRun], visible_owners: Mapping[str, int], hour: int = 0) -> CacheView:
+        """The runs of one segment the batch may see."""
+        return cls.from_hours({hour: runs}, visible_owners)
+
+    @classmethod
+    def from_hours(cls, runs_by_hour: Mapping[int, Sequence[CacheRun]], visible_owners: Mapping[str, int]) -> CacheView:
+        """Keep only runs of the batches the one being computed sees (owner -> commit version:
+        committed before it, arrived within its window; never a rerun's own earlier claims), in
+        commit order across hours, so "earliest" and "latest" holder mean what the log says."""
+        kept = [(visible_owners[run.owner], hour, run) for hour, runs in runs_by_hour.items() for run in runs
+                if run.owner in visible_owners and len(run)]
+        kept.sort(key=lambda item: (item[0], item[1]))
+        return cls(tuple(run for _, _, run in kept), tuple(hour for _, hour, _ in kept))
 
     @property
     def owners(self) -> tuple[str, ...]:

@@ -126,20 +126,25 @@ def _optional_int(value: Any) -> int | None:
 
 @dataclass(frozen=True)
 class CommittedState:
-    """The log folded up to `version`, bounded by the dedup window.
+    """The log folded up to `version`, bounded by the dedup window measured in arrival time.
+
+    Every commit has an arrival hour (eventdedup.cache.history: its as_of's hour, never before the
+    log's latest arrival, so arrivals never decrease along the log). A batch sees the cache
+    entries of batches that arrived within a window before it; `retain_from_hour`, a window before
+    the newest window start, is the horizon: entries that arrived before it are visible to no new
+    batch and to no rerun that can still be exact.
 
     `batches` holds the recent batches (batch id -> commit version): a suffix of the log, from the
-    oldest batch that can still be recomputed exactly (its window starts at or after
-    `retain_from_hour`). Older batches are committed all the same: ask `committed_version`.
-    `cache_heads` holds the head segment of every cache key of an hour at or after
-    `retain_from_hour`; earlier hours are expired (maintenance deletes their segments).
+    oldest batch that arrived at or after the horizon. Older batches are committed all the same:
+    ask `committed_version`. `cache_heads` holds every cache object (hour segments and id guards)
+    some batch at or after the horizon wrote; `head_arrivals` the newest arrival that wrote each.
     """
 
     version: int = 0
     batches: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> commit version
     cache_heads: Mapping[str, str] = field(default_factory=dict)
     last_batch_id: str | None = None
-    window_starts: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> its window start hour
+    arrivals: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> its arrival hour
     retain_from_hour: int | None = None
     # The committed batch whose id names the latest interval start: what interval run order needs.
     latest_interval_batch_id: str | None = None
@@ -147,6 +152,8 @@ class CommittedState:
     left_through_version: int = 0
     # Every input object consumed by a recent commit (eventdedup.commit.ledger).
     ledger: IngestionLedger = field(default_factory=IngestionLedger)
+    latest_arrival_hour: int | None = None
+    head_arrivals: Mapping[str, int] = field(default_factory=dict)  # cache head key -> newest writer arrival
     # Batches that left the state since the checkpoint this state was loaded from: their markers
     # are written before the next checkpoint. Not part of a checkpoint.
     left_since_checkpoint: Mapping[str, int] = field(default_factory=dict, compare=False)
@@ -160,33 +167,42 @@ class CommittedState:
         if record.batch_id in self.batches or record.batch_id in self.left_since_checkpoint:
             raise CorruptStateError(f"commit record {name} commits batch {record.batch_id} a second time")
         horizon = _later_hour(self.retain_from_hour, record.retain_from_hour)
+        arrival = _later_hour(self.latest_arrival_hour, record_arrival_hour(record))
+        assert arrival is not None
         batches = {**self.batches, record.batch_id: record.version}
-        window_starts = dict(self.window_starts)
-        if record.window_start_hour is not None:
-            window_starts[record.batch_id] = record.window_start_hour
+        arrivals = {**self.arrivals, record.batch_id: arrival}
         left = dict(self.left_since_checkpoint)
-        for batch_id in _batches_leaving(batches, window_starts, horizon):
+        for batch_id in _batches_leaving(batches, arrivals, horizon):
             left[batch_id] = batches.pop(batch_id)
-            window_starts.pop(batch_id, None)
+            arrivals.pop(batch_id, None)
+        head_arrivals = {**self.head_arrivals, **{key: arrival for key in record.cache_heads}}
+        heads = {**self.cache_heads, **record.cache_heads}
+        if horizon is not None:
+            heads = {key: segment for key, segment in heads.items() if head_arrivals[key] >= horizon}
+            head_arrivals = {key: head_arrivals[key] for key in heads}
         consumed_hour = hour_index_at(datetime.fromisoformat(record.as_of))
         ledger = self.ledger.with_update(record.ledger_update, record.version, consumed_hour)
         return CommittedState(
             version=record.version,
             batches=batches,
-            cache_heads=_heads_from(horizon, {**self.cache_heads, **record.cache_heads}),
+            cache_heads=heads,
             last_batch_id=record.batch_id,
-            window_starts=window_starts,
+            arrivals=arrivals,
             retain_from_hour=horizon,
             latest_interval_batch_id=_later_interval(self.latest_interval_batch_id, record.batch_id),
             left_through_version=max([self.left_through_version, *left.values()]),
             ledger=ledger,
+            latest_arrival_hour=arrival,
+            head_arrivals=head_arrivals,
             left_since_checkpoint=left,
         )
 
     def to_bytes(self) -> bytes:
-        doc = {"version": self.version, "batches": dict(self.batches), "window_starts": dict(self.window_starts),
-               "cache_heads": dict(self.cache_heads), "last_batch_id": self.last_batch_id,
-               "retain_from_hour": self.retain_from_hour, "latest_interval_batch_id": self.latest_interval_batch_id,
+        doc = {"version": self.version, "batches": dict(self.batches), "arrivals": dict(self.arrivals),
+               "cache_heads": dict(self.cache_heads), "head_arrivals": dict(self.head_arrivals),
+               "last_batch_id": self.last_batch_id, "retain_from_hour": self.retain_from_hour,
+               "latest_arrival_hour": self.latest_arrival_hour,
+               "latest_interval_batch_id": self.latest_interval_batch_id,
                "left_through_version": self.left_through_version, "ledger": self.ledger.to_json()}
         return gzip.compress(orjson.dumps(doc), mtime=0)
 
@@ -199,43 +215,63 @@ class CommittedState:
             if "latest_interval_batch_id" not in doc:  # a checkpoint written before it was kept
                 for batch_id in batches:
                     latest = _later_interval(latest, batch_id)
-            return cls(int(doc["version"]), batches, {str(k): str(v) for k, v in doc["cache_heads"].items()},
-                       doc["last_batch_id"], {str(k): int(v) for k, v in doc.get("window_starts", {}).items()},
-                       _optional_int(doc.get("retain_from_hour")), latest, int(doc.get("left_through_version", 0)),
-                       IngestionLedger.from_json(doc.get("ledger")))
+            heads = {str(k): str(v) for k, v in doc["cache_heads"].items()}
+            horizon = _optional_int(doc.get("retain_from_hour"))
+            arrivals, head_arrivals = _arrivals_of(doc, heads, horizon)
+            latest_arrival = _optional_int(doc.get("latest_arrival_hour"))
+            if latest_arrival is None and arrivals:
+                latest_arrival = max(arrivals.values())
+            return cls(int(doc["version"]), batches, heads, doc["last_batch_id"], arrivals, horizon, latest,
+                       int(doc.get("left_through_version", 0)), IngestionLedger.from_json(doc.get("ledger")),
+                       latest_arrival, head_arrivals)
         except (OSError, EOFError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"checkpoint {name} does not parse: {exc}") from None
 
 
+def record_arrival_hour(record: CommitRecord) -> int:
+    """A commit's arrival hour: its window start plus one window (a window start is the arrival
+    minus the window, and the horizon it records one window earlier still); a record older than
+    window starts arrived at its as_of's hour."""
+    if record.window_start_hour is not None and record.retain_from_hour is not None:
+        return 2 * record.window_start_hour - record.retain_from_hour
+    return hour_index_at(datetime.fromisoformat(record.as_of))
+
+
+def _arrivals_of(doc: Mapping[str, Any], heads: Mapping[str, str],
+                 horizon: int | None) -> tuple[dict[str, int], dict[str, int]]:
+    """Arrivals of batches and heads; a checkpoint written before arrivals were kept had window
+    starts per batch (arrival = start + one window) and event-hour heads (kept while their hour was)."""
+    if "arrivals" in doc:
+        return ({str(k): int(v) for k, v in doc["arrivals"].items()},
+                {str(k): int(v) for k, v in doc["head_arrivals"].items()})
+    starts = {str(k): int(v) for k, v in doc.get("window_starts", {}).items()}
+    window = max(starts.values()) - horizon if starts and horizon is not None else 0
+    return ({batch: start + window for batch, start in starts.items()},
+            {key: CacheKey.parse(key).hour_index for key in heads})
+
+
 def _later_hour(current: int | None, candidate: int | None) -> int | None:
-    """The horizon only moves forward: a batch committed late with an old window cannot lower it."""
+    """Horizons and arrivals only move forward: a batch committed late cannot lower them."""
     if candidate is None:
         return current
     return candidate if current is None else max(current, candidate)
 
 
-def _batches_leaving(batches: Mapping[str, int], window_starts: Mapping[str, int],
+def _batches_leaving(batches: Mapping[str, int], arrivals: Mapping[str, int],
                      horizon: int | None) -> list[str]:
-    """The oldest batches (a prefix in version order) whose window starts before the horizon: a
-    rerun of them would read expired hours. Leaving as a prefix keeps `batches` a suffix of the
-    log, so a run owned by a batch not in it is older than every batch in it."""
+    """The oldest batches (a prefix in version order) that arrived before the horizon: no batch
+    sees their entries any more, and a rerun of them would read expired ones. Leaving as a prefix
+    keeps `batches` a suffix of the log, so a run owned by a batch not in it is older than every
+    batch in it."""
     if horizon is None:
         return []
     leaving = []
     for batch_id in batches:  # insertion order is version order
-        start = window_starts.get(batch_id)
-        if start is not None and start >= horizon:
+        arrival = arrivals.get(batch_id)
+        if arrival is not None and arrival >= horizon:
             break
         leaving.append(batch_id)
     return leaving
-
-
-def _heads_from(horizon: int | None, heads: dict[str, str]) -> dict[str, str]:
-    if horizon is None:
-        return heads
-    # Cache keys are "YYYY-MM-DD/HH/BBBB": fixed-width, so the date and hour compare as text.
-    first = str(CacheKey.of_hour(horizon, 0))[:13]
-    return {key: segment for key, segment in heads.items() if key[:13] >= first}
 
 
 def _later_interval(current: str | None, batch_id: str) -> str | None:

@@ -205,7 +205,9 @@ def _classify_pairs(pair_hit: Mask, pair_owner: IndexArray, key_hit: Mask, key_f
     return rep, rest
 
 
-def new_cache_run(batch_id: str, digests: Digests, fingerprints: Fingerprints, decision: KeyDecision) -> CacheRun:
-    """The pairs this batch claims for the key: exactly the rows it emits, in any form."""
-    emitted = decision.emitted_mask
+def new_cache_run(batch_id: str, digests: Digests, fingerprints: Fingerprints, decision: KeyDecision,
+                  within: Mask | None = None) -> CacheRun:
+    """The pairs this batch claims: exactly the rows it emits, in any form (of the rows `within`:
+    one hour's, for that hour's segment)."""
+    emitted = decision.emitted_mask if within is None else decision.emitted_mask & within
     return CacheRun.build(batch_id, digests[emitted], fingerprints[emitted])

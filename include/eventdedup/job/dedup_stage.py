@@ -1,18 +1,26 @@
-"""Executor side of stage 2: for each cache key of one sorted partition, load its committed
-cache once, decide every event, and stage data, audit rows and the key's new cache segment.
+"""Executor side of stage 2: for each bucket of one sorted partition, load its committed cache
+once, decide every event of the bucket whatever its hour, and stage data, audit rows, the
+bucket's new cache segments (one per hour) and its id guard.
+
+A bucket's events of every hour are decided together, so copies of one id in different hours of
+the batch meet; its hour segments and the id guards of the window are loaded once, and the
+hours the guards name for the bucket's ids are loaded too, so copies committed in other hours
+are found exactly (eventdedup.cache.guard).
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard, guard_head_key
 from eventdedup.cache.heads import copy_forward_segment, load_head_runs
 from eventdedup.cache.segment import CacheRun
 from eventdedup.cache.view import CacheView
@@ -28,6 +36,7 @@ from eventdedup.dedup.decide import (
     renamed_event_id,
 )
 from eventdedup.dedup.survivor import SurvivorPolicy
+from eventdedup.errors import CorruptStateError
 from eventdedup.job.records import DriverRecord, ObjectStats, PartitionCounts, ShuffleRecord
 from eventdedup.keys import CacheKey, digest_array
 from eventdedup.layout import Layout
@@ -43,55 +52,101 @@ class DedupContext:
     s3: S3Settings
     bucket: str
     layout: Layout
-    hidden_owners: frozenset[str]  # eventdedup.cache.history.BatchHistory
-    # Hour index (hours since epoch) of the oldest hour inside the dedup window (never before the
-    # log's expiry horizon): older events are still processed, but against no cache and without
-    # writing one.
-    window_start_hour: int
+    # eventdedup.cache.history.BatchHistory: whose runs the batch sees (owner -> commit version)
+    # and whose runs its new heads carry forward.
+    visible_owners: Mapping[str, int]
+    kept_owners: frozenset[str]
+    arrival_day: int  # the day of the guard the batch adds its ids to
+    guard_days: tuple[int, ...]  # arrival days of the window: the guards every bucket probes
     input_keys: tuple[str, ...]
     survivor: SurvivorPolicy = SurvivorPolicy("first")
     policy: DuplicatePolicy = DuplicatePolicy()
 
 
 @dataclass
-class _KeyWork:
-    key: CacheKey
-    table: pa.Table
-    runs: list[CacheRun]
+class _BucketResult:
+    kept_by_hour: dict[int, pa.Table] = field(default_factory=dict)
+    audit: pa.Table | None = None
+    segments: dict[int, bytes] = field(default_factory=dict)
+    guard: bytes | None = None
+
+
+class _CacheLoader:
+    """Every cache object a partition reads, each loaded once, all in flight at once."""
+
+    def __init__(self, store: S3Store, heads: Mapping[str, str], pool: ThreadPoolExecutor) -> None:
+        self._store, self._heads, self._pool = store, heads, pool
+        self._loads: dict[str, Future[Any]] = {}
+
+    def prefetch(self, bucket: int, hours: Iterable[int], guard_days: Iterable[int]) -> None:
+        for hour in hours:
+            self._segment(hour, bucket)
+        for day in guard_days:
+            self._guard(day, bucket)
+
+    def runs(self, hour: int, bucket: int) -> list[CacheRun]:
+        result: list[CacheRun] = self._segment(hour, bucket).result()
+        return result
+
+    def guard(self, day: int, bucket: int) -> IdGuard:
+        result: IdGuard = self._guard(day, bucket).result()
+        return result
+
+    def _segment(self, hour: int, bucket: int) -> Future[Any]:
+        name = str(CacheKey.of_hour(hour, bucket))
+        if name not in self._loads:
+            self._loads[name] = self._pool.submit(load_head_runs, self._store, self._heads.get(name))
+        return self._loads[name]
+
+    def _guard(self, day: int, bucket: int) -> Future[Any]:
+        name = guard_head_key(day, bucket)
+        if name not in self._loads:
+            self._loads[name] = self._pool.submit(_load_guard, self._store, self._heads.get(name))
+        return self._loads[name]
+
+
+def _load_guard(store: S3Store, key: str | None) -> IdGuard:
+    if key is None:
+        return IdGuard.empty()
+    data = store.get_bytes_or_none(key)
+    if data is None:
+        raise CorruptStateError(f"id guard {store.uri(key)} is named by the commit log but missing; reading it as "
+                                "empty would let duplicates in other hours through")
+    return decode_guard(data, store.uri(key))
 
 
 def dedup_partition(ctx: DedupContext, cache_heads: Mapping[str, str], partition: int,
                     records: Iterable[ShuffleRecord]) -> Iterator[DriverRecord]:
     store = S3Store(process_client(ctx.s3), ctx.bucket)
-    groups: dict[CacheKey, list[bytes]] = defaultdict(list)
+    groups: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
     for _, record in records:
         if isinstance(record, ObjectStats):
             yield from _object_stats_records(record)
         else:
-            groups[record.key].append(record.ipc)  # sorted input: each key's chunks arrive together
-    keys = list(groups)
-    hours_left = Counter((key.date_text, key.hour_text) for key in keys)
+            groups[record.key.bucket].append((record.key.hour_index, record.ipc))
     counts: Counter[str] = Counter()
-    outputs: dict[tuple[str, str], list[pa.Table]] = defaultdict(list)
+    outputs: dict[int, list[pa.Table]] = defaultdict(list)
     audits: list[pa.Table] = []
     with ThreadPoolExecutor(IO_THREADS) as pool:
-        # Every cache load is in flight at once; each key is decided as soon as its load lands,
-        # and its segment (and an hour's data, once its last key is decided) is written while
-        # the next key is decided: S3 latency overlaps the compute instead of adding to it.
-        loads = [pool.submit(_load_runs, store, ctx, cache_heads, key) for key in keys]
+        # Every bucket's own hours and guards are in flight at once; each bucket is decided as
+        # soon as its loads land, and its segments are written while the next is decided.
+        loader = _CacheLoader(store, cache_heads, pool)
+        for bucket, chunks in groups.items():
+            loader.prefetch(bucket, sorted({hour for hour, _ in chunks}), ctx.guard_days)
         writes: list[Future[StagedObject | None]] = []
-        for key, load in zip(keys, loads, strict=True):
-            work = _KeyWork(key, _sorted_by_seq(groups.pop(key)), load.result())
-            kept, audit, segment = _decide(ctx, work, counts)
-            if audit.num_rows:
-                audits.append(audit)
-            if segment is not None:
-                writes.append(pool.submit(_stage_segment, store, ctx, key, segment))
-            hour = (key.date_text, key.hour_text)
-            outputs[hour].append(kept)
-            hours_left[hour] -= 1
-            if not hours_left[hour]:
-                writes.append(pool.submit(_stage_data, store, ctx, partition, hour, outputs.pop(hour)))
+        for bucket, chunks in groups.items():
+            result = _decide_bucket(ctx, bucket, _bucket_rows(chunks), loader, counts)
+            if result.audit is not None and result.audit.num_rows:
+                audits.append(result.audit)
+            for hour, segment in result.segments.items():
+                writes.append(pool.submit(_stage_segment, store, ctx, CacheKey.of_hour(hour, bucket), segment))
+            if result.guard is not None:
+                writes.append(pool.submit(_stage_guard, store, ctx, bucket, result.guard))
+            for hour, kept in result.kept_by_hour.items():
+                outputs[hour].append(kept)
+            groups[bucket] = []
+        for hour, tables in sorted(outputs.items()):
+            writes.append(pool.submit(_stage_data, store, ctx, partition, hour, tables))
         staged = [write.result() for write in writes]
     if audits:
         staged.append(_stage_audit(store, ctx, partition, pa.concat_tables(audits)))
@@ -105,42 +160,81 @@ def _object_stats_records(stats: ObjectStats) -> Iterator[DriverRecord]:
         yield stats.quarantine
 
 
-def _sorted_by_seq(chunks: list[bytes]) -> pa.Table:
-    """One key's rows in input order. Each chunk comes from one input object (a contiguous seq
-    range) and is already in input order, so ordering the chunks by their first seq orders
-    the rows; the shuffle only delivers the chunks in an arbitrary order."""
-    tables = [ipc_to_table(chunk) for chunk in chunks]
-    tables.sort(key=lambda table: table.column("seq")[0].as_py())
+def _bucket_rows(chunks: list[tuple[int, bytes]]) -> pa.Table:
+    """One bucket's rows of every hour, with their cache hour, in input order. Each chunk holds one
+    input object's rows of one hour in input order; the shuffle delivers chunks in any order."""
+    tables = []
+    for hour, chunk in chunks:
+        table = ipc_to_table(chunk)
+        tables.append(table.append_column("cache_hour", pa.array(np.full(table.num_rows, hour, np.int64))))
     table = pa.concat_tables(tables)
     seq = table.column("seq").to_numpy()
-    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():  # cannot happen; cheap to make sure
+    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
     return table
 
 
-def _in_window(ctx: DedupContext, key: CacheKey) -> bool:
-    return key.hour_index >= ctx.window_start_hour
-
-
-def _load_runs(store: S3Store, ctx: DedupContext, cache_heads: Mapping[str, str], key: CacheKey) -> list[CacheRun]:
-    return load_head_runs(store, cache_heads.get(str(key))) if _in_window(ctx, key) else []
-
-
-def _decide(ctx: DedupContext, work: _KeyWork, counts: Counter[str]) -> tuple[pa.Table, pa.Table, bytes | None]:
-    table = work.table
-    in_window = _in_window(ctx, work.key)
-    cache = CacheView.from_runs(work.runs, ctx.hidden_owners) if in_window else CacheView.empty()
+def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _CacheLoader,
+                   counts: Counter[str]) -> _BucketResult:
+    hours = table.column("cache_hour").to_numpy()
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
+    own_hours = [int(hour) for hour in np.unique(hours)]
+    loaded = {hour: loader.runs(hour, bucket) for hour in own_hours}
+    other_hours = _hours_named_by_guards(ctx, bucket, digests, loader) - set(loaded)
+    for hour in sorted(other_hours):
+        loaded[hour] = loader.runs(hour, bucket)
+    counts["guard_hours_loaded"] += len(other_hours)
+    cache = CacheView.from_hours(loaded, ctx.visible_owners)
     priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
     decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy)
-    _count(counts, decision, table.num_rows, in_window)
-    segment = None
-    if in_window and decision.emitted_mask.any():
-        own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision)
-        segment = copy_forward_segment(work.runs, ctx.hidden_owners, own_run)
-        counts["cache_keys_written"] += len(own_run)
-    return _output_rows(ctx, table, decision), _audit_rows(ctx, table, decision), segment
+    _count(counts, decision)
+    counts["cross_hour_duplicates"] += int(np.count_nonzero(_cross_hour(decision, cache, digests, hours)))
+    result = _BucketResult(audit=_audit_rows(ctx, table, decision))
+    emitted = decision.emitted_mask
+    kept = _output_rows(ctx, table.drop_columns(["cache_hour"]), decision)
+    kept_hours = hours[emitted]
+    for hour in own_hours:
+        in_hour = kept_hours == hour
+        if in_hour.any():
+            result.kept_by_hour[hour] = kept.filter(pa.array(in_hour))
+            own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision, within=hours == hour)
+            result.segments[hour] = copy_forward_segment(loaded[hour], ctx.kept_owners, own_run)
+            counts["cache_keys_written"] += len(own_run)
+    if emitted.any():
+        guard = loader.guard(ctx.arrival_day, bucket).with_ids(digests[emitted], hours[emitted])
+        result.guard = encode_guard(guard)
+    return result
+
+
+def _hours_named_by_guards(ctx: DedupContext, bucket: int, digests: npt.NDArray[np.bytes_],
+                           loader: _CacheLoader) -> set[int]:
+    """Every hour some guard of the window says may hold one of the bucket's ids."""
+    distinct = np.unique(digests)
+    hours: set[int] = set()
+    for day in ctx.guard_days:
+        _, candidates = loader.guard(day, bucket).candidate_hours(distinct)
+        hours.update(int(hour) for hour in np.unique(candidates))
+    return hours
+
+
+def _cross_hour(decision: KeyDecision, cache: CacheView, digests: npt.NDArray[np.bytes_],
+                hours: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Duplicates whose kept copy lies in another hour: what a cache keyed by hour alone misses."""
+    outcomes = decision.outcomes
+    cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
+    run_hours = np.array([*cache.hours, -1], np.int64)
+    holder = np.where(cross_batch, decision.holder, len(cache.hours))
+    found: npt.NDArray[np.bool_] = cross_batch & (run_hours[holder] != hours)
+    in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
+    if in_batch.any():
+        _, key_of_row = np.unique(digests, return_inverse=True)
+        key_of_row = key_of_row.reshape(-1)
+        survivor_hour = np.full(key_of_row.max() + 1, -1, np.int64)
+        survivors = outcomes == Outcome.KEPT
+        survivor_hour[key_of_row[survivors]] = hours[survivors]
+        found |= in_batch & (survivor_hour[key_of_row] >= 0) & (survivor_hour[key_of_row] != hours)
+    return found
 
 
 def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
@@ -172,7 +266,7 @@ def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> p
     return pa.table(columns, schema=OUTPUT_SCHEMA)
 
 
-def _count(counts: Counter[str], decision: KeyDecision, rows: int, in_window: bool) -> None:
+def _count(counts: Counter[str], decision: KeyDecision) -> None:
     outcomes, actions = decision.outcomes, decision.actions
     dropped = actions == Action.DROP
     for outcome in Outcome:
@@ -186,8 +280,6 @@ def _count(counts: Counter[str], decision: KeyDecision, rows: int, in_window: bo
     counts["renamed"] += int(np.count_nonzero(actions == Action.RENAME))
     counts["kept_synthetic"] += int(np.count_nonzero(actions == Action.KEEP))
     counts["updates"] += int(np.count_nonzero(actions == Action.UPDATE))
-    if not in_window:
-        counts["older_than_window"] += rows
 
 
 def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
@@ -219,12 +311,19 @@ def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: by
     return StagedObject("cache", info, ctx.layout.final_cache_segment(ctx.batch_id, key), 0, cache_key=str(key))
 
 
-def _stage_data(store: S3Store, ctx: DedupContext, partition: int, date_hour: tuple[str, str],
+def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -> StagedObject:
+    info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.arrival_day, bucket), guard)
+    return StagedObject("cache", info, ctx.layout.final_guard(ctx.batch_id, ctx.arrival_day, bucket), 0,
+                        cache_key=guard_head_key(ctx.arrival_day, bucket))
+
+
+def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int,
                 tables: list[pa.Table]) -> StagedObject | None:
     table = pa.concat_tables(tables)
     if table.num_rows == 0:
         return None
-    date_text, hour_text = date_hour
+    key = CacheKey.of_hour(hour, 0)
+    date_text, hour_text = key.date_text, key.hour_text
     info = store.put_bytes(ctx.layout.staged_data(ctx.batch_id, date_text, hour_text, partition),
                            table_to_parquet(table))
     return StagedObject("data", info, ctx.layout.final_data(ctx.batch_id, date_text, hour_text, partition),

@@ -114,7 +114,9 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
     )
     dedup_ctx = DedupContext(
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout,
-        hidden_owners=history.hidden_owners, window_start_hour=history.window_start_hour,
+        visible_owners=history.visible_owners, kept_owners=history.kept_owners,
+        arrival_day=history.arrival_hour // 24,
+        guard_days=tuple(range(history.window_start_hour // 24, history.arrival_hour // 24 + 1)),
         input_keys=tuple(info.key for info in manifest.inputs),
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
@@ -125,7 +127,7 @@ def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: Ba
         rdd = (
             sc.parallelize(inputs, len(inputs))
             .flatMap(partial(read_input_object, read_ctx))
-            .repartitionAndSortWithinPartitions(config.partitions, partition_of_code)
+            .repartitionAndSortWithinPartitions(min(config.partitions, config.dedup.buckets), partition_of_code)
             .mapPartitionsWithIndex(lambda index, rows: dedup_partition(dedup_ctx, heads.value, index, rows))
         )
         records: list[DriverRecord] = rdd.collect()

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
@@ -16,12 +17,13 @@ from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
 from eventdedup.errors import InputChangedError
 from eventdedup.job.records import EventChunk, ObjectStats, ShuffleRecord, chunk_record, stats_record
-from eventdedup.keys import CacheKey, bucket_array, digest_array, hour_codes
+from eventdedup.keys import MICROS_PER_HOUR, CacheKey, bucket_array, digest_array
 from eventdedup.parse.event_parser import ParseRules
+from eventdedup.parse.id_time import id_times_us
 from eventdedup.parse.input_lines import object_too_large
-from eventdedup.parse.object_parser import parse_object, quarantined_whole
+from eventdedup.parse.object_parser import ObjectParse, parse_object, quarantined_whole
 from eventdedup.s3store import ObjectInfo, S3Store, is_changed_or_missing, process_client
-from eventdedup.tables import QUARANTINE_SCHEMA, table_to_ipc, table_to_parquet
+from eventdedup.tables import QUARANTINE_SCHEMA, split_seq, table_to_ipc, table_to_parquet
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,11 @@ def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterato
         parsed = quarantined_whole(object_too_large(ctx.rules.max_object_bytes, compressed=False))
     else:
         parsed = parse_object(_read_input(store, ctx, info), input_index, ctx.rules)
+    hours = cache_hours(parsed, ctx.rules)
     staged = _stage_quarantine(store, ctx, input_index, info.key, parsed.bad_raw, parsed.bad_error, parsed.bad_line)
     yield stats_record(ObjectStats(input_index, parsed.lines, len(parsed.bad_raw), staged))
-    for chunk in _chunks_by_cache_key(parsed.table, ctx.buckets):
-        yield chunk_record(chunk, ctx.buckets)
+    for chunk in _chunks_by_cache_key(parsed.table, hours, ctx.buckets):
+        yield chunk_record(chunk)
 
 
 def _read_input(store: S3Store, ctx: ReadContext, info: ObjectInfo) -> bytes:
@@ -63,12 +66,38 @@ def _read_input(store: S3Store, ctx: ReadContext, info: ObjectInfo) -> bytes:
         raise
 
 
-def _chunks_by_cache_key(table: pa.Table, buckets: int) -> Iterator[EventChunk]:
+def cache_hours(parsed: ObjectParse, rules: ParseRules) -> npt.NDArray[np.int64]:
+    """The cache hour of each parsed event: its event time's, or under partition_time = "id" its
+    id's; an event whose id carries no valid time moves to the object's quarantine."""
+    table = parsed.table
+    if rules.partition_time == "event":
+        event_hours: npt.NDArray[np.int64] = (
+            table.column("event_time").combine_chunks().cast(pa.int64()).to_numpy() // MICROS_PER_HOUR)
+        return event_hours
+    times, errors = id_times_us(table.column("event_id"))
+    for row, time_us in enumerate(times.tolist()):
+        if row not in errors and not rules.min_time_us <= time_us <= rules.max_time_us:
+            errors[row] = (f'partition_time = "id": the time of id {table.column("event_id")[row].as_py()!r} '
+                           f"({time_us} us since the epoch) lies outside the accepted event times")
+    if errors:
+        seq = table.column("seq").to_numpy()
+        raw = table.column("raw").to_pylist()
+        for row in sorted(errors):
+            parsed.bad_raw.append(raw[row].encode("utf-8"))
+            parsed.bad_error.append(errors[row])
+            parsed.bad_line.append(int(split_seq(seq[row:row + 1])[1][0]))
+        good = np.ones(table.num_rows, bool)
+        good[list(errors)] = False
+        parsed.table = table.filter(pa.array(good))
+        times = times[good]
+    return times // MICROS_PER_HOUR
+
+
+def _chunks_by_cache_key(table: pa.Table, hours: npt.NDArray[np.int64], buckets: int) -> Iterator[EventChunk]:
     if table.num_rows == 0:
         return
     bucket = bucket_array(digest_array(table.column("key_digest")), buckets)
-    event_time_us = table.column("event_time").combine_chunks().cast(pa.int64()).to_numpy()
-    code = hour_codes(event_time_us, bucket, buckets)
+    code = hours * buckets + bucket
     order = np.argsort(code, kind="stable")
     sorted_code = code[order]
     boundaries = np.flatnonzero(np.diff(sorted_code)) + 1

@@ -1,10 +1,11 @@
 """The typed records the dedup job moves: through the shuffle, and from executors to the driver.
 
 Through the shuffle, every record is keyed by an integer shuffle code that also decides its
-partition (Spark takes it modulo the partition count): a chunk of events goes by its cache key's
-code, so consecutive (hour, bucket) keys spread round-robin; an object's statistics go by its
-input index, so they spread over partitions too. What a record is, is told by its type, never
-by its code. To the driver, executors return only staged-object descriptions and counts.
+partition (Spark takes the partitioner's value modulo the partition count): a chunk of events
+goes by its bucket, so every hour of a bucket meets in one task (copies of an id in different
+hours are decided together), sorted by hour within it; an object's statistics go by its input
+index, so they spread over partitions too. What a record is, is told by its type, never by its
+code. To the driver, executors return only staged-object descriptions and counts.
 """
 from __future__ import annotations
 
@@ -37,17 +38,21 @@ class ObjectStats:
 ShuffleRecord = tuple[int, EventChunk | ObjectStats]
 
 
-def chunk_record(chunk: EventChunk, buckets: int) -> ShuffleRecord:
-    return chunk.key.code(buckets), chunk
+_HOUR_BITS = 32
+_HOUR_OFFSET = 1 << 31  # hours before 1970 are negative; codes of chunks never are
+
+
+def chunk_record(chunk: EventChunk) -> ShuffleRecord:
+    return (chunk.key.bucket << _HOUR_BITS) | (chunk.key.hour_index + _HOUR_OFFSET), chunk
 
 
 def stats_record(stats: ObjectStats) -> ShuffleRecord:
-    return stats.input_index, stats
+    return -1 - stats.input_index, stats
 
 
 def partition_of_code(code: int) -> int:
-    """Spark's partitioner: the code itself, which Spark takes modulo the partition count."""
-    return code
+    """Spark's partitioner (taken modulo the partition count): a chunk's bucket, an object's index."""
+    return code >> _HOUR_BITS if code >= 0 else -1 - code
 
 
 @dataclass(frozen=True)

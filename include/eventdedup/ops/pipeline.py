@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from eventdedup.commit.job_result import JobResult
+from eventdedup.cache.claims import cache_claim_differences
+from eventdedup.commit.job_result import WORK_COUNT_NAMES, JobResult
 from eventdedup.commit.log import CommitRecord, committed_record, committed_version, load_committed_state
 from eventdedup.commit.promotion import PromotionOutcome, needs_dedup_job, promote_batch
 from eventdedup.config import Config
@@ -34,8 +35,11 @@ def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSele
     return promote_batch(store, config, batch_id)
 
 
-def differences_from_commit(job: JobResult, record: CommitRecord) -> list[str]:
-    """Compare a recomputed batch with its commit: a rerun must reproduce every object byte for byte."""
+def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord,
+                            heads: Mapping[str, str]) -> list[str]:
+    """Compare a recomputed batch with its commit: a rerun must reproduce every object byte for
+    byte, except what later commits legitimately changed in the cache heads it copies forward
+    (eventdedup.cache.claims): there, its own claims must be the same."""
     committed = {obj.key: obj for obj in record.objects}
     recomputed = {obj.final_key: obj for obj in job.objects}
     problems = [f"{key}: committed but not produced by the rerun"
@@ -43,10 +47,16 @@ def differences_from_commit(job: JobResult, record: CommitRecord) -> list[str]:
     problems += [f"{key}: produced by the rerun but not committed"
                  for key in sorted(recomputed.keys() - committed.keys())]
     for key in sorted(committed.keys() & recomputed.keys()):
-        if committed[key].etag != recomputed[key].staged.etag or committed[key].size != recomputed[key].staged.size:
+        if committed[key].etag == recomputed[key].staged.etag and committed[key].size == recomputed[key].staged.size:
+            continue
+        if committed[key].kind == "cache":
+            cache_key = recomputed[key].cache_key
+            problems += cache_claim_differences(store, key, recomputed[key].staged.key, record.batch_id,
+                                                None if cache_key is None else heads.get(cache_key))
+        else:
             problems.append(f"{key}: rerun produced different bytes")
     # A count this version adds (e.g. inputs_excluded) is absent, i.e. 0, in older commit records.
-    names = set(job.counts) | set(record.counts)
+    names = (set(job.counts) | set(record.counts)) - set(WORK_COUNT_NAMES)
     if any(job.counts.get(name, 0) != record.counts.get(name, 0) for name in names):
         problems.append(f"counts differ: committed {dict(record.counts)}, rerun {dict(job.counts)}")
     return problems
@@ -61,5 +71,7 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, spark: SparkSess
         return [f"batch {batch_id} is not committed"]
     record = committed_record(store, layout, version)
     job = run_dedup_job(spark, config, batch_id)
-    store.delete_prefix(layout.staging_root(batch_id))
-    return differences_from_commit(job, record)
+    try:
+        return differences_from_commit(store, job, record, state.cache_heads)
+    finally:
+        store.delete_prefix(layout.staging_root(batch_id))

@@ -43,6 +43,7 @@ class ParseRules:
     lower: bool = False
     # The field min:/max: survivor policies compare; None for first/last.
     survivor_field: str | None = None
+    partition_time: str = "event"  # [dedup] partition_time: whose hour files an event's cache entry
 
     @classmethod
     def for_batch(cls, config: Config, as_of: datetime) -> ParseRules:
@@ -59,6 +60,7 @@ class ParseRules:
             trim="trim" in dedup.normalize,
             lower="lower" in dedup.normalize,
             survivor_field=dedup.survivor_field,
+            partition_time=dedup.partition_time,
         )
 
 

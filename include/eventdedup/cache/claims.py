@@ -1,0 +1,52 @@
+"""What a rerun must reproduce of the cache objects its batch committed.
+
+A rerun copies forward today's heads, not the ones its batch read: since then later batches
+have added their runs (hidden from the rerun) and dropped runs of batches that left the state
+(arrived before the horizon). So a recomputed segment may differ in bytes from the committed
+one while the batch's decision is the same. What must hold: the batch's own run is identical,
+and every other run the rerun carries is one the commit carried; a recomputed id guard holds
+every (id, hour) the committed one held. A committed object maintenance has deleted since (a
+later head superseded it) is judged by that head: it carries the batch's own run forward.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from eventdedup.cache.guard import decode_guard
+from eventdedup.cache.segment import CacheRun, decode_segment
+from eventdedup.layout import GUARD_SUFFIX
+from eventdedup.s3store import S3Store
+
+
+def cache_claim_differences(store: S3Store, committed_key: str, recomputed_key: str, batch_id: str,
+                            current_head: str | None) -> list[str]:
+    recomputed = store.get_bytes(recomputed_key)
+    committed = store.get_bytes_or_none(committed_key)
+    superseded = committed is None
+    if committed is None:
+        if current_head is None:
+            return [f"{committed_key}: committed, but neither it nor a head of its key exists any more"]
+        committed_key, committed = current_head, store.get_bytes(current_head)
+    if committed_key.endswith(GUARD_SUFFIX):
+        if superseded:  # a later head holds more than the commit did; the rerun copies that head forward
+            return []
+        old, new = decode_guard(committed, committed_key), decode_guard(recomputed, recomputed_key)
+        old_pairs = set(zip(old.hashes.tolist(), old.hours[old.slots.astype(np.int64)].tolist(), strict=True))
+        new_pairs = set(zip(new.hashes.tolist(), new.hours[new.slots.astype(np.int64)].tolist(), strict=True))
+        missing = len(old_pairs - new_pairs)
+        return [f"{committed_key}: the rerun's id guard lacks {missing} ids the commit holds"] if missing else []
+    old_runs = {run.owner: run for run in decode_segment(committed, committed_key)}
+    new_runs = {run.owner: run for run in decode_segment(recomputed, recomputed_key)}
+    problems = []
+    if not _same_run(old_runs.get(batch_id), new_runs.get(batch_id)):
+        problems.append(f"{committed_key}: the rerun claims other ids than the commit did")
+    for owner, run in new_runs.items():
+        if owner != batch_id and not superseded and not _same_run(old_runs.get(owner), run):
+            problems.append(f"{committed_key}: the rerun carries a run of {owner} the commit did not")
+    return problems
+
+
+def _same_run(a: CacheRun | None, b: CacheRun | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return bool(np.array_equal(a.digests, b.digests) and np.array_equal(a.fingerprints, b.fingerprints))

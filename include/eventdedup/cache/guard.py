@@ -1,0 +1,126 @@
+"""The window-wide id guard: which hours of a bucket may hold an id, over every hour of the window.
+
+Hour segments find copies of an id within one hour. Copies whose times fall in different hours
+(a retry re-stamped by a server, a synthetic duplicate, an old event re-sent) are found through
+the guard: per (arrival day, bucket), one object over every id the batches arriving that day
+committed to the bucket, each as a 32-bit hash and the hour whose segment holds it (Amplitude
+keeps per-day filters keyed by arrival for the same reason). A batch loads the guards of its
+window once per bucket and probes every id it decides; a hit names hours to load, and the
+decision is then made exactly against those hours' segments, so a hash collision costs one
+segment load and never a drop.
+
+Layout (big-endian): magic "EDGD" | format u8 | 3 reserved | hours u32 | entries u32 |
+hours (i64 each, sorted) | hashes (u32 each, sorted) | hour slots (u16 each, into hours) | crc32.
+Six bytes an id: the hour slot is what lets a hit load one segment instead of the whole day's.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from eventdedup.errors import CorruptStateError
+from eventdedup.keys import DIGEST_DTYPE, CacheKey
+
+MAGIC = b"EDGD"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct(">4sBxxxII")
+_CRC = struct.Struct(">I")
+_SEED = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2 = np.uint64(0x94D049BB133111EB)
+GUARD_PREFIX = "guard/"
+
+Hours = npt.NDArray[np.int64]
+
+
+def guard_head_key(day: int, bucket: int) -> str:
+    """The state's name of a guard head, beside the hour segments' 'YYYY-MM-DD/HH/BBBB'."""
+    return f"{GUARD_PREFIX}{CacheKey(day, 0, bucket).date_text}/{bucket:04d}"
+
+
+def is_guard_head_key(key: str) -> bool:
+    return key.startswith(GUARD_PREFIX)
+
+
+def guard_hashes(digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint32]:
+    """32 bits per key, independent of the bucket: splitmix64 over both halves with another seed."""
+    halves = np.frombuffer(np.ascontiguousarray(digests, DIGEST_DTYPE).tobytes(), ">u8").reshape(-1, 2)
+    mixed = (halves[:, 0].astype(np.uint64) ^ _SEED) ^ (
+        (halves[:, 1].astype(np.uint64) << np.uint64(29)) | (halves[:, 1].astype(np.uint64) >> np.uint64(35)))
+    mixed ^= mixed >> np.uint64(30)
+    mixed *= _MIX_1
+    mixed ^= mixed >> np.uint64(27)
+    mixed *= _MIX_2
+    mixed ^= mixed >> np.uint64(31)
+    return (mixed >> np.uint64(32)).astype(np.uint32)
+
+
+@dataclass(frozen=True)
+class IdGuard:
+    hours: Hours  # sorted, distinct
+    hashes: npt.NDArray[np.uint32]  # sorted
+    slots: npt.NDArray[np.uint16]  # per hash, its hour's index in `hours`
+
+    @classmethod
+    def empty(cls) -> IdGuard:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint16))
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def with_ids(self, digests: npt.NDArray[np.bytes_], hours: Hours) -> IdGuard:
+        """This guard plus the ids a batch claimed, each in its hour (copy-forward, like a head)."""
+        all_hashes = np.concatenate([self.hashes, guard_hashes(digests)])
+        all_hours = np.concatenate([self.hours[self.slots.astype(np.int64)], hours.astype(np.int64)])
+        distinct_hours, slot = np.unique(all_hours, return_inverse=True)
+        if len(distinct_hours) > np.iinfo(np.uint16).max:
+            raise ValueError(f"an id guard holds at most 65535 hours, got {len(distinct_hours)}")
+        # One int64 per (hash, slot), so sorting and de-duplicating is one flat np.unique.
+        packed = np.unique((all_hashes.astype(np.int64) << 16) | slot.reshape(-1).astype(np.int64))
+        return IdGuard(distinct_hours.astype(np.int64), (packed >> 16).astype(np.uint32),
+                       (packed & 0xFFFF).astype(np.uint16))
+
+    def candidate_hours(self, digests: npt.NDArray[np.bytes_]) -> tuple[npt.NDArray[np.intp], Hours]:
+        """(query index, hour) for every hour that may hold a queried id; usually none or one each."""
+        wanted = guard_hashes(digests)
+        low = np.searchsorted(self.hashes, wanted, side="left")
+        high = np.searchsorted(self.hashes, wanted, side="right")
+        widths = high - low
+        query = np.repeat(np.arange(len(digests)), widths)
+        starts = np.repeat(np.cumsum(widths) - widths, widths)
+        position = np.repeat(low, widths) + (np.arange(len(query)) - starts)
+        return query, self.hours[self.slots[position].astype(np.int64)]
+
+
+def encode_guard(guard: IdGuard) -> bytes:
+    body = b"".join([
+        _HEADER.pack(MAGIC, FORMAT_VERSION, len(guard.hours), len(guard.hashes)),
+        guard.hours.astype(">i8").tobytes(), guard.hashes.astype(">u4").tobytes(), guard.slots.astype(">u2").tobytes(),
+    ])
+    return body + _CRC.pack(zlib.crc32(body))
+
+
+def decode_guard(data: bytes, name: str) -> IdGuard:
+    """Parse a guard; damage raises CorruptStateError (read as empty, it would hide duplicates)."""
+    if len(data) < _HEADER.size + _CRC.size:
+        raise CorruptStateError(f"id guard {name} is truncated ({len(data)} bytes)")
+    body, (crc,) = data[:-_CRC.size], _CRC.unpack(data[-_CRC.size:])
+    if zlib.crc32(body) != crc:
+        raise CorruptStateError(f"id guard {name} fails its checksum: truncated or overwritten")
+    magic, version, hour_count, entries = _HEADER.unpack_from(body)
+    if magic != MAGIC or version != FORMAT_VERSION:
+        raise CorruptStateError(f"id guard {name} has magic {magic!r} version {version}; expected EDGD v1")
+    if len(body) != _HEADER.size + hour_count * 8 + entries * 6:
+        raise CorruptStateError(f"id guard {name} holds {len(body)} bytes, its header says otherwise")
+    offset = _HEADER.size
+    hours = np.frombuffer(body, ">i8", hour_count, offset).astype(np.int64)
+    offset += hour_count * 8
+    hashes = np.frombuffer(body, ">u4", entries, offset).astype(np.uint32)
+    slots = np.frombuffer(body, ">u2", entries, offset + entries * 4).astype(np.uint16)
+    if entries and int(slots.max()) >= hour_count:
+        raise CorruptStateError(f"id guard {name} names an hour it does not hold")
+    return IdGuard(hours, hashes, slots)

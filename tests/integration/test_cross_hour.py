@@ -1,0 +1,184 @@
+"""A duplicate is found wherever its copies fall in time, within the window (README "Dedup keys
+and hours"): through Spark and the S3 server, expectations computed here from the rules:
+- copies of one id are compared whatever their hours: in one batch, across batches, across days;
+- same id, same fingerprint: natural, dropped; another fingerprint: synthetic, renamed to
+  uuid5(namespace, id + fingerprint) with the original in original_event_id;
+- an entry lives a window from its batch's arrival, so an 8-day-old event re-sent an hour after
+  its original arrived is caught;
+- the id guard only points at hours: an id that merely collides with another in it is kept;
+- under partition_time = "id", the cache hour is the id's (UUIDv7, ULID), and an id with no time
+  is quarantined with the reason.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import orjson
+import pytest
+
+from eventdedup.cache.guard import guard_hashes
+from eventdedup.config import Config
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.ops.pipeline import run_batch, verify_rerun
+from eventdedup.s3store import S3Store
+
+from ..support.helpers import NOW, commit_counts, committed_rows, expected_renamed_id, make_config, put_lines
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def at(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def uuid7(moment: datetime, tail: int) -> str:
+    """RFC 9562 UUIDv7: 48-bit milliseconds, version 7, variant 10, then `tail` as the rest."""
+    millis = int(moment.timestamp() * 1000)
+    digits = f"{millis:012x}7{tail % 4096:03x}8{tail % (1 << 60):015x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+def ulid(moment: datetime, tail: int) -> str:
+    """ULID: 48-bit milliseconds in 10 Crockford base32 characters, then 80 bits (from `tail`)."""
+    value = (int(moment.timestamp() * 1000) << 80) | (tail % (1 << 80))
+    return "".join(CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+
+
+def run(store: S3Store, config: Config, batch: str, events: list[dict], as_of: datetime, spark) -> None:
+    put_lines(store, f"landing/{batch}/1.jsonl", [orjson.dumps(e) for e in events])
+    run_batch(store, config, batch, InputSelector(input_prefix=f"landing/{batch}/"), as_of, lambda: spark)
+
+
+def data(store: S3Store, config: Config) -> list[tuple]:
+    return sorted((r["batch_id"], r["event_id"], r["original_event_id"], r["raw"])
+                  for r in committed_rows(store, config, "data"))
+
+
+def audit(store: S3Store, config: Config) -> list[tuple]:
+    return sorted((r["batch_id"], r["event_id"], r["reason"], r["action"], r["kept_in_batch"])
+                  for r in committed_rows(store, config, "audit"))
+
+
+def raw(event: dict) -> str:
+    return orjson.dumps(event).decode()
+
+
+IDS = {
+    "text": lambda moment, n: f"id-{n}",
+    "uuid7": uuid7,
+    "ulid": ulid,
+}
+
+
+@pytest.mark.parametrize(("partition_time", "kind"), [("event", "text"), ("id", "uuid7"), ("id", "ulid")])
+def test_natural_copies_in_other_hours_are_dropped_in_the_batch_and_across_batches(
+        s3_server, bucket, spark, partition_time, kind) -> None:
+    config = make_config(s3_server.endpoint_url, bucket,
+                         dedup={"fingerprint_exclude": ["created_at"], "partition_time": partition_time})
+    store = S3Store(s3_server.client(), bucket)
+    created = NOW - timedelta(minutes=10)  # 05:50
+    first = IDS[kind](created, 1)
+    second = IDS[kind](created - timedelta(minutes=20), 2)
+    b1 = [{"event_id": first, "created_at": at(created), "v": 1},
+          {"event_id": first, "created_at": at(created - timedelta(minutes=90)), "v": 1},  # 04:20, same batch
+          {"event_id": second, "created_at": at(created - timedelta(minutes=20)), "v": 1}]
+    # 90 minutes later (07:20), in the next batch: the time is excluded from the fingerprint.
+    b2 = [{"event_id": first, "created_at": at(created + timedelta(minutes=90)), "v": 1}]
+    run(store, config, "b1", b1, NOW, spark)
+    run(store, config, "b2", b2, NOW + timedelta(hours=2), spark)
+
+    assert data(store, config) == sorted([("b1", first, None, raw(b1[0])), ("b1", second, None, raw(b1[2]))])
+    assert audit(store, config) == sorted([("b1", first, "in_batch_natural", "dropped", "b1"),
+                                           ("b2", first, "cross_batch_natural", "dropped", "b1")])
+    counts = commit_counts(store, config)
+    # Under partition_time = "id" every copy lands in its id's hour: nothing crosses an hour.
+    crossing = 1 if partition_time == "event" else 0
+    assert (counts["b1"]["cross_hour_duplicates"], counts["b2"]["cross_hour_duplicates"]) == (crossing, crossing)
+    assert verify_rerun(store, config, "b1", spark) == [] and verify_rerun(store, config, "b2", spark) == []
+
+
+@pytest.mark.parametrize(("partition_time", "kind"), [("event", "text"), ("id", "uuid7"), ("id", "ulid")])
+def test_a_synthetic_copy_in_another_hour_and_batch_is_renamed(s3_server, bucket, spark, partition_time,
+                                                               kind) -> None:
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"partition_time": partition_time})
+    store = S3Store(s3_server.client(), bucket)
+    created = NOW - timedelta(hours=3)  # 03:00
+    event_id = IDS[kind](created, 7)
+    original = {"event_id": event_id, "created_at": at(created + timedelta(minutes=10)), "v": 1}
+    reused = {"event_id": event_id, "created_at": at(created + timedelta(hours=2, minutes=40)), "v": 2}  # 05:40
+    run(store, config, "b1", [original], NOW, spark)
+    run(store, config, "b2", [reused], NOW + timedelta(minutes=5), spark)
+
+    renamed = expected_renamed_id(event_id, reused)
+    assert data(store, config) == sorted([("b1", event_id, None, raw(original)), ("b2", renamed, event_id, raw(reused))])
+    assert audit(store, config) == [("b2", event_id, "cross_batch_synthetic", "renamed", "b1")]
+    assert commit_counts(store, config)["b2"]["cross_hour_duplicates"] == (1 if partition_time == "event" else 0)
+
+
+@pytest.mark.parametrize(("partition_time", "kind"), [("event", "text"), ("id", "uuid7"), ("id", "ulid")])
+def test_a_copy_of_an_eight_day_old_event_is_caught_while_its_original_is_in_the_window(
+        s3_server, bucket, spark, partition_time, kind) -> None:
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"partition_time": partition_time})  # 168 h window
+    store = S3Store(s3_server.client(), bucket)
+    created = NOW - timedelta(days=8)
+    old = {"event_id": IDS[kind](created, 3), "created_at": at(created), "v": 1}
+    run(store, config, "b1", [old], NOW, spark)  # the original arrives now
+    run(store, config, "b2", [old], NOW + timedelta(hours=1), spark)  # its copy an hour later
+
+    assert data(store, config) == [("b1", old["event_id"], None, raw(old))]
+    assert audit(store, config) == [("b2", old["event_id"], "cross_batch_natural", "dropped", "b1")]
+
+
+def colliding_ids() -> tuple[str, str]:
+    """Two ids whose 16-byte keys differ but whose 32-bit guard hashes are equal: found by search
+    over ids whose keys are BLAKE2b digests (the documented key of a non-UUID id)."""
+    names = [f"collide-{n}" for n in range(300_000)]
+    digests = np.array([hashlib.blake2b(name.encode(), digest_size=16).digest() for name in names], "S16")
+    hashes = guard_hashes(digests)
+    order = np.argsort(hashes, kind="stable")
+    same = np.flatnonzero(hashes[order][1:] == hashes[order][:-1])
+    assert len(same), "no guard collision among the candidates"
+    return names[order[same[0]]], names[order[same[0] + 1]]
+
+
+def test_an_id_that_only_collides_in_the_guard_is_kept(s3_server, bucket, spark) -> None:
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 1})
+    store = S3Store(s3_server.client(), bucket)
+    a, b = colliding_ids()
+    first = {"event_id": a, "created_at": at(NOW - timedelta(hours=3)), "v": 1}
+    second = {"event_id": b, "created_at": at(NOW - timedelta(minutes=20)), "v": 1}
+    run(store, config, "b1", [first], NOW, spark)
+    run(store, config, "b2", [second], NOW + timedelta(minutes=5), spark)
+
+    assert data(store, config) == sorted([("b1", a, None, raw(first)), ("b2", b, None, raw(second))])
+    assert audit(store, config) == []
+    counts = commit_counts(store, config)["b2"]
+    # The guard said "maybe, in hour 03": that hour was loaded, and the id was not there.
+    assert (counts["guard_hours_loaded"], counts["output_rows"], counts["cross_batch_duplicates"]) == (1, 1, 0)
+
+
+def test_partition_time_id_quarantines_ids_that_carry_no_time(s3_server, bucket, spark) -> None:
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"partition_time": "id"})
+    store = S3Store(s3_server.client(), bucket)
+    good = {"event_id": uuid7(NOW - timedelta(minutes=5), 1), "created_at": at(NOW), "v": 1}
+    v4 = {"event_id": "0b7e4c1a-3f2d-4e5b-9a8c-7d6e5f4a3b2c", "created_at": at(NOW), "v": 1}
+    text = {"event_id": "order-17", "created_at": at(NOW), "v": 1}
+    future = {"event_id": uuid7(NOW + timedelta(days=30), 2), "created_at": at(NOW), "v": 1}
+    run(store, config, "b1", [good, v4, text, future], NOW, spark)
+
+    assert data(store, config) == [("b1", good["event_id"], None, raw(good))]
+    quarantine = sorted((r["line_number"], r["error"]) for r in committed_rows(store, config, "quarantine"))
+    assert [line for line, _ in quarantine] == [2, 3, 4]
+    assert "a version 4 UUID, which carries no time" in quarantine[0][1]
+    assert "neither a UUID (36 characters) nor a ULID (26)" in quarantine[1][1]
+    assert "lies outside the accepted event times" in quarantine[2][1]
+    assert commit_counts(store, config)["b1"]["malformed"] == 3
+
+
+def test_uuid7_and_ulid_test_helpers_encode_the_time_they_are_given() -> None:
+    moment = datetime(2026, 11, 22, 5, 50, 12, 345000, tzinfo=timezone.utc)
+    millis = int(moment.timestamp() * 1000)
+    assert int(uuid7(moment, 5).replace("-", "")[:12], 16) == millis
+    assert sum(CROCKFORD.index(c) * 32 ** (9 - i) for i, c in enumerate(ulid(moment, 5)[:10])) == millis
