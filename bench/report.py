@@ -51,7 +51,42 @@ def summarise(result: dict) -> None:
     for size in sizes:
         size["microseconds_per_event"] = size["median_seconds"] / size["events"] * 1e6
     summary["batch_sizes"] = sorted(sizes, key=lambda s: s["events"])
+    if "shifted_copies" in result:
+        summary["shifted_copies"] = summarise_shifted(result["shifted_copies"])
     result["summary"] = summary
+
+
+def summarise_shifted(measured: list[dict]) -> list[dict]:
+    """Per shift: medians, whether both systems output exactly the unique events, and the growth
+    of eventdedup's time over the unshifted batch."""
+    rows = []
+    for item in measured:
+        ours = statistics.median(r["eventdedup"]["seconds"] for r in item["rounds"])
+        peer = statistics.median(r["spark_batch"]["seconds"] for r in item["rounds"])
+        expected = item["expected"]["unique_new"]
+        rows.append({
+            "shift_hours": item["shift_hours"], "eventdedup_seconds": ours, "spark_batch_seconds": peer,
+            "ratio_spark_batch_to_eventdedup": statistics.median(
+                r["spark_batch"]["seconds"] / r["eventdedup"]["seconds"] for r in item["rounds"]),
+            "eventdedup_exact": all(r["eventdedup"]["output_rows"] == expected for r in item["rounds"]),
+            "spark_batch_exact": all(r["spark_batch"]["output_rows"] == expected for r in item["rounds"]),
+            "cross_hour_duplicates": item["rounds"][0]["eventdedup"]["counts"].get("cross_hour_duplicates"),
+            "guard_hours_loaded": item["rounds"][0]["eventdedup"]["counts"].get("guard_hours_loaded"),
+            "expected_cross_batch": item["expected"]["cross_batch_duplicates"],
+        })
+    base = rows[0]["eventdedup_seconds"]
+    for row in rows:
+        row["growth"] = row["eventdedup_seconds"] / base - 1
+    return rows
+
+
+def print_shifted(rows: list[dict]) -> None:
+    for row in rows:
+        print(f"copies shifted up to {row['shift_hours']} h: eventdedup {row['eventdedup_seconds']:.2f}s "
+              f"({row['growth']:+.0%} vs unshifted, exact: {row['eventdedup_exact']}, cross-hour duplicates found "
+              f"{row['cross_hour_duplicates']:,} of {row['expected_cross_batch']:,} copies, guard-named hours loaded "
+              f"{row['guard_hours_loaded']}); Spark batch {row['spark_batch_seconds']:.2f}s "
+              f"({row['ratio_spark_batch_to_eventdedup']:.2f}x, exact: {row['spark_batch_exact']})")
 
 
 def print_table(result: dict) -> None:
@@ -85,6 +120,8 @@ def print_table(result: dict) -> None:
     print(f"S3 requests per batch: {requests['total']} for {requests['touched_cache_keys']} touched cache keys "
           f"({requests['per_touched_key']:.2f} per key) {requests['by_method']}")
     print(f"cache: {result['cache_bytes_per_key']['bytes_per_key']:.2f} bytes per key on S3")
+    if "shifted_copies" in summary:
+        print_shifted(summary["shifted_copies"])
 
 
 def write_chart(result: dict, path: Path) -> None:

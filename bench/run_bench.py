@@ -82,6 +82,8 @@ def main() -> int:
             result["promotion"] = bench.promote_once()
             result["batch_sizes"] = bench.batch_sizes(args.sizes, spec)
         result["history_scaling"] = history_scaling(args, spec, spark)
+        if args.shift_hours:
+            result["shifted_copies"] = shifted_copies(args, spec, spark)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summarise(result)
@@ -107,6 +109,9 @@ def parse_args() -> argparse.Namespace:
                              "after the peers are done, so 1x is the like-for-like baseline")
     parser.add_argument("--sizes", default="100000,4000000", help="further batch sizes to measure (linearity)")
     parser.add_argument("--peers", default="spark_batch,streaming,redis", help="comma-separated; empty for none")
+    parser.add_argument("--shift-hours", type=int, default=6,
+                        help="also measure the batch with its cross-batch copies re-stamped up to this many hours "
+                             "later, against the same batch unshifted (0: skip)")
     parser.add_argument("--out", default="latest", help="result name under bench/results/ (.json, .png)")
     return parser.parse_args()
 
@@ -116,10 +121,11 @@ def machine() -> dict:
 
 
 class EventdedupBench:
-    def __init__(self, server: LocalS3Process, args: argparse.Namespace, spec: WorkloadSpec, name: str) -> None:
+    def __init__(self, server: LocalS3Process, args: argparse.Namespace, spec: WorkloadSpec, name: str,
+                 **dedup: object) -> None:
         self.server, self.args, self.spec = server, args, spec
         server.client().create_bucket(Bucket="bench")
-        self.config = bench_config(server.endpoint_url, args, spec)
+        self.config = bench_config(server.endpoint_url, args, spec, **dedup)
         self.store = S3Store(make_client(self.config.s3), "bench")
         self.spark = None
         self.last_batch: str | None = None
@@ -210,10 +216,10 @@ class EventdedupBench:
         return out
 
 
-def bench_config(endpoint: str, args: argparse.Namespace, spec: WorkloadSpec) -> Config:
+def bench_config(endpoint: str, args: argparse.Namespace, spec: WorkloadSpec, **dedup: object) -> Config:
     return config_from_mapping({
         "s3": {"endpoint_url": endpoint, "bucket": "bench"},
-        "dedup": {"buckets": args.buckets, "window_hours": spec.window_hours},
+        "dedup": {"buckets": args.buckets, "window_hours": spec.window_hours, **dedup},
         "spark": {"master": "local[2]", "partitions": args.partitions},
     })
 
@@ -309,6 +315,35 @@ def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object)
             bench.upload("landing/main/", lines)
             runs = [bench.run_job("landing/main/", f"x{scale}-{run}") for run in range(args.runs)]
         out.append({"scale": scale, "history_batches": scaled.history_batches, "runs": runs})
+    return out
+
+
+def shifted_copies(args: argparse.Namespace, spec: WorkloadSpec, spark: object) -> list[dict]:
+    """The batch whose cross-batch copies carry their original times, then the same batch with
+    them re-stamped up to --shift-hours later, each on its own S3 server and measured with the
+    Spark batch peer beside it. The time is left out of the fingerprint (a re-stamped retry is a
+    natural duplicate), so every copy must be dropped: output rows equal the anti-join's."""
+    out = []
+    for shift in (0, args.shift_hours):
+        shifted = replace(spec, cross_batch_shift_hours=shift)
+        workload = Workload(shifted)
+        lines = workload.batch_lines()
+        with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-shift-") as root:
+            bench = EventdedupBench(server, args, shifted, f"shift{shift}", fingerprint_exclude=["created_at"])
+            bench.spark = spark
+            bench.seed(workload)
+            bench.upload("landing/main/", lines)
+            batch_file = Path(root) / "batch.json"
+            batch_file.write_bytes(b"\n".join(lines) + b"\n")
+            seed_id_parquet(Path(root) / "spark_batch" / "ids", workload)
+            peer = SubprocessPeer("spark_batch", Path(root) / "spark_batch", shifted)
+            rounds = []
+            for run in range(args.runs):
+                rounds.append({"eventdedup": bench.run_job("landing/main/", f"shift{shift}-{run}"),
+                               "spark_batch": run_peer("spark_batch", peer, batch_file, lines, run)})
+                print(f"  spark_batch: {rounds[-1]['spark_batch']['seconds']:.2f}s", flush=True)
+            peer.close()
+        out.append({"shift_hours": shift, "expected": workload.expected_counts(), "rounds": rounds})
     return out
 
 

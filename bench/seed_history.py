@@ -7,7 +7,8 @@ both invisible to the measured batch: history batches commit no data files (the 
 never reads output data), and the fingerprint of a history event the measured batch does not
 resend is derived from its id rather than from its JSON (it is never compared with anything).
 Fingerprints of resent events are the library's own, computed from the exact resent line.
-Superseded segments are deleted as the maintenance DAG would, so the emulator holds only heads.
+Each batch also copies its arrival day's id guards forward, as the job does. Superseded segments
+and guards are deleted as the maintenance DAG would, so the emulator holds only heads.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, iso_texts, uuid_texts
 
+from eventdedup.cache.guard import IdGuard, encode_guard, guard_head_key
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.cache.segment import CacheRun, encode_segment
 from eventdedup.commit.log import CommitRecord, CommittedState, PromotedObject, write_checkpoint_if_due, write_commit
@@ -36,6 +38,7 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
     rules = ParseRules.for_batch(config, workload.spec.anchor)
     state = CommittedState()
     open_runs: dict[CacheKey, list[CacheRun]] = {}  # runs of hours a later history batch still extends
+    guards: dict[tuple[int, int], IdGuard] = {}  # (arrival day, bucket) -> the day's guard so far
     with ThreadPoolExecutor(16) as pool:
         for j in range(workload.spec.history_batches):
             batch = workload.history_batch(j)
@@ -47,7 +50,11 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
                 segments.append((key, encode_segment(runs)))
             written = list(pool.map(lambda item, batch_id=batch.batch_id: _put_segment(store, layout, batch_id, *item),
                                     segments))
-            superseded = [state.cache_heads[str(key)] for key, _ in segments if str(key) in state.cache_heads]
+            day = int(batch.as_of.timestamp()) // 86400
+            written += list(pool.map(lambda item, batch_id=batch.batch_id, day=day: _put_guard(store, layout, batch_id,
+                                                                                              day, *item),
+                                     _grown_guards(guards, day, batch, config.dedup.buckets)))
+            superseded = [state.cache_heads[name] for _, (name, _) in written if name in state.cache_heads]
             record = CommitRecord(
                 version=state.version + 1, batch_id=batch.batch_id, previous_batch_id=state.last_batch_id,
                 token=f"bench-seed-{j}", as_of=batch.as_of.isoformat(),
@@ -79,6 +86,26 @@ def _runs_by_cache_key(batch: HistoryBatch, fingerprints: np.ndarray, buckets: i
         rows = order[start:stop]
         run = CacheRun.build(batch.batch_id, batch.ids[rows], fingerprints[rows])
         yield CacheKey.of_code(int(sorted_code[start]), buckets), run
+
+
+def _grown_guards(guards: dict[tuple[int, int], IdGuard], day: int, batch: HistoryBatch,
+                  buckets: int) -> list[tuple[int, IdGuard]]:
+    bucket_of_row = bucket_array(batch.ids, buckets)
+    hours = batch.times_us // HOUR_US
+    grown = []
+    for bucket in range(buckets):
+        rows = bucket_of_row == bucket
+        guard = guards.get((day, bucket), IdGuard.empty()).with_ids(batch.ids[rows], hours[rows])
+        guards[(day, bucket)] = guard
+        grown.append((bucket, guard))
+    return grown
+
+
+def _put_guard(store: S3Store, layout: Layout, batch_id: str, day: int, bucket: int,
+               guard: IdGuard) -> tuple[PromotedObject, tuple[str, str]]:
+    final = layout.final_guard(batch_id, day, bucket)
+    info = store.put_bytes(final, encode_guard(guard))
+    return PromotedObject("cache", final, info.size, info.etag), (guard_head_key(day, bucket), final)
 
 
 def _put_segment(store: S3Store, layout: Layout, batch_id: str, key: CacheKey,

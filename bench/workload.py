@@ -28,6 +28,9 @@ class WorkloadSpec:
     in_batch_rate: float = 0.02
     cross_batch_rate: float = 0.03
     cross_batch_max_age_hours: int = 24
+    # Cross-batch copies re-stamped later by up to this many hours (0: exact retransmissions):
+    # a server that stamps events on receipt, a client that flushes a retry hours later.
+    cross_batch_shift_hours: int = 0
     history_batches: int = 24
     history_batch_events: int = 1_000_000
     seed: int = 20261122
@@ -144,9 +147,14 @@ class Workload:
         """The measured batch, shuffled."""
         spec = self.spec
         rng = np.random.default_rng([spec.seed, 3])
-        cross = [event_line(id_bytes(h.ids, i), int(h.times_us[i]))
-                 for j in self._resent_per_batch
-                 for h in [self.history_batch(j)] for i in self.resent_indexes(j)]
+        originals = [(id_bytes(h.ids, i), int(h.times_us[i]))
+                     for j in self._resent_per_batch
+                     for h in [self.history_batch(j)] for i in self.resent_indexes(j)]
+        shifts = np.zeros(len(originals), np.int64)
+        if spec.cross_batch_shift_hours:
+            shifts = np.random.default_rng([spec.seed, 4]).integers(
+                1, spec.cross_batch_shift_hours * HOUR_US + 1, size=len(originals), dtype=np.int64)
+        cross = [event_line(key, time_us + int(shift)) for (key, time_us), shift in zip(originals, shifts, strict=True)]
         in_batch = int(spec.events * spec.in_batch_rate)
         fresh_count = spec.events - len(cross) - in_batch
         ids = random_ids(rng, fresh_count)

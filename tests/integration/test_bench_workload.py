@@ -57,6 +57,39 @@ def test_the_engine_on_the_seeded_history_finds_exactly_the_planted_duplicates(s
     assert counts["cross_batch_synthetic"] == counts["in_batch_synthetic"] == 0
 
 
+def test_shifted_copies_are_the_history_events_re_stamped_and_the_engine_finds_every_one(
+        spark, s3_server, bucket, store) -> None:
+    shifted_spec = WorkloadSpec(**{**SPEC.__dict__, "cross_batch_shift_hours": 6})
+    workload = Workload(shifted_spec)
+    lines = workload.batch_lines()
+    # The same events as the unshifted batch, the resent ones later by 1 us to 6 h.
+    plain = {orjson.loads(line)["event_id"]: orjson.loads(line) for line in Workload(SPEC).batch_lines()}
+    shifts = []
+    for line in lines:
+        event = orjson.loads(line)
+        original = plain[event["event_id"]]
+        assert {**event, "created_at": None} == {**original, "created_at": None}
+        delta = np.datetime64(event["created_at"][:-6]) - np.datetime64(original["created_at"][:-6])
+        shifts.append(delta / np.timedelta64(1, "us"))
+    moved = [shift for shift in shifts if shift]
+    assert len(moved) == 90 and 0 < min(moved) and max(moved) <= 6 * 3600 * 1e6
+    # A re-stamped retry is a natural duplicate once the time is out of the fingerprint: every
+    # copy is dropped, whichever hour its new time falls in.
+    config = make_config(s3_server.endpoint_url, bucket, dedup={
+        "buckets": 4, "window_hours": SPEC.window_hours, "fingerprint_exclude": ["created_at"]})
+    seed_eventdedup(store, config, workload)
+    store.put_bytes("landing/batch/part-0.jsonl", b"\n".join(lines) + b"\n")
+    run_batch(store, config, "measured", InputSelector(input_prefix="landing/batch/"), SPEC.anchor, lambda: spark)
+    layout = Layout(config.layout)
+    record = read_commit(store, layout, load_committed_state(store, layout).batches["measured"])
+    assert record is not None
+    counts = record.counts
+    assert (counts["cross_batch_natural"], counts["in_batch_natural"], counts["output_rows"]) == (90, 60, 2850)
+    crossing = sum(1 for line in lines for event in [orjson.loads(line)]
+                   if event["created_at"][:13] != plain[event["event_id"]]["created_at"][:13])
+    assert counts["cross_hour_duplicates"] == crossing > 0
+
+
 def test_peer_history_files_hold_every_history_id(tmp_path: Path) -> None:
     workload = Workload(SPEC)
     seed_id_parquet(tmp_path / "ids", workload)
