@@ -12,15 +12,19 @@ and hours"): through Spark and the S3 server, expectations computed here from th
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import orjson
 import pytest
 
-from eventdedup.cache.guard import guard_hashes
+from eventdedup.cache.guard import IdGuard, encode_guard, guard_hashes, is_guard_head_key
+from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.config import Config
+from eventdedup.errors import ExpiredHistoryError
 from eventdedup.inputs.selector import InputSelector
+from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
 
@@ -182,3 +186,24 @@ def test_uuid7_and_ulid_test_helpers_encode_the_time_they_are_given() -> None:
     millis = int(moment.timestamp() * 1000)
     assert int(uuid7(moment, 5).replace("-", "")[:12], 16) == millis
     assert sum(CROCKFORD.index(c) * 32 ** (9 - i) for i, c in enumerate(ulid(moment, 5)[:10])) == millis
+
+
+def test_verify_rerun_finds_a_guard_that_lost_the_batchs_ids_and_refuses_pre_upgrade_commits(
+        s3_server, bucket, spark) -> None:
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 1})
+    store = S3Store(s3_server.client(), bucket)
+    run(store, config, "b1", [{"event_id": "g1", "created_at": at(NOW - timedelta(hours=2)), "v": 1}], NOW, spark)
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    (guard_key,) = [key for name, key in state.cache_heads.items() if is_guard_head_key(name)]
+    # The committed guard replaced by one that does not hold b1's id (the hour's segment still does).
+    store.put_bytes(guard_key, encode_guard(IdGuard.empty().with_ids(
+        np.frombuffer(hashlib.blake2b(b"other", digest_size=16).digest(), "S16"), np.array([1]))))
+    assert verify_rerun(store, config, "b1", spark) == [f"{guard_key}: the committed id guard lacks 1 ids the batch claims"]
+    # A commit from before arrival windows (its counts have no cross_hour_duplicates) is refused.
+    record = read_commit(store, layout, 1)
+    assert record is not None
+    counts = {k: v for k, v in record.counts.items() if k != "cross_hour_duplicates"}
+    store.put_bytes(layout.commit(1), replace(record, counts=counts).to_bytes())
+    with pytest.raises(ExpiredHistoryError, match="committed before cache windows were measured by arrival"):
+        verify_rerun(store, config, "b1", spark)

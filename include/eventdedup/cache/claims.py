@@ -5,21 +5,39 @@ have added their runs (hidden from the rerun) and dropped runs of batches that l
 (arrived before the horizon). So a recomputed segment may differ in bytes from the committed
 one while the batch's decision is the same. What must hold: the batch's own run is identical,
 and every other run the rerun carries is one the commit carried; a recomputed id guard holds
-every (id, hour) the committed one held. A committed object maintenance has deleted since (a
-later head superseded it) is judged by that head: it carries the batch's own run forward.
+every (id, hour) the committed one held, and every id the rerun claimed, in its hour. A
+committed object maintenance has deleted since (a later head superseded it) is judged by that
+head: it carries the batch's own run forward.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from eventdedup.cache.guard import decode_guard
+from eventdedup.cache.guard import IdGuard, decode_guard, guard_hashes, guard_head_key
 from eventdedup.cache.segment import CacheRun, decode_segment
+from eventdedup.keys import CacheKey
 from eventdedup.layout import GUARD_SUFFIX
 from eventdedup.s3store import S3Store
 
+GuardEntries = set[tuple[int, int]]  # (guard hash, hour)
+
+
+def own_guard_entries(store: S3Store, recomputed_segments: dict[str, str], batch_id: str,
+                      arrival_day: int) -> dict[str, GuardEntries]:
+    """Per guard head, the (hash, hour) of every id the recomputed batch claimed in its segments
+    (`recomputed_segments`: cache key -> staged segment)."""
+    entries: dict[str, GuardEntries] = {}
+    for name, staged_key in recomputed_segments.items():
+        key = CacheKey.parse(name)
+        for run in decode_segment(store.get_bytes(staged_key), staged_key):
+            if run.owner == batch_id:
+                pairs = entries.setdefault(guard_head_key(arrival_day, key.bucket), set())
+                pairs.update((int(h), key.hour_index) for h in guard_hashes(run.digests).tolist())
+    return entries
+
 
 def cache_claim_differences(store: S3Store, committed_key: str, recomputed_key: str, batch_id: str,
-                            current_head: str | None) -> list[str]:
+                            current_head: str | None, own_entries: GuardEntries) -> list[str]:
     recomputed = store.get_bytes(recomputed_key)
     committed = store.get_bytes_or_none(committed_key)
     superseded = committed is None
@@ -28,13 +46,16 @@ def cache_claim_differences(store: S3Store, committed_key: str, recomputed_key: 
             return [f"{committed_key}: committed, but neither it nor a head of its key exists any more"]
         committed_key, committed = current_head, store.get_bytes(current_head)
     if committed_key.endswith(GUARD_SUFFIX):
-        if superseded:  # a later head holds more than the commit did; the rerun copies that head forward
-            return []
-        old, new = decode_guard(committed, committed_key), decode_guard(recomputed, recomputed_key)
-        old_pairs = set(zip(old.hashes.tolist(), old.hours[old.slots.astype(np.int64)].tolist(), strict=True))
-        new_pairs = set(zip(new.hashes.tolist(), new.hours[new.slots.astype(np.int64)].tolist(), strict=True))
-        missing = len(old_pairs - new_pairs)
-        return [f"{committed_key}: the rerun's id guard lacks {missing} ids the commit holds"] if missing else []
+        held = _guard_entries(decode_guard(committed, committed_key))  # the commit's guard, or the head after it
+        problems = []
+        if own_entries - held:
+            problems.append(f"{committed_key}: the committed id guard lacks {len(own_entries - held)} ids the "
+                            "batch claims")
+        if not superseded:  # a later head holds more than the commit did; the rerun copies that head forward
+            missing = len(held - _guard_entries(decode_guard(recomputed, recomputed_key)))
+            if missing:
+                problems.append(f"{committed_key}: the rerun's id guard lacks {missing} ids the commit holds")
+        return problems
     old_runs = {run.owner: run for run in decode_segment(committed, committed_key)}
     new_runs = {run.owner: run for run in decode_segment(recomputed, recomputed_key)}
     problems = []
@@ -44,6 +65,10 @@ def cache_claim_differences(store: S3Store, committed_key: str, recomputed_key: 
         if owner != batch_id and not superseded and not _same_run(old_runs.get(owner), run):
             problems.append(f"{committed_key}: the rerun carries a run of {owner} the commit did not")
     return problems
+
+
+def _guard_entries(guard: IdGuard) -> GuardEntries:
+    return set(zip(guard.hashes.tolist(), guard.hours[guard.slots.astype(np.int64)].tolist(), strict=True))
 
 
 def _same_run(a: CacheRun | None, b: CacheRun | None) -> bool:

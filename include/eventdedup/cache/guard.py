@@ -9,9 +9,10 @@ window once per bucket and probes every id it decides; a hit names hours to load
 decision is then made exactly against those hours' segments, so a hash collision costs one
 segment load and never a drop.
 
-Layout (big-endian): magic "EDGD" | format u8 | 3 reserved | hours u32 | entries u32 |
-hours (i64 each, sorted) | hashes (u32 each, sorted) | hour slots (u16 each, into hours) | crc32.
-Six bytes an id: the hour slot is what lets a hit load one segment instead of the whole day's.
+Layout (big-endian): magic "EDGD" | format u8 | slot bytes u8 (2, or 4 past 65,535 hours) |
+2 reserved | hours u32 | entries u32 | hours (i64 each, sorted) | hashes (u32 each, sorted) |
+hour slots (into hours) | crc32. Six bytes an id: the hour slot is what lets a hit load one
+segment instead of the whole day's.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from eventdedup.keys import DIGEST_DTYPE, CacheKey
 
 MAGIC = b"EDGD"
 FORMAT_VERSION = 1
-_HEADER = struct.Struct(">4sBxxxII")
+_HEADER = struct.Struct(">4sBBxxII")
 _CRC = struct.Struct(">I")
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -63,11 +64,11 @@ def guard_hashes(digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint32]:
 class IdGuard:
     hours: Hours  # sorted, distinct
     hashes: npt.NDArray[np.uint32]  # sorted
-    slots: npt.NDArray[np.uint16]  # per hash, its hour's index in `hours`
+    slots: npt.NDArray[np.uint32]  # per hash, its hour's index in `hours`
 
     @classmethod
     def empty(cls) -> IdGuard:
-        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint16))
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint32))
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -77,12 +78,11 @@ class IdGuard:
         all_hashes = np.concatenate([self.hashes, guard_hashes(digests)])
         all_hours = np.concatenate([self.hours[self.slots.astype(np.int64)], hours.astype(np.int64)])
         distinct_hours, slot = np.unique(all_hours, return_inverse=True)
-        if len(distinct_hours) > np.iinfo(np.uint16).max:
-            raise ValueError(f"an id guard holds at most 65535 hours, got {len(distinct_hours)}")
-        # One int64 per (hash, slot), so sorting and de-duplicating is one flat np.unique.
-        packed = np.unique((all_hashes.astype(np.int64) << 16) | slot.reshape(-1).astype(np.int64))
-        return IdGuard(distinct_hours.astype(np.int64), (packed >> 16).astype(np.uint32),
-                       (packed & 0xFFFF).astype(np.uint16))
+        # One int64 per (hash, slot), so sorting and de-duplicating is one flat np.unique (a
+        # slot is below 2^31: accepted event times span far fewer hours).
+        packed = np.unique((all_hashes.astype(np.int64) << 31) | slot.reshape(-1).astype(np.int64))
+        return IdGuard(distinct_hours.astype(np.int64), (packed >> 31).astype(np.uint32),
+                       (packed & 0x7FFFFFFF).astype(np.uint32))
 
     def candidate_hours(self, digests: npt.NDArray[np.bytes_]) -> tuple[npt.NDArray[np.intp], Hours]:
         """(query index, hour) for every hour that may hold a queried id; usually none or one each."""
@@ -97,9 +97,13 @@ class IdGuard:
 
 
 def encode_guard(guard: IdGuard) -> bytes:
+    # Two bytes a slot while the day's ids fall in at most 65,535 distinct hours (always, but for
+    # a backfill of years arriving in one day), four beyond.
+    slot_bytes = 2 if len(guard.hours) <= 1 << 16 else 4
     body = b"".join([
-        _HEADER.pack(MAGIC, FORMAT_VERSION, len(guard.hours), len(guard.hashes)),
-        guard.hours.astype(">i8").tobytes(), guard.hashes.astype(">u4").tobytes(), guard.slots.astype(">u2").tobytes(),
+        _HEADER.pack(MAGIC, FORMAT_VERSION, slot_bytes, len(guard.hours), len(guard.hashes)),
+        guard.hours.astype(">i8").tobytes(), guard.hashes.astype(">u4").tobytes(),
+        guard.slots.astype(f">u{slot_bytes}").tobytes(),
     ])
     return body + _CRC.pack(zlib.crc32(body))
 
@@ -111,16 +115,17 @@ def decode_guard(data: bytes, name: str) -> IdGuard:
     body, (crc,) = data[:-_CRC.size], _CRC.unpack(data[-_CRC.size:])
     if zlib.crc32(body) != crc:
         raise CorruptStateError(f"id guard {name} fails its checksum: truncated or overwritten")
-    magic, version, hour_count, entries = _HEADER.unpack_from(body)
-    if magic != MAGIC or version != FORMAT_VERSION:
-        raise CorruptStateError(f"id guard {name} has magic {magic!r} version {version}; expected EDGD v1")
-    if len(body) != _HEADER.size + hour_count * 8 + entries * 6:
+    magic, version, slot_bytes, hour_count, entries = _HEADER.unpack_from(body)
+    if magic != MAGIC or version != FORMAT_VERSION or slot_bytes not in (2, 4):
+        raise CorruptStateError(f"id guard {name} has magic {magic!r} version {version} slots {slot_bytes}; "
+                                "expected EDGD v1")
+    if len(body) != _HEADER.size + hour_count * 8 + entries * (4 + slot_bytes):
         raise CorruptStateError(f"id guard {name} holds {len(body)} bytes, its header says otherwise")
     offset = _HEADER.size
     hours = np.frombuffer(body, ">i8", hour_count, offset).astype(np.int64)
     offset += hour_count * 8
     hashes = np.frombuffer(body, ">u4", entries, offset).astype(np.uint32)
-    slots = np.frombuffer(body, ">u2", entries, offset + entries * 4).astype(np.uint16)
+    slots = np.frombuffer(body, f">u{slot_bytes}", entries, offset + entries * 4).astype(np.uint32)
     if entries and int(slots.max()) >= hour_count:
         raise CorruptStateError(f"id guard {name} names an hour it does not hold")
     return IdGuard(hours, hashes, slots)

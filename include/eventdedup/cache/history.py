@@ -78,6 +78,12 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
             "commit stands; to reprocess its input, run it as a new batch id"
         )
     record = committed_record(store, layout, own_version)
+    if "cross_hour_duplicates" not in record.counts:
+        raise ExpiredHistoryError(
+            f"batch {batch_id} (log version {own_version}) was committed before cache windows were measured by "
+            "arrival and copies were found across hours: recomputed today it would see other history, so it can "
+            "no longer be recomputed exactly. Its commit stands"
+        )
     arrival = record_arrival_hour(record)
     start = record.window_start_hour if record.window_start_hour is not None else arrival - window_hours
     if state.retain_from_hour is not None and start < state.retain_from_hour:

@@ -6,9 +6,16 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from eventdedup.cache.claims import cache_claim_differences
+from eventdedup.cache.claims import cache_claim_differences, own_guard_entries
+from eventdedup.cache.guard import is_guard_head_key
 from eventdedup.commit.job_result import WORK_COUNT_NAMES, JobResult
-from eventdedup.commit.log import CommitRecord, committed_record, committed_version, load_committed_state
+from eventdedup.commit.log import (
+    CommitRecord,
+    committed_record,
+    committed_version,
+    load_committed_state,
+    record_arrival_hour,
+)
 from eventdedup.commit.promotion import PromotionOutcome, needs_dedup_job, promote_batch
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
@@ -46,13 +53,18 @@ def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord
                 for key in sorted(committed.keys() - recomputed.keys())]
     problems += [f"{key}: produced by the rerun but not committed"
                  for key in sorted(recomputed.keys() - committed.keys())]
+    segments = {obj.cache_key: obj.staged.key for obj in job.objects
+                if obj.cache_key is not None and not is_guard_head_key(obj.cache_key)}
+    arrival_day = record_arrival_hour(record) // 24
+    own_entries = own_guard_entries(store, segments, record.batch_id, arrival_day)
     for key in sorted(committed.keys() & recomputed.keys()):
         if committed[key].etag == recomputed[key].staged.etag and committed[key].size == recomputed[key].staged.size:
             continue
         if committed[key].kind == "cache":
             cache_key = recomputed[key].cache_key
             problems += cache_claim_differences(store, key, recomputed[key].staged.key, record.batch_id,
-                                                None if cache_key is None else heads.get(cache_key))
+                                                None if cache_key is None else heads.get(cache_key),
+                                                own_entries.get(cache_key or "", set()))
         else:
             problems.append(f"{key}: rerun produced different bytes")
     # A count this version adds (e.g. inputs_excluded) is absent, i.e. 0, in older commit records.

@@ -1,0 +1,64 @@
+"""The id guard: every id added is found, with the hour that holds it; damage is refused."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard, guard_hashes
+from eventdedup.errors import CorruptStateError
+from eventdedup.keys import DIGEST_DTYPE
+
+
+def random_digests(count: int, seed: int) -> np.ndarray:
+    return np.frombuffer(np.random.default_rng(seed).bytes(16 * count), DIGEST_DTYPE).copy()
+
+
+def test_every_added_id_is_found_with_its_hour_after_a_round_trip() -> None:
+    first, second = random_digests(5000, 1), random_digests(3000, 2)
+    guard = IdGuard.empty().with_ids(first, np.full(5000, 490_000)).with_ids(second, np.arange(3000) % 7 + 490_001)
+    guard = decode_guard(encode_guard(guard), "g")
+    query, hours = guard.candidate_hours(np.concatenate([first, second]))
+    found: dict[int, set[int]] = {}
+    for q, h in zip(query.tolist(), hours.tolist(), strict=True):
+        found.setdefault(q, set()).add(h)
+    expected = {**{i: 490_000 for i in range(5000)}, **{5000 + i: i % 7 + 490_001 for i in range(3000)}}
+    assert all(expected[q] in found.get(q, set()) for q in expected)
+    # Hash collisions aside, a hit names only its own hour (a 32-bit hash over 8,000 ids).
+    assert sum(len(hours_of) for hours_of in found.values()) <= 8000 + 2
+
+
+def test_ids_never_added_are_rarely_hits_and_an_added_id_twice_is_one_entry() -> None:
+    added = random_digests(20_000, 3)
+    guard = IdGuard.empty().with_ids(added, np.full(20_000, 5)).with_ids(added[:10], np.full(10, 5))
+    assert len(guard) == 20_000
+    query, _ = guard.candidate_hours(random_digests(100_000, 4))
+    assert len(query) <= 5  # expected 20,000 x 100,000 / 2^32 = 0.47
+
+
+def test_colliding_hashes_name_both_hours() -> None:
+    digests = random_digests(2, 5)
+    same = np.repeat(digests[:1], 2)
+    guard = IdGuard.empty().with_ids(same, np.array([10, 20]))
+    assert sorted(guard.candidate_hours(digests[:1])[1].tolist()) == [10, 20]
+    assert guard_hashes(digests[:1])[0] == guard.hashes[0]
+
+
+def test_a_day_holding_more_than_65536_hours_round_trips_with_wider_slots() -> None:
+    count = 70_128  # eight years of hours, arriving in one day (a backfill)
+    digests = random_digests(count, 6)
+    guard = decode_guard(encode_guard(IdGuard.empty().with_ids(digests, np.arange(count) + 200_000)), "g")
+    query, hours = guard.candidate_hours(digests[-3:])
+    assert set(zip(query.tolist(), hours.tolist(), strict=True)) >= {(0, 270_125), (1, 270_126), (2, 270_127)}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "magic"])
+def test_a_damaged_guard_is_refused_not_read_as_empty(damage: str) -> None:
+    data = bytearray(encode_guard(IdGuard.empty().with_ids(random_digests(10, 7), np.arange(10))))
+    if damage == "truncate":
+        data = data[:-9]
+    elif damage == "flip":
+        data[30] ^= 1
+    else:
+        data[:4] = b"EDCS"
+    with pytest.raises(CorruptStateError, match="id guard g"):
+        decode_guard(bytes(data), "g")
