@@ -62,3 +62,19 @@ def test_a_damaged_guard_is_refused_not_read_as_empty(damage: str) -> None:
         data[:4] = b"EDCS"
     with pytest.raises(CorruptStateError, match="id guard g"):
         decode_guard(bytes(data), "g")
+
+
+def test_adding_batch_by_batch_equals_building_the_guard_at_once() -> None:
+    rng = np.random.default_rng(8)
+    batches = [(random_digests(n, 10 + n), rng.integers(100, 100 + spread, size=n))
+               for n, spread in ((3000, 5), (10, 40), (2500, 2))]
+    batches.append((batches[0][0][:100], batches[0][1][:100]))  # ids re-added in their hours
+    stepwise = IdGuard.empty()
+    for digests, hours in batches:
+        stepwise = stepwise.with_ids(digests, hours)
+    at_once = IdGuard.empty().with_ids(np.concatenate([d for d, _ in batches]), np.concatenate([h for _, h in batches]))
+    expected = sorted({(int(h), int(hour)) for digests, hours in batches
+                       for h, hour in zip(guard_hashes(digests).tolist(), hours.tolist(), strict=True)})
+    for guard in (stepwise, at_once):
+        entries = sorted(zip(guard.hashes.tolist(), guard.hours[guard.slots.astype(np.int64)].tolist(), strict=True))
+        assert entries == expected

@@ -34,6 +34,10 @@ _SEED = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 GUARD_PREFIX = "guard/"
+# In memory, an entry is one int64: hash << 31 | hour slot (a slot is below 2^31: accepted event
+# times span far fewer hours), so sorting and merging entries is numpy over a flat array.
+_SLOT_BITS = 31
+_SLOT_MASK = (1 << _SLOT_BITS) - 1
 
 Hours = npt.NDArray[np.int64]
 
@@ -74,23 +78,31 @@ class IdGuard:
         return len(self.hashes)
 
     def with_ids(self, digests: npt.NDArray[np.bytes_], hours: Hours) -> IdGuard:
-        """This guard plus the ids a batch claimed, each in its hour (copy-forward, like a head)."""
-        all_hashes = np.concatenate([self.hashes, guard_hashes(digests)])
-        all_hours = np.concatenate([self.hours[self.slots.astype(np.int64)], hours.astype(np.int64)])
-        distinct_hours, slot = np.unique(all_hours, return_inverse=True)
-        # One int64 per (hash, slot), so sorting and de-duplicating is one flat np.unique (a
-        # slot is below 2^31: accepted event times span far fewer hours).
-        packed = np.unique((all_hashes.astype(np.int64) << 31) | slot.reshape(-1).astype(np.int64))
-        return IdGuard(distinct_hours.astype(np.int64), (packed >> 31).astype(np.uint32),
-                       (packed & 0x7FFFFFFF).astype(np.uint32))
+        """This guard plus the ids a batch claimed, each in its hour (copy-forward, like a head).
+
+        A merge, not a re-sort: the guard's entries are already sorted, so adding a batch costs
+        a pass over the day's guard plus a sort of the batch's own ids."""
+        distinct_hours = np.union1d(self.hours, hours.astype(np.int64))
+        # Renumbering the slots keeps the order: hours are sorted, so slots map monotonically.
+        old_slots = np.searchsorted(distinct_hours, self.hours)[self.slots.astype(np.int64)]
+        old = (self.hashes.astype(np.int64) << _SLOT_BITS) | old_slots
+        added = np.unique((guard_hashes(digests).astype(np.int64) << _SLOT_BITS)
+                          | np.searchsorted(distinct_hours, hours.astype(np.int64)))
+        position = np.searchsorted(old, added)
+        present = position < len(old)
+        present[present] = old[position[present]] == added[present]
+        packed = np.insert(old, position[~present], added[~present])
+        return IdGuard(distinct_hours.astype(np.int64), (packed >> _SLOT_BITS).astype(np.uint32),
+                       (packed & _SLOT_MASK).astype(np.uint32))
 
     def candidate_hours(self, digests: npt.NDArray[np.bytes_]) -> tuple[npt.NDArray[np.intp], Hours]:
         """(query index, hour) for every hour that may hold a queried id; usually none or one each."""
         wanted = guard_hashes(digests)
-        low = np.searchsorted(self.hashes, wanted, side="left")
-        high = np.searchsorted(self.hashes, wanted, side="right")
+        order = np.argsort(wanted, kind="stable")  # sorted probes walk the guard once, cache-friendly
+        low = np.searchsorted(self.hashes, wanted[order], side="left")
+        high = np.searchsorted(self.hashes, wanted[order], side="right")
         widths = high - low
-        query = np.repeat(np.arange(len(digests)), widths)
+        query = np.repeat(order, widths)
         starts = np.repeat(np.cumsum(widths) - widths, widths)
         position = np.repeat(low, widths) + (np.arange(len(query)) - starts)
         return query, self.hours[self.slots[position].astype(np.int64)]
