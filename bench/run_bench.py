@@ -187,16 +187,23 @@ class EventdedupBench:
 
     def cache_bytes_per_key(self) -> dict:
         """Staged segments of the last measured batch: bytes on S3 over the entries they hold."""
+        from eventdedup.cache.guard import decode_guard
         from eventdedup.cache.segment import decode_segment
+        from eventdedup.layout import GUARD_SUFFIX
 
         root = Layout(self.config.layout).staging_root(self.last_batch_to_keep())
-        size = entries = 0
+        size = entries = guard_size = guard_entries = 0
         for item in self.store.list(root):
-            if "/cache/" in item.key:
+            if "/cache/" in item.key and item.key.endswith(GUARD_SUFFIX):
+                guard_size += item.size
+                guard_entries += len(decode_guard(self.store.get_bytes(item.key), item.key))
+            elif "/cache/" in item.key:
                 runs = decode_segment(self.store.get_bytes(item.key), item.key)
                 size += item.size
                 entries += sum(len(run) for run in runs)
-        return {"bytes": size, "entries": entries, "bytes_per_key": size / max(entries, 1)}
+        return {"bytes": size, "entries": entries, "bytes_per_key": size / max(entries, 1),
+                "guard_bytes": guard_size, "guard_entries": guard_entries,
+                "guard_bytes_per_id": guard_size / max(guard_entries, 1)}
 
     def promote_once(self) -> dict:
         started = time.perf_counter()
