@@ -68,17 +68,27 @@ class CacheView:
     def __len__(self) -> int:
         return sum(len(run) for run in self.runs)
 
-    def lookup(self, digests: npt.NDArray[np.bytes_], fingerprints: npt.NDArray[np.uint64]) -> CacheLookup:
+    def lookup(self, digests: npt.NDArray[np.bytes_], fingerprints: npt.NDArray[np.uint64],
+               queries_by_hour: Mapping[int, npt.NDArray[np.intp]] | None = None) -> CacheLookup:
+        """Where each queried pair and key is held. `queries_by_hour` (hour -> query indexes)
+        limits a run to the queries whose id may be in its hour (its own hour, or one an id guard
+        names): a batch's ids are searched in a few hours' runs, not in every hour it loaded."""
         count = len(digests)
         pair_owner, key_first, key_last = (np.full(count, -1, np.int32) for _ in range(3))
         fingerprints = fingerprints.astype(np.uint64)
+        everything = np.arange(count)
         for index, run in enumerate(self.runs):
-            low = np.searchsorted(run.digests, digests, side="left")
-            high = np.searchsorted(run.digests, digests, side="right")
-            has_key = high > low
-            key_first[has_key & (key_first < 0)] = index
+            queries = everything if queries_by_hour is None else queries_by_hour.get(self.hours[index])
+            if queries is None or not len(queries):
+                continue
+            wanted = digests[queries]
+            low = np.searchsorted(run.digests, wanted, side="left")
+            high = np.searchsorted(run.digests, wanted, side="right")
+            has_key = queries[high > low]
+            key_first[has_key[key_first[has_key] < 0]] = index
             key_last[has_key] = index
-            pair_owner[_pair_in_run(run, low, high, fingerprints) & (pair_owner < 0)] = index
+            pair = queries[_pair_in_run(run, low, high, fingerprints[queries])]
+            pair_owner[pair[pair_owner[pair] < 0]] = index
         return CacheLookup(pair_owner, key_first, key_last)
 
 

@@ -101,6 +101,18 @@ def pair_bytes(digests: Digests, fingerprints: Fingerprints) -> npt.NDArray[np.b
 
 
 @dataclass(frozen=True)
+class KeyHours:
+    """Which hours may hold each key: `keys` sorted and distinct, and per hour a mask over them."""
+
+    keys: Digests
+    hours: dict[int, Mask]
+
+    def queries_by_hour(self, queried: Digests) -> dict[int, npt.NDArray[np.intp]]:
+        index = np.searchsorted(self.keys, queried)
+        return {hour: np.flatnonzero(mask[index]) for hour, mask in self.hours.items()}
+
+
+@dataclass(frozen=True)
 class KeyDecision:
     outcomes: Codes  # Outcome per row
     actions: Codes  # Action per row
@@ -121,8 +133,11 @@ class KeyDecision:
 
 
 def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: npt.NDArray[np.int64], cache: CacheView,
-                     batch_id: str, policy: DuplicatePolicy = DuplicatePolicy()) -> KeyDecision:
-    """Classify every row; `digests` (S16), `fingerprints` (uint64), `priorities` in input order."""
+                     batch_id: str, policy: DuplicatePolicy = DuplicatePolicy(),
+                     key_hours: KeyHours | None = None) -> KeyDecision:
+    """Classify every row; `digests` (S16), `fingerprints` (uint64), `priorities` in input order.
+    `key_hours` says which hours of the cache may hold each key (eventdedup.cache.guard); None:
+    any hour of the view."""
     n = len(digests)
     pairs = pair_bytes(digests, fingerprints)
     _, pair_of_row = np.unique(pairs, return_inverse=True)
@@ -131,7 +146,8 @@ def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: n
     by_pair = np.lexsort((priorities, pair_of_row))
     pair_rep = by_pair[np.r_[True, pair_of_row[by_pair][1:] != pair_of_row[by_pair][:-1]]] if n else by_pair
     key_of_pair = np.unique(digests[pair_rep], return_inverse=True)[1].reshape(-1)
-    found = cache.lookup(digests[pair_rep], fingerprints[pair_rep])
+    queries_by_hour = None if key_hours is None else key_hours.queries_by_hour(digests[pair_rep])
+    found = cache.lookup(digests[pair_rep], fingerprints[pair_rep], queries_by_hour)
     best = _best_new_pair_per_key(key_of_pair, priorities[pair_rep], found.pair_hit)
     rep, rest = _classify_pairs(found.pair_hit, found.pair_owner, found.key_hit, found.key_first, found.key_last,
                                 best, policy, this_batch=len(cache.owners))

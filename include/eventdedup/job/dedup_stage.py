@@ -30,6 +30,7 @@ from eventdedup.dedup.decide import (
     Action,
     DuplicatePolicy,
     KeyDecision,
+    KeyHours,
     Outcome,
     decide_key_group,
     new_cache_run,
@@ -181,13 +182,14 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     fingerprints = table.column("fingerprint").to_numpy()
     own_hours = [int(hour) for hour in np.unique(hours)]
     loaded = {hour: loader.runs(hour, bucket) for hour in own_hours}
-    other_hours = _hours_named_by_guards(ctx, bucket, digests, loader) - set(loaded)
+    key_hours = _key_hours(ctx, bucket, digests, hours, loader)
+    other_hours = set(key_hours.hours) - set(loaded)
     for hour in sorted(other_hours):
         loaded[hour] = loader.runs(hour, bucket)
     counts["guard_hours_loaded"] += len(other_hours)
     cache = CacheView.from_hours(loaded, ctx.visible_owners)
     priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
-    decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy)
+    decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy, key_hours)
     _count(counts, decision)
     counts["cross_hour_duplicates"] += int(np.count_nonzero(_cross_hour(decision, cache, digests, hours)))
     result = _BucketResult(audit=_audit_rows(ctx, table, decision))
@@ -207,15 +209,23 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     return result
 
 
-def _hours_named_by_guards(ctx: DedupContext, bucket: int, digests: npt.NDArray[np.bytes_],
-                           loader: _CacheLoader) -> set[int]:
-    """Every hour some guard of the window says may hold one of the bucket's ids."""
-    distinct = np.unique(digests)
-    hours: set[int] = set()
+def _key_hours(ctx: DedupContext, bucket: int, digests: npt.NDArray[np.bytes_], hours: npt.NDArray[np.int64],
+               loader: _CacheLoader) -> KeyHours:
+    """Which hours may hold each of the bucket's keys: the hours its copies in the batch fall in,
+    and every hour some guard of the window names for it."""
+    keys, key_of_row = np.unique(digests, return_inverse=True)
+    key_of_row = key_of_row.reshape(-1)
+    pairs = [np.stack([key_of_row, hours], axis=1)]
     for day in ctx.guard_days:
-        _, candidates = loader.guard(day, bucket).candidate_hours(distinct)
-        hours.update(int(hour) for hour in np.unique(candidates))
-    return hours
+        query, named = loader.guard(day, bucket).candidate_hours(keys)
+        pairs.append(np.stack([query, named], axis=1))
+    distinct = np.unique(np.concatenate(pairs).astype(np.int64), axis=0)
+    by_hour: dict[int, npt.NDArray[np.bool_]] = {}
+    for hour in np.unique(distinct[:, 1]).tolist():
+        mask = np.zeros(len(keys), bool)
+        mask[distinct[distinct[:, 1] == hour, 0]] = True
+        by_hour[int(hour)] = mask
+    return KeyHours(keys, by_hour)
 
 
 def _cross_hour(decision: KeyDecision, cache: CacheView, digests: npt.NDArray[np.bytes_],
