@@ -42,17 +42,22 @@ def test_workload_is_reproducible_and_planted_as_specified() -> None:
                if SPEC.history_as_of(j) - timedelta(hours=2) < SPEC.anchor - timedelta(hours=4))
 
 
-def test_the_engine_on_the_seeded_history_finds_exactly_the_planted_duplicates(spark, s3_server, bucket, store) -> None:
-    config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 4, "window_hours": SPEC.window_hours})
-    workload = Workload(SPEC)
+def seed_and_run_measured(store, config, workload: Workload, lines: list[bytes], spark) -> dict[str, int]:
+    """Seed the history, run the batch through the engine, return its commit's counts."""
     seed_eventdedup(store, config, workload)
-    lines = workload.batch_lines()
     store.put_bytes("landing/batch/part-0.jsonl", b"\n".join(lines) + b"\n")
     run_batch(store, config, "measured", InputSelector(input_prefix="landing/batch/"), SPEC.anchor, lambda: spark)
     layout = Layout(config.layout)
     record = read_commit(store, layout, load_committed_state(store, layout).batches["measured"])
     assert record is not None
-    counts = record.counts
+    return dict(record.counts)
+
+
+def test_the_engine_on_the_seeded_history_finds_exactly_the_planted_duplicates(spark, s3_server, bucket, store) -> None:
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 4, "window_hours": SPEC.window_hours})
+    workload = Workload(SPEC)
+    lines = workload.batch_lines()
+    counts = seed_and_run_measured(store, config, workload, lines, spark)
     assert (counts["cross_batch_natural"], counts["in_batch_natural"], counts["output_rows"]) == (90, 60, 2850)
     assert counts["cross_batch_synthetic"] == counts["in_batch_synthetic"] == 0
 
@@ -77,13 +82,7 @@ def test_shifted_copies_are_the_history_events_re_stamped_and_the_engine_finds_e
     # copy is dropped, whichever hour its new time falls in.
     config = make_config(s3_server.endpoint_url, bucket, dedup={
         "buckets": 4, "window_hours": SPEC.window_hours, "fingerprint_exclude": ["created_at"]})
-    seed_eventdedup(store, config, workload)
-    store.put_bytes("landing/batch/part-0.jsonl", b"\n".join(lines) + b"\n")
-    run_batch(store, config, "measured", InputSelector(input_prefix="landing/batch/"), SPEC.anchor, lambda: spark)
-    layout = Layout(config.layout)
-    record = read_commit(store, layout, load_committed_state(store, layout).batches["measured"])
-    assert record is not None
-    counts = record.counts
+    counts = seed_and_run_measured(store, config, workload, lines, spark)
     assert (counts["cross_batch_natural"], counts["in_batch_natural"], counts["output_rows"]) == (90, 60, 2850)
     crossing = sum(1 for line in lines for event in [orjson.loads(line)]
                    if event["created_at"][:13] != plain[event["event_id"]]["created_at"][:13])
