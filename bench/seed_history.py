@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, iso_texts, uuid_texts
 
-from eventdedup.cache.guard import IdGuard, encode_guard, guard_head_key
+from eventdedup.cache.guard import IdGuard, encode_guard
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.cache.segment import CacheRun, encode_segment
 from eventdedup.commit.log import CommitRecord, CommittedState, PromotedObject, write_checkpoint_if_due, write_commit
 from eventdedup.config import Config
-from eventdedup.keys import CacheKey, bucket_array, hour_codes
+from eventdedup.keys import CacheKey, bucket_array, guard_head_key, hour_codes
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules, parse_event
 from eventdedup.s3store import S3Store

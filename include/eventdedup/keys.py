@@ -123,6 +123,19 @@ class CacheKey:
         return f"{self.date_text}/{self.hour_text}/{self.bucket:04d}"
 
 
+# The state names an id guard (eventdedup.cache.guard) beside the hour segments' "YYYY-MM-DD/HH/BBBB".
+GUARD_HEAD_PREFIX = "guard/"
+
+
+def guard_head_key(day: int, bucket: int) -> str:
+    """The state's name of the id guard of one arrival day (days since the epoch) and bucket."""
+    return f"{GUARD_HEAD_PREFIX}{CacheKey(day, 0, bucket).date_text}/{bucket:04d}"
+
+
+def is_guard_head_key(key: str) -> bool:
+    return key.startswith(GUARD_HEAD_PREFIX)
+
+
 def hour_index_at(moment: datetime) -> int:
     """Hours since the epoch (UTC) of a timezone-aware datetime."""
     return int(moment.timestamp()) // 3600

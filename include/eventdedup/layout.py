@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from eventdedup.config import LayoutSettings
-from eventdedup.keys import CacheKey
+from eventdedup.keys import CacheKey, guard_head_key
 from eventdedup.naming import validate_batch_id
 
 LOG_VERSION_DIGITS = 20
@@ -79,15 +79,21 @@ class Layout:
     def final_guard(self, batch_id: str, day: int, bucket: int) -> str:
         return f"{self.settings.cache_prefix}{_guard_folder(day, bucket)}/{validate_batch_id(batch_id)}{GUARD_SUFFIX}"
 
-    def cache_object_owner(self, key: str) -> str | None:
-        """The batch that wrote a cache segment or id guard; None for any other object."""
+    def cache_object_of(self, key: str) -> tuple[str, str] | None:
+        """Inverse of final_cache_segment and final_guard: (owner batch, the state's name of the
+        head the object is a version of); None for any other object."""
         segment = self.segment_owner_and_key(key)
         if segment is not None:
-            return segment[0]
-        name = key.rsplit("/", 1)[-1]
-        if key.startswith(f"{self.settings.cache_prefix}guard/") and name.endswith(GUARD_SUFFIX):
-            return name[:-len(GUARD_SUFFIX)]
-        return None
+            return segment[0], str(segment[1])
+        parts = key[len(self.settings.cache_prefix):].split("/") if key.startswith(self.settings.cache_prefix) else []
+        if len(parts) != 4 or parts[0] != "guard" or not parts[3].endswith(GUARD_SUFFIX):
+            return None
+        try:
+            date_text, bucket_text = (part.split("=", 1)[1] for part in parts[1:3])
+            cache_key = CacheKey.parse(f"{date_text}/00/{bucket_text}")
+        except (IndexError, ValueError):
+            return None
+        return parts[3][:-len(GUARD_SUFFIX)], guard_head_key(cache_key.day, cache_key.bucket)
 
     def segment_owner_and_key(self, key: str) -> tuple[str, CacheKey] | None:
         """Inverse of final_cache_segment: '…/date=2026-11-22/hour=05/bucket=0003/<batch>.seg' ->

@@ -19,11 +19,12 @@ import numpy as np
 import orjson
 import pytest
 
-from eventdedup.cache.guard import IdGuard, encode_guard, guard_hashes, is_guard_head_key
+from eventdedup.cache.guard import IdGuard, encode_guard, guard_hashes
 from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.config import Config
 from eventdedup.errors import ExpiredHistoryError
 from eventdedup.inputs.selector import InputSelector
+from eventdedup.keys import is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store

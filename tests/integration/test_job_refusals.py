@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from eventdedup.cache.guard import is_guard_head_key
 from eventdedup.commit.log import load_committed_state
 from eventdedup.errors import CorruptStateError, InputChangedError
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
+from eventdedup.keys import is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 

@@ -8,10 +8,10 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from eventdedup.cache.guard import is_guard_head_key
 from eventdedup.cache.segment import decode_segment
 from eventdedup.commit.log import committed_version, load_committed_state, read_commit
 from eventdedup.config import Config, config_from_mapping
+from eventdedup.keys import is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 from eventdedup.tables import parquet_to_table

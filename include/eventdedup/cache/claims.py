@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from eventdedup.cache.guard import IdGuard, decode_guard, guard_hashes, guard_head_key
+from eventdedup.cache.guard import IdGuard, decode_guard, guard_hashes
 from eventdedup.cache.segment import CacheRun, decode_segment
-from eventdedup.keys import CacheKey
+from eventdedup.keys import CacheKey, guard_head_key
 from eventdedup.layout import GUARD_SUFFIX
 from eventdedup.s3store import S3Store
 

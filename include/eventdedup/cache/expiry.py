@@ -18,7 +18,6 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from eventdedup.cache.guard import guard_head_key
 from eventdedup.commit.log import CommittedState, committed_version, load_committed_state
 from eventdedup.config import Config
 from eventdedup.keys import CacheKey
@@ -49,10 +48,10 @@ def expire_cache(store: S3Store, config: Config, apply: bool = True) -> ExpiryRe
     heads = set(state.cache_heads.values())
     committed: dict[str, bool] = {}  # one lookup per owner (a GET only for owners that left the state)
     for item in store.list(config.layout.cache_prefix):
-        owner = layout.cache_object_owner(item.key)
-        if owner is None or item.key in heads or not _is_committed(store, layout, state, owner, committed):
+        found = layout.cache_object_of(item.key)
+        if found is None or item.key in heads or not _is_committed(store, layout, state, found[0], committed):
             report.kept += 1  # a foreign object, a head, or a promotion in flight
-        elif _head_name(layout, item.key) in state.cache_heads:
+        elif found[1] in state.cache_heads:
             report.superseded.append(item.key)
         else:
             report.expired.append(item.key)
@@ -60,19 +59,6 @@ def expire_cache(store: S3Store, config: Config, apply: bool = True) -> ExpiryRe
         store.delete_keys(report.superseded + report.expired)
     log.info("cache expiry: %s", report.summary())
     return report
-
-
-def _head_name(layout: Layout, key: str) -> str | None:
-    """The state's name of the head an object is (or was) a version of."""
-    segment = layout.segment_owner_and_key(key)
-    if segment is not None:
-        return str(segment[1])
-    try:  # an id guard: <cache>/guard/date=YYYY-MM-DD/bucket=BBBB/<batch>.guard
-        date_part, bucket_part = key.rsplit("/", 3)[1:3]
-        cache_key = CacheKey.parse(f"{date_part.split('=', 1)[1]}/00/{bucket_part.split('=', 1)[1]}")
-        return guard_head_key(cache_key.day, cache_key.bucket)
-    except (IndexError, ValueError):
-        return None
 
 
 def _is_committed(store: S3Store, layout: Layout, state: CommittedState, owner: str, known: dict[str, bool]) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventdedup.errors import CorruptStateError
-from eventdedup.keys import DIGEST_DTYPE, CacheKey
+from eventdedup.keys import DIGEST_DTYPE
 
 MAGIC = b"EDGD"
 FORMAT_VERSION = 1
@@ -33,22 +33,12 @@ _CRC = struct.Struct(">I")
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
-GUARD_PREFIX = "guard/"
 # In memory, an entry is one int64: hash << 31 | hour slot (a slot is below 2^31: accepted event
 # times span far fewer hours), so sorting and merging entries is numpy over a flat array.
 _SLOT_BITS = 31
 _SLOT_MASK = (1 << _SLOT_BITS) - 1
 
 Hours = npt.NDArray[np.int64]
-
-
-def guard_head_key(day: int, bucket: int) -> str:
-    """The state's name of a guard head, beside the hour segments' 'YYYY-MM-DD/HH/BBBB'."""
-    return f"{GUARD_PREFIX}{CacheKey(day, 0, bucket).date_text}/{bucket:04d}"
-
-
-def is_guard_head_key(key: str) -> bool:
-    return key.startswith(GUARD_PREFIX)
 
 
 def guard_hashes(digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint32]:

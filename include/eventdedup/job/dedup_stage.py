@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard, guard_head_key
+from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import copy_forward_segment, load_head_runs
 from eventdedup.cache.segment import CacheRun
 from eventdedup.cache.view import CacheView
@@ -39,7 +39,7 @@ from eventdedup.dedup.decide import (
 from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.errors import CorruptStateError
 from eventdedup.job.records import DriverRecord, ObjectStats, PartitionCounts, ShuffleRecord
-from eventdedup.keys import CacheKey, digest_array
+from eventdedup.keys import CacheKey, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store, process_client
 from eventdedup.tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, ipc_to_table, split_seq, table_to_parquet
@@ -182,7 +182,9 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     fingerprints = table.column("fingerprint").to_numpy()
     own_hours = [int(hour) for hour in np.unique(hours)]
     loaded = {hour: loader.runs(hour, bucket) for hour in own_hours}
-    key_hours = _key_hours(ctx, bucket, digests, hours, loader)
+    keys, key_of_row = np.unique(digests, return_inverse=True)
+    key_of_row = key_of_row.reshape(-1)
+    key_hours = _key_hours(ctx, bucket, keys, key_of_row, hours, loader)
     other_hours = set(key_hours.hours) - set(loaded)
     for hour in sorted(other_hours):
         loaded[hour] = loader.runs(hour, bucket)
@@ -191,7 +193,7 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
     decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy, key_hours)
     _count(counts, decision)
-    counts["cross_hour_duplicates"] += int(np.count_nonzero(_cross_hour(decision, cache, digests, hours)))
+    counts["cross_hour_duplicates"] += int(np.count_nonzero(_cross_hour(decision, cache, key_of_row, hours)))
     result = _BucketResult(audit=_audit_rows(ctx, table, decision))
     emitted = decision.emitted_mask
     kept = _output_rows(ctx, table.drop_columns(["cache_hour"]), decision)
@@ -209,12 +211,11 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     return result
 
 
-def _key_hours(ctx: DedupContext, bucket: int, digests: npt.NDArray[np.bytes_], hours: npt.NDArray[np.int64],
-               loader: _CacheLoader) -> KeyHours:
-    """Which hours may hold each of the bucket's keys: the hours its copies in the batch fall in,
-    and every hour some guard of the window names for it."""
-    keys, key_of_row = np.unique(digests, return_inverse=True)
-    key_of_row = key_of_row.reshape(-1)
+def _key_hours(ctx: DedupContext, bucket: int, keys: npt.NDArray[np.bytes_], key_of_row: npt.NDArray[np.intp],
+               hours: npt.NDArray[np.int64], loader: _CacheLoader) -> KeyHours:
+    """Which hours may hold each of the bucket's keys (sorted, distinct; `key_of_row` maps each
+    row to its key): the hours its copies in the batch fall in, and every hour some guard of the
+    window names for it."""
     pairs = [np.stack([key_of_row, hours], axis=1)]
     for day in ctx.guard_days:
         query, named = loader.guard(day, bucket).candidate_hours(keys)
@@ -228,7 +229,7 @@ def _key_hours(ctx: DedupContext, bucket: int, digests: npt.NDArray[np.bytes_], 
     return KeyHours(keys, by_hour)
 
 
-def _cross_hour(decision: KeyDecision, cache: CacheView, digests: npt.NDArray[np.bytes_],
+def _cross_hour(decision: KeyDecision, cache: CacheView, key_of_row: npt.NDArray[np.intp],
                 hours: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
     """Duplicates whose kept copy lies in another hour: what a cache keyed by hour alone misses."""
     outcomes = decision.outcomes
@@ -238,8 +239,6 @@ def _cross_hour(decision: KeyDecision, cache: CacheView, digests: npt.NDArray[np
     found: npt.NDArray[np.bool_] = cross_batch & (run_hours[holder] != hours)
     in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
     if in_batch.any():
-        _, key_of_row = np.unique(digests, return_inverse=True)
-        key_of_row = key_of_row.reshape(-1)
         survivor_hour = np.full(key_of_row.max() + 1, -1, np.int64)
         survivors = outcomes == Outcome.KEPT
         survivor_hour[key_of_row[survivors]] = hours[survivors]

@@ -19,7 +19,7 @@ from eventdedup.errors import InputChangedError
 from eventdedup.job.records import EventChunk, ObjectStats, ShuffleRecord, chunk_record, stats_record
 from eventdedup.keys import MICROS_PER_HOUR, CacheKey, bucket_array, digest_array
 from eventdedup.parse.event_parser import ParseRules
-from eventdedup.parse.id_time import id_times_us
+from eventdedup.parse.id_time import NO_TIME, id_times_us
 from eventdedup.parse.input_lines import object_too_large
 from eventdedup.parse.object_parser import ObjectParse, parse_object, quarantined_whole
 from eventdedup.s3store import ObjectInfo, S3Store, is_changed_or_missing, process_client
@@ -75,10 +75,10 @@ def cache_hours(parsed: ObjectParse, rules: ParseRules) -> npt.NDArray[np.int64]
             table.column("event_time").combine_chunks().cast(pa.int64()).to_numpy() // MICROS_PER_HOUR)
         return event_hours
     times, errors = id_times_us(table.column("event_id"))
-    for row, time_us in enumerate(times.tolist()):
-        if row not in errors and not rules.min_time_us <= time_us <= rules.max_time_us:
-            errors[row] = (f'partition_time = "id": the time of id {table.column("event_id")[row].as_py()!r} '
-                           f"({time_us} us since the epoch) lies outside the accepted event times")
+    outside = (times != NO_TIME) & ((times < rules.min_time_us) | (times > rules.max_time_us))
+    for row in np.flatnonzero(outside).tolist():
+        errors[row] = (f'partition_time = "id": the time of id {table.column("event_id")[row].as_py()!r} '
+                       f"({int(times[row])} us since the epoch) lies outside the accepted event times")
     if errors:
         seq = table.column("seq").to_numpy()
         raw = table.column("raw").to_pylist()

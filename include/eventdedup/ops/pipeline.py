@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from eventdedup.cache.claims import cache_claim_differences, own_guard_entries
-from eventdedup.cache.guard import is_guard_head_key
 from eventdedup.commit.job_result import WORK_COUNT_NAMES, JobResult
 from eventdedup.commit.log import (
     CommitRecord,
@@ -20,6 +19,7 @@ from eventdedup.commit.promotion import PromotionOutcome, needs_dedup_job, promo
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
+from eventdedup.keys import is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
