@@ -40,7 +40,20 @@ def summarise(result: dict) -> None:
             "ratio_to_eventdedup": statistics.median(r[name]["seconds"] / r["eventdedup"]["seconds"] for r in rounds),
         }
     base = summary["eventdedup"]["median_seconds"]
-    scaling = [{"scale": h["scale"], "median_seconds": statistics.median(r["seconds"] for r in h["runs"])}
+    if result.get("one_event"):
+        # Marginal: the batch minus a one-event batch through the same job (the fixed cost).
+        fixed = statistics.median(result["one_event"]["seconds"])
+        summary["eventdedup"].update(one_event_seconds=fixed, marginal_seconds=base - fixed,
+                                     marginal_events_per_second=events / max(base - fixed, 1e-9))
+        for name in summary:
+            if name != "eventdedup":
+                summary[name]["marginal_ratio_to_eventdedup"] = summary[name]["median_seconds"] / max(base - fixed,
+                                                                                                       1e-9)
+    summary["object_counts"] = [
+        {"objects": o["objects"], "median_seconds": statistics.median(r["seconds"] for r in o["runs"]),
+         "output_rows": o["runs"][0]["output_rows"]} for o in result.get("object_counts", [])]
+    scaling = [{"scale": h["scale"], "median_seconds": statistics.median(r["seconds"] for r in h["runs"]),
+                "cache_bytes_read": h.get("cache_bytes_read"), "output_rows": h["runs"][0]["output_rows"]}
                for h in result["history_scaling"]]
     # Growth is measured against the 1x window measured the same way (fresh server, peers done).
     reference = next((h["median_seconds"] for h in scaling if h["scale"] == 1), base)
@@ -111,8 +124,31 @@ def print_table(result: dict) -> None:
           f"{ours['events_per_second_with_startup']:,.0f} events/s; S3 emulator CPU during the job "
           f"{ours['server_cpu_seconds']:.1f}s")
     print(f"expected output rows: {result['expected']['unique_new']:,}")
-    print("history in the window: " + ", ".join(
-        f"{h['scale']}x {h['median_seconds']:.2f}s ({h['growth']:+.0%})" for h in summary["history_scaling"]))
+    if "one_event_seconds" in ours:
+        print(f"one-event batch (same job): {ours['one_event_seconds']:.2f}s; marginal 1M batch "
+              f"{ours['marginal_seconds']:.2f}s = {ours['marginal_events_per_second']:,.0f} events/s; peers over "
+              "eventdedup's marginal time: " + ", ".join(
+                  f"{name} {row['marginal_ratio_to_eventdedup']:.2f}x" for name, row in summary.items()
+                  if "marginal_ratio_to_eventdedup" in row))
+    for counted in summary.get("object_counts", []):
+        print(f"the batch as {counted['objects']} objects: {counted['median_seconds']:.2f}s "
+              f"({events / counted['median_seconds']:,.0f} events/s), output rows {counted['output_rows']:,}")
+    if "cli_one_event" in result:
+        cli = result["cli_one_event"]
+        print(f"`eventdedup run-batch` of one event, wall: {statistics.median(cli['wall_seconds']):.2f}s "
+              f"(Python imports {cli['python_imports_seconds']:.2f}s, Spark start-up {result['spark_startup_seconds']:.2f}s, "
+              f"the job {ours.get('one_event_seconds', 0):.2f}s, promotion "
+              f"{statistics.median(result['one_event']['promotion_seconds']):.2f}s)")
+    if "peak_memory" in result:
+        memory = result["peak_memory"]
+        total = memory["driver_python_bytes"] + memory["jvm_bytes"] + memory["python_workers_bytes"]
+        print(f"peak memory: driver Python {memory['driver_python_bytes'] / 2**20:,.0f} MiB, JVM "
+              f"{memory['jvm_bytes'] / 2**20:,.0f} MiB, {memory['python_workers']} Python workers "
+              f"{memory['python_workers_bytes'] / 2**20:,.0f} MiB; {total / 2**30:.2f} GiB in all")
+    print("history density (events per hour x): " + ", ".join(
+        f"{h['scale']}x {h['median_seconds']:.2f}s ({h['growth']:+.0%}, cache read "
+        f"{(h['cache_bytes_read'] or 0) / 2**20:,.0f} MiB, output {'exact' if h['output_rows'] == expected else 'WRONG'})"
+        for h in summary["history_scaling"]))
     print("batch size: " + ", ".join(
         f"{s['events']:,} {s['median_seconds']:.2f}s ({s['microseconds_per_event']:.2f} us/event)"
         for s in summary["batch_sizes"]))
@@ -141,12 +177,18 @@ def write_chart(result: dict, path: Path) -> None:
     left.set_xlabel("thousand events per second (median; Redis: dedup step only)")
     left.set_title(f"{result['workload']['events']:,}-event batch, {result['machine']['cpus']} cores")
     scaling = summary["history_scaling"]
-    history = result["workload"]["history_batches"] * result["workload"]["history_batch_events"]
-    right.plot([h["scale"] * history / 1e6 for h in scaling], [h["median_seconds"] for h in scaling], "o-")
+    per_hour = result["workload"]["history_batch_events"]
+    events = result["workload"]["events"]
+    right.plot([h["scale"] * per_hour / 1e6 for h in scaling], [events / h["median_seconds"] / 1000 for h in scaling],
+               "o-", label="eventdedup")
+    for name, marker in (("spark_batch", "s"), ("streaming", "^")):
+        if name in summary:  # the peers ran at 1x only
+            right.plot([per_hour / 1e6], [summary[name]["events_per_second"] / 1000], marker, label=f"{name} (1x)")
     right.set_ylim(bottom=0)
-    right.set_xlabel("ids already in the dedup window (millions)")
-    right.set_ylabel("eventdedup batch time (s)")
-    right.set_title("Batch time against history size")
+    right.legend()
+    right.set_xlabel("history density: events per hour in the window (millions)")
+    right.set_ylabel("thousand events per second")
+    right.set_title("Throughput against history density")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/run_bench.py [--events 1000000] [--history-batches 24] [--runs 3] ...
 
+eventdedup runs on the settings a new user gets (64 buckets, partitions and read tasks derived
+from the input and the cores), the batch arriving as one object; --buckets/--partitions/--objects
+give a tuned run, labelled as such in the result.
+
 Writes bench/results/latest.json, bench/results/latest.png and a table on stdout. Every figure
 is a median of --runs runs; each ratio is computed per run (peer time / eventdedup time of the
 same round, the systems taking turns) and the median of those ratios is reported.
@@ -29,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import RedisPeer  # noqa: E402
 from report import print_table, summarise, write_chart  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
-from workload import Workload, WorkloadSpec  # noqa: E402
+from workload import Workload, WorkloadSpec, event_line  # noqa: E402
 
 from eventdedup.commit.promotion import promote_batch  # noqa: E402
 from eventdedup.config import Config, config_from_mapping  # noqa: E402
@@ -53,7 +57,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="eventdedup-bench-"))
     result: dict = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine(),
                     "workload": {**asdict(spec), "anchor": spec.anchor.isoformat(), "objects": args.objects},
-                    "settings": {"buckets": args.buckets, "partitions": args.partitions, "runs": args.runs}}
+                    "settings": {"buckets": args.buckets or bench_default_buckets(),
+                                 "partitions": args.partitions, "runs": args.runs,
+                                 "shipped_defaults": not (args.buckets or args.partitions)}}
     try:
         with LocalS3Process() as server:
             bench = EventdedupBench(server, args, spec, "main")
@@ -76,12 +82,16 @@ def main() -> int:
             for peer in peers.values():
                 peer.close()
             result["rounds"] = rounds
+            result["one_event"] = bench.one_event_batch(args.runs)
+            result["object_counts"] = bench.object_counts(args.also_objects, lines)
+            result["peak_memory"] = peak_memory(spark)
             result["expected"] = workload.expected_counts()
             result["s3_requests"] = bench.count_requests(server, "landing/main/")
             result["cache_bytes_per_key"] = bench.cache_bytes_per_key()
             result["promotion"] = bench.promote_once()
             result["batch_sizes"] = bench.batch_sizes(args.sizes, spec)
         result["history_scaling"] = history_scaling(args, spec, spark)
+        result["cli_one_event"] = cli_one_event_batch(spec)
         if args.shift_hours:
             result["shifted_copies"] = shifted_copies(args, spec, spark)
     finally:
@@ -98,18 +108,20 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000, help="events per measured batch")
     parser.add_argument("--history-batches", type=int, default=24, help="hourly batches already in the window")
-    parser.add_argument("--history-batch-events", type=int, default=0, help="events per history batch (default: --events)")
+    parser.add_argument("--history-batch-events", type=int, default=200_000, help="events per history batch")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--objects", type=int, default=8, help="input objects the batch arrives in")
-    parser.add_argument("--buckets", type=int, default=8)
-    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--objects", type=int, default=1, help="input objects the batch arrives in")
+    parser.add_argument("--also-objects", type=int, default=100,
+                        help="also measure eventdedup with the batch arriving in this many objects (0: skip)")
+    parser.add_argument("--buckets", type=int, default=0, help="0: the shipped default")
+    parser.add_argument("--partitions", type=int, default=0, help="0: the shipped default (derived per batch)")
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument("--history-scales", default="1,4,16",
-                        help="window sizes to measure, as multiples of the history; each on a fresh S3 server "
-                             "after the peers are done, so 1x is the like-for-like baseline")
-    parser.add_argument("--sizes", default="100000,4000000", help="further batch sizes to measure (linearity)")
+    parser.add_argument("--history-scales", default="1,10",
+                        help="history densities to measure, as multiples of the events per history hour; each on "
+                             "a fresh S3 server after the peers are done, so 1x is the like-for-like baseline")
+    parser.add_argument("--sizes", default="", help="further batch sizes to measure (linearity)")
     parser.add_argument("--peers", default="spark_batch,streaming,redis", help="comma-separated; empty for none")
-    parser.add_argument("--shift-hours", type=int, default=6,
+    parser.add_argument("--shift-hours", type=int, default=0,
                         help="also measure the batch with its cross-batch copies re-stamped up to this many hours "
                              "later, against the same batch unshifted (0: skip)")
     parser.add_argument("--out", default="latest", help="result name under bench/results/ (.json, .png)")
@@ -142,9 +154,10 @@ class EventdedupBench:
         print(f"eventdedup history: {workload.spec.history_batches} batches seeded in "
               f"{time.perf_counter() - started:.1f}s", flush=True)
 
-    def upload(self, prefix: str, lines: list[bytes]) -> None:
-        per = -(-len(lines) // self.args.objects)
-        for i in range(self.args.objects):
+    def upload(self, prefix: str, lines: list[bytes], objects: int = 0) -> None:
+        objects = objects or self.args.objects
+        per = -(-len(lines) // objects)
+        for i in range(objects):
             self.store.put_bytes(f"{prefix}part-{i:03d}.jsonl", b"\n".join(lines[i * per:(i + 1) * per]) + b"\n")
 
     def run_job(self, prefix: str, batch_id: str, config: Config | None = None) -> dict:
@@ -163,6 +176,28 @@ class EventdedupBench:
         self.last_batch = batch_id
         return record
 
+    def one_event_batch(self, runs: int) -> dict:
+        """The fixed cost of a batch: one event, through the same job, then its promotion."""
+        line = Workload(replace(self.spec, events=1)).batch_lines()[:1]
+        seconds, promotions = [], []
+        for run in range(runs):
+            prefix = f"landing/one-{run}/"
+            self.upload(prefix, line, objects=1)
+            seconds.append(self.run_job(prefix, f"one-{run}")["seconds"])
+        started = time.perf_counter()
+        promote_batch(self.store, self.config, f"one-{runs - 1}")
+        promotions.append(time.perf_counter() - started)
+        return {"seconds": seconds, "promotion_seconds": promotions}
+
+    def object_counts(self, count: int, lines: list[bytes]) -> list[dict]:
+        if not count:
+            return []
+        prefix = f"landing/objects-{count}/"
+        self.upload(prefix, lines, objects=count)
+        runs = [self.run_job(prefix, f"objects-{count}-{run}") for run in range(self.args.runs)]
+        self.store.delete_prefix(prefix)
+        return [{"objects": count, "runs": runs}]
+
     def last_batch_to_keep(self) -> str:
         return f"main-{self.args.runs - 1}"
 
@@ -178,12 +213,13 @@ class EventdedupBench:
         by_method: dict[str, int] = {}
         for request in requests:
             by_method[request.split()[0]] = by_method.get(request.split()[0], 0) + 1
+        cache_bytes = sum(size for request, size in proxy.bytes_served.items() if "/cache/" in request)
         touched = len([r for r in requests if r.startswith("GET") and "/cache/" in r])
         written = job.counts["cache_keys_written"]
         touched_keys = len({r.split("/cache/")[1].rsplit("/", 1)[0] for r in requests if "/cache/" in r})
         return {"total": len(requests), "by_method": by_method, "cache_segment_gets": touched,
                 "touched_cache_keys": touched_keys, "per_touched_key": len(requests) / max(touched_keys, 1),
-                "input_objects": self.args.objects, "cache_keys_written": written}
+                "input_objects": self.args.objects, "cache_keys_written": written, "cache_bytes_read": cache_bytes}
 
     def cache_bytes_per_key(self) -> dict:
         """Staged segments of the last measured batch: bytes on S3 over the entries they hold."""
@@ -224,11 +260,66 @@ class EventdedupBench:
 
 
 def bench_config(endpoint: str, args: argparse.Namespace, spec: WorkloadSpec, **dedup: object) -> Config:
+    """The shipped defaults, but for the window (the workload's) and what the arguments tune."""
+    tuned: dict = {"buckets": args.buckets} if args.buckets else {}
     return config_from_mapping({
         "s3": {"endpoint_url": endpoint, "bucket": "bench"},
-        "dedup": {"buckets": args.buckets, "window_hours": spec.window_hours, **dedup},
-        "spark": {"master": "local[2]", "partitions": args.partitions},
+        "dedup": {"window_hours": spec.window_hours, **tuned, **dedup},
+        "spark": {"partitions": args.partitions},
     })
+
+
+def bench_default_buckets() -> int:
+    from eventdedup.config import DedupSettings
+
+    return DedupSettings().buckets
+
+
+def peak_memory(spark: object) -> dict:
+    """Peak resident memory (VmHWM) of the driver's Python, its JVM and every Spark Python worker
+    alive now (workers are reused, so those that ran the rounds): an upper bound on the job's peak."""
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[attr-defined]
+    workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_worker(p)]
+    return {"driver_python_bytes": _peak(os.getpid()), "jvm_bytes": _peak(int(jvm_pid)),
+            "python_workers": len(workers), "python_workers_bytes": sum(_peak(pid) for pid in workers)}
+
+
+def _is_worker(proc: Path) -> bool:
+    try:
+        return b"eventdedup.job.spark_daemon" in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _peak(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def cli_one_event_batch(spec: WorkloadSpec) -> dict:
+    """`eventdedup run-batch` of a one-event batch as a user runs it: a new process, Spark start-up,
+    staging, the job and the promotion, wall time; and Python's start-up and imports alone."""
+    with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-cli-") as root:
+        server.client().create_bucket(Bucket="cli")
+        config = Path(root) / "eventdedup.toml"
+        config.write_text(f'[s3]\nbucket = "cli"\nendpoint_url = "{server.endpoint_url}"\n')
+        now = datetime.now(timezone.utc)
+        line = event_line(bytes(range(16)), int(now.timestamp()) * 1_000_000 - 60_000_000)
+        store = S3Store(server.client(), "cli")
+        walls = []
+        for run in range(3):
+            store.put_bytes(f"landing/cli-{run}/part-0.jsonl", line + b"\n")
+            started = time.perf_counter()
+            subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(config),
+                            "--batch-id", f"cli-{run}", "--input-prefix", f"landing/cli-{run}/"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            walls.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import eventdedup.cli, pyspark.sql"], check=True)
+        imports = time.perf_counter() - started
+    return {"wall_seconds": walls, "python_imports_seconds": imports}
 
 
 def server_cpu_seconds(server: LocalS3Process) -> float:
@@ -309,10 +400,11 @@ def ids_and_times(lines: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object) -> list[dict]:
-    """The same batch on windows of 1x, 4x and 16x the history, each on its own S3 server."""
+    """The same batch on histories of 1x and 10x the events per hour (the same hours), each on its
+    own S3 server, with the cache bytes one more (untimed) run reads."""
     out = []
     for scale in [int(s) for s in args.history_scales.split(",") if s]:
-        scaled = replace(spec, history_batches=spec.history_batches * scale)
+        scaled = replace(spec, history_batch_events=spec.history_batch_events * scale)
         with LocalS3Process() as server:
             bench = EventdedupBench(server, args, scaled, f"x{scale}")
             bench.spark = spark
@@ -321,7 +413,9 @@ def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object)
             bench.seed(workload)
             bench.upload("landing/main/", lines)
             runs = [bench.run_job("landing/main/", f"x{scale}-{run}") for run in range(args.runs)]
-        out.append({"scale": scale, "history_batches": scaled.history_batches, "runs": runs})
+            requests = bench.count_requests(server, "landing/main/")
+        out.append({"scale": scale, "history_batch_events": scaled.history_batch_events, "runs": runs,
+                    "cache_bytes_read": requests["cache_bytes_read"], "s3_requests": requests["total"]})
     return out
 
 

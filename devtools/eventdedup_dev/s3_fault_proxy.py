@@ -46,6 +46,7 @@ class FaultProxy:
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.requests: list[str] = []  # "METHOD path" of every request seen, in arrival order (COPY for copies)
+        self.bytes_served: dict[str, int] = {}  # body bytes of successful replies, per "METHOD path"
         self.crash_at: int | None = None
         self.crash_when: Callable[[str], bool] | None = None
         self.flavour = "raise_before"
@@ -78,6 +79,7 @@ class FaultProxy:
         assert flavour in ("raise_before", "lose_response", "conflict")
         with self._lock:
             self.requests, self.crash_at, self.crash_when = [], crash_at, crash_when
+            self.bytes_served = {}
             self.flavour, self.on_fault, self.dead, self.sticky = flavour, on_fault, False, sticky
 
     def redate(self, dates: Callable[[str], datetime | None] | None) -> None:
@@ -158,8 +160,10 @@ class FaultProxy:
                 else:
                     assert reply is not None
                     status, headers, payload = reply
-                    if self.command == "GET" and status == 200:
+                    if self.command == "GET" and status in (200, 206):
                         payload = proxy._redated(self.path, payload)
+                        with proxy._lock:
+                            proxy.bytes_served[description] = proxy.bytes_served.get(description, 0) + len(payload)
                     self._send(status, headers, payload)
 
             def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:

@@ -124,7 +124,7 @@ class DedupSettings:
 @dataclass(frozen=True)
 class SparkSettings:
     master: str = "local[*]"
-    partitions: int = 0  # 0 means 2 x buckets (Grid Dynamics' choice: room for late data)
+    partitions: int = 0  # dedup tasks; 0: from the input's size and Spark's cores (job/read_units.py)
     driver_memory: str = "4g"
 
 
@@ -139,7 +139,8 @@ class Config:
 
     @property
     def partitions(self) -> int:
-        return self.spark.partitions or 2 * self.dedup.buckets
+        """Dedup partitions set by hand (at most one per bucket); 0: derived per batch."""
+        return min(self.spark.partitions, self.dedup.buckets)
 
     @property
     def key_fields(self) -> tuple[str, ...]:
@@ -270,7 +271,7 @@ def _validated(config: Config, source: str) -> Config:
     if config.dedup.checkpoint_interval < 1:
         raise ConfigError(f"{source}: [dedup] checkpoint_interval must be at least 1")
     if config.spark.partitions < 0:
-        raise ConfigError(f"{source}: [spark] partitions must be positive (or 0 for 2 x buckets)")
+        raise ConfigError(f"{source}: [spark] partitions must be positive (or 0: from the input and the cores)")
     if config.events.max_line_bytes < 64:
         raise ConfigError(f"{source}: [events] max_line_bytes must be at least 64")
     if config.events.max_object_bytes < config.events.max_line_bytes:

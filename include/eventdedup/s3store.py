@@ -126,10 +126,16 @@ class S3Store:
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
-    def get_bytes(self, key: str, *, if_match: str | None = None) -> bytes:
+    def get_bytes(self, key: str, *, if_match: str | None = None, byte_range: tuple[int, int] | None = None) -> bytes:
+        """The object's bytes, or bytes [start, stop) of it (stop past the end reads to the end)."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if if_match:
             kwargs["IfMatch"] = if_match
+        if byte_range is not None:
+            start, stop = byte_range
+            if stop <= start:
+                return b""
+            kwargs["Range"] = f"bytes={start}-{stop - 1}"
         body: bytes = self.client.get_object(**kwargs)["Body"].read()
         return body
 

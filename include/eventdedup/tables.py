@@ -24,6 +24,9 @@ CHUNK_SCHEMA = pa.schema([
     ("order_key", pa.binary()),  # survivor min:/max: comparison value; null otherwise
 ])
 
+# What crosses the shuffle: the parsed columns and each event's cache hour.
+SHUFFLE_SCHEMA = CHUNK_SCHEMA.append(pa.field("cache_hour", pa.int64()))
+
 OUTPUT_SCHEMA = pa.schema([
     ("event_id", pa.string()),  # the dedup key, or the derived id of a renamed synthetic duplicate
     ("original_event_id", pa.string()),  # set on renamed synthetic duplicates only

@@ -43,6 +43,8 @@ class BatchHistory:
     # A rerun's inputs as its commit recorded them (the ledger's decision, reproduced without
     # consulting the ledger); None for a new batch, or a commit older than the ledger.
     recorded_inputs: frozenset[ObjectInfo] | None = None
+    # A rerun's dedup partitions as its commit recorded them (they lay out its output files).
+    recorded_partitions: int | None = None
 
 
 def history_for_batch(store: S3Store, layout: Layout, state: CommittedState, batch_id: str, as_of: datetime,
@@ -84,6 +86,12 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
             "arrival and copies were found across hours: recomputed today it would see other history, so it can "
             "no longer be recomputed exactly. Its commit stands"
         )
+    if record.partitions is None:
+        raise ExpiredHistoryError(
+            f"batch {batch_id} (log version {own_version}) was committed before its dedup partitions were recorded: "
+            "its output files were laid out by an earlier version, so a recomputation cannot reproduce them byte "
+            "for byte. Its commit stands"
+        )
     arrival = record_arrival_hour(record)
     start = record.window_start_hour if record.window_start_hour is not None else arrival - window_hours
     if state.retain_from_hour is not None and start < state.retain_from_hour:
@@ -95,7 +103,8 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
     retain = record.retain_from_hour if record.retain_from_hour is not None else start - window_hours
     recorded = None if record.ledger_update is None else frozenset(record.ledger_update.inputs)
     kept = frozenset(owner for owner, version in state.batches.items() if version < own_version)
-    return BatchHistory(own_version - 1, arrival, start, retain, _visible(state, start, own_version), kept, recorded)
+    return BatchHistory(own_version - 1, arrival, start, retain, _visible(state, start, own_version), kept, recorded,
+                        record.partitions)
 
 
 def _hour_text(hour_index: int | None) -> str:

@@ -64,6 +64,8 @@ class JobResult:
     retain_from_hour: int | None = None
     # The inputs this batch consumed and the ledger's horizons (eventdedup.commit.ledger).
     ledger_update: LedgerUpdate | None = None
+    # Dedup partitions the job ran with (they lay out its data and audit files): a rerun uses them.
+    partitions: int | None = None
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
@@ -73,6 +75,7 @@ class JobResult:
             "excluded_inputs": list(self.excluded_inputs),
             "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
             "ledger": None if self.ledger_update is None else self.ledger_update.to_json(),
+            "partitions": self.partitions,
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -81,7 +84,7 @@ class JobResult:
         return cls(doc["batch_id"], int(doc["base_version"]), doc["as_of"], dict(doc["counts"]),
                    tuple(StagedObject.from_json(o) for o in doc["objects"]),
                    tuple(doc.get("excluded_inputs", ())), doc.get("window_start_hour"), doc.get("retain_from_hour"),
-                   LedgerUpdate.from_json(doc.get("ledger")))
+                   LedgerUpdate.from_json(doc.get("ledger")), doc.get("partitions"))
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:

@@ -76,6 +76,9 @@ class CommitRecord:
     # The input objects the batch consumed and the ledger's horizons (eventdedup.commit.ledger);
     # None in records written before the ledger existed.
     ledger_update: LedgerUpdate | None = None
+    # Dedup partitions the batch's job ran with; None in records written before they were derived
+    # from the input (eventdedup.job.read_units.dedup_partitions).
+    partitions: int | None = None
 
     def to_bytes(self) -> bytes:
         doc: dict[str, Any] = {
@@ -95,6 +98,8 @@ class CommitRecord:
             doc["retain_from_hour"] = self.retain_from_hour
         if self.ledger_update is not None:
             doc["ledger"] = self.ledger_update.to_json()
+        if self.partitions is not None:
+            doc["partitions"] = self.partitions
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -115,6 +120,7 @@ class CommitRecord:
                 window_start_hour=_optional_int(doc.get("window_start_hour")),
                 retain_from_hour=_optional_int(doc.get("retain_from_hour")),
                 ledger_update=LedgerUpdate.from_json(doc.get("ledger")),
+                partitions=_optional_int(doc.get("partitions")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptStateError(f"commit record {name} does not parse: {exc}; the log cannot be trusted") from None

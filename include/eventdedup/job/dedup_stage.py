@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import copy_forward_segment, load_head_runs
@@ -37,12 +36,20 @@ from eventdedup.dedup.decide import (
     renamed_event_id,
 )
 from eventdedup.dedup.survivor import SurvivorPolicy
-from eventdedup.errors import CorruptStateError
-from eventdedup.job.records import DriverRecord, ObjectStats, PartitionCounts, ShuffleRecord
-from eventdedup.keys import CacheKey, digest_array, guard_head_key
+from eventdedup.errors import CorruptStateError, EventDedupError
+from eventdedup.job.read_units import LineNumbers
+from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, RangeFindings, RangeLines, ShuffleRecord
+from eventdedup.keys import CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store, process_client
-from eventdedup.tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, ipc_to_table, split_seq, table_to_parquet
+from eventdedup.tables import (
+    AUDIT_SCHEMA,
+    OUTPUT_SCHEMA,
+    QUARANTINE_SCHEMA,
+    SHUFFLE_SCHEMA,
+    ipc_to_table,
+    table_to_parquet,
+)
 
 IO_THREADS = 16
 
@@ -60,14 +67,19 @@ class DedupContext:
     arrival_day: int  # the day of the guard the batch adds its ids to
     guard_days: tuple[int, ...]  # arrival days of the window: the guards every bucket probes
     input_keys: tuple[str, ...]
+    buckets: int
+    quarantine_key: tuple[str, ...]  # staged quarantine key per input index
+    quarantine_final_key: tuple[str, ...]
     survivor: SurvivorPolicy = SurvivorPolicy("first")
     policy: DuplicatePolicy = DuplicatePolicy()
 
 
 @dataclass
 class _BucketResult:
-    kept_by_hour: dict[int, pa.Table] = field(default_factory=dict)
-    audit: pa.Table | None = None
+    emitted: npt.NDArray[np.bool_]  # per row of the bucket
+    output: pa.Table  # the emitted rows, OUTPUT_SCHEMA without raw
+    duplicates: npt.NDArray[np.intp]  # rows of the bucket the audit holds
+    audit: pa.Table  # AUDIT_SCHEMA without raw
     segments: dict[int, bytes] = field(default_factory=dict)
     guard: bytes | None = None
 
@@ -119,64 +131,123 @@ def _load_guard(store: S3Store, key: str | None) -> IdGuard:
 def dedup_partition(ctx: DedupContext, cache_heads: Mapping[str, str], partition: int,
                     records: Iterable[ShuffleRecord]) -> Iterator[DriverRecord]:
     store = S3Store(process_client(ctx.s3), ctx.bucket)
-    groups: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
-    for _, record in records:
-        if isinstance(record, ObjectStats):
-            yield from _object_stats_records(record)
-        else:
-            groups[record.key.bucket].append((record.key.hour_index, record.ipc))
+    received = _Received.collect(records)
+    numbers = received.line_numbers()
     counts: Counter[str] = Counter()
-    outputs: dict[int, list[pa.Table]] = defaultdict(list)
-    audits: list[pa.Table] = []
+    staged: list[StagedObject | None] = []
     with ThreadPoolExecutor(IO_THREADS) as pool:
-        # Every bucket's own hours and guards are in flight at once; each bucket is decided as
-        # soon as its loads land, and its segments are written while the next is decided.
-        loader = _CacheLoader(store, cache_heads, pool)
-        for bucket, chunks in groups.items():
-            loader.prefetch(bucket, sorted({hour for hour, _ in chunks}), ctx.guard_days)
-        writes: list[Future[StagedObject | None]] = []
-        for bucket, chunks in groups.items():
-            result = _decide_bucket(ctx, bucket, _bucket_rows(chunks), loader, counts)
-            if result.audit is not None and result.audit.num_rows:
-                audits.append(result.audit)
-            for hour, segment in result.segments.items():
-                writes.append(pool.submit(_stage_segment, store, ctx, CacheKey.of_hour(hour, bucket), segment))
-            if result.guard is not None:
-                writes.append(pool.submit(_stage_guard, store, ctx, bucket, result.guard))
-            for hour, kept in result.kept_by_hour.items():
-                outputs[hour].append(kept)
-            groups[bucket] = []
-        for hour, tables in sorted(outputs.items()):
-            writes.append(pool.submit(_stage_data, store, ctx, partition, hour, tables))
+        writes: list[Future[StagedObject | None]] = [
+            pool.submit(_stage_quarantine, store, ctx, index, findings, numbers)
+            for index, findings in sorted(received.findings.items())]
+        for findings in received.findings.values():
+            counts["input_lines"] += sum(part.lines for part in findings)
+            counts["malformed"] += sum(len(part.raw) for part in findings)
+        table = received.events()
+        if table.num_rows:
+            writes.extend(_dedup_rows(ctx, store, cache_heads, partition, table, numbers, pool, counts))
         staged = [write.result() for write in writes]
-    if audits:
-        staged.append(_stage_audit(store, ctx, partition, pa.concat_tables(audits)))
     yield from (record for record in staged if record is not None)
     yield PartitionCounts(dict(counts))
 
 
-def _object_stats_records(stats: ObjectStats) -> Iterator[DriverRecord]:
-    yield PartitionCounts({"input_lines": stats.input_lines, "malformed": stats.quarantined})
-    if stats.quarantine is not None:
-        yield stats.quarantine
+@dataclass
+class _Received:
+    """What the read tasks sent this partition."""
+
+    lines: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))  # input -> range -> lines
+    findings: dict[int, list[RangeFindings]] = field(default_factory=lambda: defaultdict(list))
+    chunks: list[EventChunk] = field(default_factory=list)
+
+    @classmethod
+    def collect(cls, records: Iterable[ShuffleRecord]) -> _Received:
+        received = cls()
+        for _, record in records:
+            if isinstance(record, RangeLines):
+                received.lines[record.input_index][record.unit] = record.lines
+            elif isinstance(record, RangeFindings):
+                received.findings[record.input_index].append(record)
+            else:
+                received.chunks.append(record)
+        return received
+
+    def line_numbers(self) -> LineNumbers:
+        per_object: dict[int, list[int]] = {}
+        for index, by_unit in self.lines.items():
+            if sorted(by_unit) != list(range(len(by_unit))):
+                raise EventDedupError(f"input {index}: line counts arrived for ranges {sorted(by_unit)}, not for "
+                                      "every range in order; cannot number its lines")
+            per_object[index] = [by_unit[unit] for unit in range(len(by_unit))]
+        return LineNumbers(per_object)
+
+    def events(self) -> pa.Table:
+        """Every event of the partition in input order: each chunk is in input order, and the
+        ranges chunks come from never interleave."""
+        self.chunks.sort(key=lambda chunk: chunk.first_seq)
+        tables = [ipc_to_table(chunk.ipc) for chunk in self.chunks]
+        self.chunks = []
+        return pa.concat_tables(tables) if tables else SHUFFLE_SCHEMA.empty_table()
 
 
-def _bucket_rows(chunks: list[tuple[int, bytes]]) -> pa.Table:
-    """One bucket's rows of every hour, with their cache hour, in input order. Each chunk holds one
-    input object's rows of one hour in input order; the shuffle delivers chunks in any order."""
-    tables = []
-    for hour, chunk in chunks:
-        table = ipc_to_table(chunk)
-        tables.append(table.append_column("cache_hour", pa.array(np.full(table.num_rows, hour, np.int64))))
-    table = pa.concat_tables(tables)
-    seq = table.column("seq").to_numpy()
-    if len(seq) > 1 and not (seq[1:] > seq[:-1]).all():
-        table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
-    return table
+def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str], partition: int,
+                table: pa.Table, numbers: LineNumbers, pool: ThreadPoolExecutor,
+                counts: Counter[str]) -> list[Future[StagedObject | None]]:
+    """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
+    copied once, into the output and audit files (in input order) at the end."""
+    narrow = table.drop_columns(["raw"]).combine_chunks()
+    buckets = bucket_array(digest_array(narrow.column("key_digest")), ctx.buckets)
+    order = np.argsort(buckets, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(buckets[order]) != 0])
+    groups = {int(buckets[order[start]]): order[start:stop]
+              for start, stop in zip(starts, np.r_[starts[1:], len(order)], strict=True)}
+    hours = narrow.column("cache_hour").to_numpy()
+    writes: list[Future[StagedObject | None]] = []
+    # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
+    # as its loads land, and its segments are written while the next is decided.
+    loader = _CacheLoader(store, cache_heads, pool)
+    for bucket, rows in groups.items():
+        loader.prefetch(bucket, np.unique(hours[rows]).tolist(), ctx.guard_days)
+    outputs: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
+    audits: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
+    for bucket, rows in groups.items():
+        result = _decide_bucket(ctx, bucket, narrow.take(pa.array(rows)), loader, numbers, counts)
+        outputs.append((rows[result.emitted], result.output))
+        audits.append((rows[result.duplicates], result.audit))
+        for hour, segment in result.segments.items():
+            writes.append(pool.submit(_stage_segment, store, ctx, CacheKey.of_hour(hour, bucket), segment))
+        if result.guard is not None:
+            writes.append(pool.submit(_stage_guard, store, ctx, bucket, result.guard))
+    output_rows, output = _in_input_order(outputs)
+    output_hours = hours[output_rows]
+    for hour in np.unique(output_hours).tolist():
+        in_hour = output_hours == hour
+        rows_of_hour = output_rows[in_hour]
+        data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour)
+        writes.append(pool.submit(_stage_data, store, ctx, partition, int(hour), data))
+    audit_rows, audit = _in_input_order(audits)
+    if len(audit_rows):
+        writes.append(pool.submit(_stage_audit, store, ctx, partition, _with_raw(audit, table, audit_rows)))
+    return writes
 
 
-def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _CacheLoader,
+def _in_input_order(parts: list[tuple[npt.NDArray[np.intp], pa.Table]]) -> tuple[npt.NDArray[np.intp], pa.Table]:
+    """Per-bucket rows (partition row indices and their narrow table) merged into input order."""
+    rows = np.concatenate([part_rows for part_rows, _ in parts])
+    table = pa.concat_tables([part for _, part in parts])
+    order = np.argsort(rows, kind="stable")
+    return rows[order], table.take(pa.array(order))
+
+
+def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp]) -> pa.Table:
+    """The narrow rows with their raw lines: a filter of the partition's raw column (a sequential
+    copy, in input order: `rows` ascending)."""
+    mask = np.zeros(table.num_rows, bool)
+    mask[rows] = True
+    return narrow.append_column("raw", table.column("raw").filter(pa.array(mask)))
+
+
+def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _CacheLoader, numbers: LineNumbers,
                    counts: Counter[str]) -> _BucketResult:
+    """Decide one bucket's rows (narrow: no raw lines) of every hour against its cache."""
     hours = table.column("cache_hour").to_numpy()
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
@@ -194,14 +265,13 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy, key_hours)
     _count(counts, decision)
     counts["cross_hour_duplicates"] += int(np.count_nonzero(_cross_hour(decision, cache, key_of_row, hours)))
-    result = _BucketResult(audit=_audit_rows(ctx, table, decision))
     emitted = decision.emitted_mask
-    kept = _output_rows(ctx, table.drop_columns(["cache_hour"]), decision)
+    duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
+    result = _BucketResult(emitted, _output_rows(ctx, table, decision), duplicates,
+                           _audit_rows(ctx, table, decision, duplicates, numbers))
     kept_hours = hours[emitted]
     for hour in own_hours:
-        in_hour = kept_hours == hour
-        if in_hour.any():
-            result.kept_by_hour[hour] = kept.filter(pa.array(in_hour))
+        if (kept_hours == hour).any():
             own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision, within=hours == hour)
             result.segments[hour] = copy_forward_segment(loaded[hour], ctx.kept_owners, own_run)
             counts["cache_keys_written"] += len(own_run)
@@ -247,7 +317,8 @@ def _cross_hour(decision: KeyDecision, cache: CacheView, key_of_row: npt.NDArray
 
 
 def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
-    """Emitted rows; the per-row Python below runs only for the rare renamed, flagged or updated ones."""
+    """Emitted rows without their raw lines; the per-row Python below runs only for the rare
+    renamed, flagged or updated ones."""
     emitted = np.flatnonzero(decision.emitted_mask)
     kept = table.take(pa.array(emitted, pa.int64()))
     actions = decision.actions[emitted]
@@ -270,9 +341,8 @@ def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> p
     for name in ("original_event_id", "duplicate_of", "supersedes_batch"):
         if columns[name] is None:
             columns[name] = pa.nulls(rows, pa.string())
-    columns.update(event_time=kept.column("event_time"), batch_id=pa.array([ctx.batch_id] * rows, pa.string()),
-                   raw=kept.column("raw"))
-    return pa.table(columns, schema=OUTPUT_SCHEMA)
+    columns.update(event_time=kept.column("event_time"), batch_id=pa.array([ctx.batch_id] * rows, pa.string()))
+    return pa.table(columns, schema=_NARROW_OUTPUT)
 
 
 def _count(counts: Counter[str], decision: KeyDecision) -> None:
@@ -291,11 +361,12 @@ def _count(counts: Counter[str], decision: KeyDecision) -> None:
     counts["updates"] += int(np.count_nonzero(actions == Action.UPDATE))
 
 
-def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
-    """Every duplicate found, whatever became of it: dropped ones are only ever found here."""
-    duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
+def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision, duplicates: npt.NDArray[np.intp],
+                numbers: LineNumbers) -> pa.Table:
+    """Every duplicate found, whatever became of it (dropped ones are only ever found here),
+    without its raw line."""
     rows = table.take(pa.array(duplicates, pa.int64()))
-    input_index, line_number = split_seq(rows.column("seq").to_numpy())
+    input_index, line_number = numbers.of_seqs(rows.column("seq").to_numpy())
     holders = np.array([*decision.owners, ctx.batch_id], dtype=object)
     return pa.table({
         "event_id": rows.column("event_id"),
@@ -306,13 +377,15 @@ def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa
         "batch_id": pa.array([ctx.batch_id] * len(duplicates), pa.string()),
         "source_object": pa.array(np.array(ctx.input_keys, dtype=object)[input_index], pa.string()),
         "line_number": pa.array(line_number, pa.int64()),
-        "raw": rows.column("raw"),
-    }, schema=AUDIT_SCHEMA)
+    }, schema=_NARROW_AUDIT)
 
 
 # Labels indexed by the enums' values (0, 1, 2, ...), so an audit column is one numpy take.
 _REASONS = np.array([Outcome(i).reason for i in range(len(Outcome))], dtype=object)
 _ACTION_LABELS = np.array([Action(i).label for i in range(len(Action))], dtype=object)
+# Output and audit rows are decided without their raw lines, which join them once, at the end.
+_NARROW_OUTPUT = OUTPUT_SCHEMA.remove(OUTPUT_SCHEMA.get_field_index("raw"))
+_NARROW_AUDIT = AUDIT_SCHEMA.remove(AUDIT_SCHEMA.get_field_index("raw"))
 
 
 def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes) -> StagedObject:
@@ -326,19 +399,35 @@ def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -
                         cache_key=guard_head_key(ctx.arrival_day, bucket))
 
 
-def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int,
-                tables: list[pa.Table]) -> StagedObject | None:
-    table = pa.concat_tables(tables)
-    if table.num_rows == 0:
-        return None
+def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int, table: pa.Table) -> StagedObject:
     key = CacheKey.of_hour(hour, 0)
     date_text, hour_text = key.date_text, key.hour_text
     info = store.put_bytes(ctx.layout.staged_data(ctx.batch_id, date_text, hour_text, partition),
-                           table_to_parquet(table))
+                           table_to_parquet(table.select(OUTPUT_SCHEMA.names)))
     return StagedObject("data", info, ctx.layout.final_data(ctx.batch_id, date_text, hour_text, partition),
                         table.num_rows)
 
 
 def _stage_audit(store: S3Store, ctx: DedupContext, partition: int, table: pa.Table) -> StagedObject:
-    info = store.put_bytes(ctx.layout.staged_audit(ctx.batch_id, partition), table_to_parquet(table))
+    info = store.put_bytes(ctx.layout.staged_audit(ctx.batch_id, partition),
+                           table_to_parquet(table.select(AUDIT_SCHEMA.names)))
     return StagedObject("audit", info, ctx.layout.final_audit(ctx.batch_id, partition), table.num_rows)
+
+
+def _stage_quarantine(store: S3Store, ctx: DedupContext, input_index: int, findings: list[RangeFindings],
+                      numbers: LineNumbers) -> StagedObject | None:
+    """One input object's quarantined lines, from every range it was read in, by line number."""
+    raw = [line for part in findings for line in part.raw]
+    if not raw:
+        return None
+    errors = [error for part in findings for error in part.errors]
+    local = np.array([number for part in findings for number in part.local_lines], np.int64)
+    lines = numbers.of(input_index, local)
+    order = np.argsort(lines, kind="stable")
+    source = ctx.input_keys[input_index]
+    table = pa.table({
+        "raw": [raw[i] for i in order.tolist()], "error": [errors[i] for i in order.tolist()],
+        "source_object": [source] * len(raw), "line_number": lines[order], "batch_id": [ctx.batch_id] * len(raw),
+    }, schema=QUARANTINE_SCHEMA)
+    info = store.put_bytes(ctx.quarantine_key[input_index], table_to_parquet(table))
+    return StagedObject("quarantine", info, ctx.quarantine_final_key[input_index], len(raw))

@@ -1,6 +1,6 @@
 """The driver side of the dedup Spark job: from a staged batch to a job result in staging.
 
-    inputs --read_input_object--> (shuffle code, EventChunk | ObjectStats)
+    inputs --plan_read_tasks--> byte ranges --read_task--> (shuffle code, EventChunk | RangeLines | RangeFindings)
            --repartitionAndSortWithinPartitions(partitioner on the code)-->
            --dedup_partition--> staged data, audit, quarantine, cache segments
 
@@ -30,7 +30,8 @@ from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.inputs.exclusions import ExcludedInput, load_exclusions
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
-from eventdedup.job.read_stage import ReadContext, read_input_object
+from eventdedup.job.read_stage import ReadContext, read_task
+from eventdedup.job.read_units import ReadUnit, dedup_partitions, plan_read_tasks, starts_gzip
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
@@ -61,8 +62,12 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     store.delete_prefix(layout.staging_root(batch_id))
     exclusions = load_exclusions(store, layout, batch_id)
     to_read = inputs_to_read(state, history, manifest)
-    records = _run_spark(spark, config, layout, manifest, state, history, exclusions, to_read) if to_read else []
-    result = _assemble_result(store, config, manifest, state, history, records, exclusions, to_read)
+    partitions = history.recorded_partitions or dedup_partitions(
+        config.partitions, config.dedup.buckets, spark.sparkContext.defaultParallelism,
+        sum(info.size for _, info in to_read))
+    records = (_run_spark(spark, store, config, layout, manifest, state, history, exclusions, to_read, partitions)
+               if to_read else [])
+    result = _assemble_result(store, config, manifest, state, history, records, exclusions, to_read, partitions)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, history.base_version,
              dict(result.counts))
@@ -101,33 +106,42 @@ def inputs_to_read(state: CommittedState, history: BatchHistory,
     return to_read
 
 
-def _run_spark(spark: SparkSession, config: Config, layout: Layout, manifest: BatchManifest,
+def _run_spark(spark: SparkSession, store: S3Store, config: Config, layout: Layout, manifest: BatchManifest,
                state: CommittedState, history: BatchHistory, exclusions: Mapping[str, ExcludedInput],
-               inputs: list[tuple[int, ObjectInfo]]) -> list[DriverRecord]:
+               inputs: list[tuple[int, ObjectInfo]], partitions: int) -> list[DriverRecord]:
     batch_id = manifest.batch_id
-    read_ctx = ReadContext(
-        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket,
-        rules=ParseRules.for_batch(config, manifest.as_of), buckets=config.dedup.buckets,
-        quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
-        quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
-        excluded={i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions},
-    )
+    excluded = {i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions}
+    rules = ParseRules.for_batch(config, manifest.as_of)
+    read_ctx = ReadContext(batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, rules=rules,
+                           buckets=config.dedup.buckets, partitions=partitions, excluded=excluded)
     dedup_ctx = DedupContext(
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout,
         visible_owners=history.visible_owners, kept_owners=history.kept_owners,
         arrival_day=history.arrival_hour // 24,
         guard_days=tuple(range(history.window_start_hour // 24, history.arrival_hour // 24 + 1)),
-        input_keys=tuple(info.key for info in manifest.inputs),
+        input_keys=tuple(info.key for info in manifest.inputs), buckets=config.dedup.buckets,
+        quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
+        quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
     )
     sc = spark.sparkContext
+
+    def splittable(index: int, info: ObjectInfo) -> bool:
+        return index not in excluded and info.size <= rules.max_object_bytes and not starts_gzip(store, info)
+
+    tasks = plan_read_tasks(inputs, sc.defaultParallelism, splittable)
+    numbered: list[list[tuple[int, ReadUnit]]] = []
+    for task in tasks:
+        numbered.append([(sum(len(t) for t in numbered) + i, unit) for i, unit in enumerate(task)])
+    log.info("batch %s: %d input objects read as %d ranges in %d tasks; %d dedup partitions", batch_id,
+             len(inputs), sum(len(task) for task in tasks), len(tasks), partitions)
     heads = sc.broadcast(dict(state.cache_heads))
     try:
         rdd = (
-            sc.parallelize(inputs, len(inputs))
-            .flatMap(partial(read_input_object, read_ctx))
-            .repartitionAndSortWithinPartitions(min(config.partitions, config.dedup.buckets), partition_of_code)
+            sc.parallelize(numbered, len(numbered))
+            .flatMap(partial(read_task, read_ctx))
+            .repartitionAndSortWithinPartitions(partitions, partition_of_code)
             .mapPartitionsWithIndex(lambda index, rows: dedup_partition(dedup_ctx, heads.value, index, rows))
         )
         records: list[DriverRecord] = rdd.collect()
@@ -158,7 +172,7 @@ def _unwrapped(exc: Exception, batch_id: str) -> Exception:
 
 def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, state: CommittedState,
                      history: BatchHistory, records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput],
-                     to_read: list[tuple[int, ObjectInfo]]) -> JobResult:
+                     to_read: list[tuple[int, ObjectInfo]], partitions: int) -> JobResult:
     layout = Layout(config.layout)
     counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
     consumed = tuple(info for _, info in to_read)
@@ -177,7 +191,8 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
     objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
     update = ledger_update(config, manifest, consumed, state, legacy_floor(store, layout, state))
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), dict(counts),
-                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour, update)
+                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour, update,
+                     partitions)
 
 
 def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,

@@ -1,7 +1,9 @@
-"""Executor side of stage 1: read one input object, quarantine bad lines, group events by cache key.
+"""Executor side of stage 1: read byte ranges of input objects, quarantine bad lines, send each
+dedup partition its events.
 
-Each input object becomes a few hundred records of (cache key, Arrow IPC chunk) instead of
-thousands of pickled rows, so the shuffle moves bytes, not Python objects.
+Each read range becomes one record per dedup partition (an Arrow IPC chunk of its rows bound for
+it) instead of thousands of pickled rows, so the shuffle moves bytes, not Python objects; its
+quarantined lines and line count travel as small records beside them (eventdedup.job.records).
 """
 from __future__ import annotations
 
@@ -13,17 +15,26 @@ import numpy.typing as npt
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
-from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
 from eventdedup.errors import InputChangedError
-from eventdedup.job.records import EventChunk, ObjectStats, ShuffleRecord, chunk_record, stats_record
-from eventdedup.keys import MICROS_PER_HOUR, CacheKey, bucket_array, digest_array
+from eventdedup.job.read_units import ReadUnit, read_unit_bytes
+from eventdedup.job.records import (
+    EventChunk,
+    RangeFindings,
+    RangeLines,
+    ShuffleRecord,
+    chunk_record,
+    findings_record,
+    line_records,
+    partition_of_bucket,
+)
+from eventdedup.keys import MICROS_PER_HOUR, bucket_array, digest_array
 from eventdedup.parse.event_parser import ParseRules
 from eventdedup.parse.id_time import NO_TIME, id_times_us
-from eventdedup.parse.input_lines import object_too_large
-from eventdedup.parse.object_parser import ObjectParse, parse_object, quarantined_whole
-from eventdedup.s3store import ObjectInfo, S3Store, is_changed_or_missing, process_client
-from eventdedup.tables import QUARANTINE_SCHEMA, split_seq, table_to_ipc, table_to_parquet
+from eventdedup.parse.input_lines import object_too_large, split_input, split_input_range
+from eventdedup.parse.object_parser import ObjectParse, parse_lines, quarantined_whole
+from eventdedup.s3store import S3Store, is_changed_or_missing, process_client
+from eventdedup.tables import split_seq, table_to_ipc
 
 
 @dataclass(frozen=True)
@@ -33,30 +44,40 @@ class ReadContext:
     bucket: str
     rules: ParseRules
     buckets: int
-    quarantine_key: tuple[str, ...]  # staged quarantine key per input index
-    quarantine_final_key: tuple[str, ...]
+    partitions: int  # dedup partitions: a bucket goes to bucket % partitions
     excluded: Mapping[int, str] = field(default_factory=dict)  # input index -> quarantine reason
 
 
-def read_input_object(ctx: ReadContext, item: tuple[int, ObjectInfo]) -> Iterator[ShuffleRecord]:
-    input_index, info = item
+def read_task(ctx: ReadContext, task: list[tuple[int, ReadUnit]]) -> Iterator[ShuffleRecord]:
+    """One read task: its ranges (each with its ordinal in the batch's plan), one after another."""
     store = S3Store(process_client(ctx.s3), ctx.bucket)
-    if input_index in ctx.excluded:  # an operator's exclusion: never read
-        parsed = quarantined_whole(ctx.excluded[input_index])
+    for ordinal, unit in task:
+        yield from read_range(ctx, store, ordinal, unit)
+
+
+def read_range(ctx: ReadContext, store: S3Store, ordinal: int, unit: ReadUnit) -> Iterator[ShuffleRecord]:
+    index, info = unit.input_index, unit.info
+    if index in ctx.excluded:  # an operator's exclusion: never read
+        parsed = quarantined_whole(ctx.excluded[index])
     elif info.size > ctx.rules.max_object_bytes:  # one finding, decided by the frozen size: never read
         parsed = quarantined_whole(object_too_large(ctx.rules.max_object_bytes, compressed=False))
     else:
-        parsed = parse_object(_read_input(store, ctx, info), input_index, ctx.rules)
+        body = _read_input(store, ctx, unit)
+        split = (split_input(body, ctx.rules.max_object_bytes) if unit.whole
+                 else split_input_range(body, at_object_start=unit.start == 0))
+        parsed = parse_lines(split, index, ctx.rules, unit.first_line)
     hours = cache_hours(parsed, ctx.rules)
-    staged = _stage_quarantine(store, ctx, input_index, info.key, parsed.bad_raw, parsed.bad_error, parsed.bad_line)
-    yield stats_record(ObjectStats(input_index, parsed.lines, len(parsed.bad_raw), staged))
-    for chunk in _chunks_by_cache_key(parsed.table, hours, ctx.buckets):
-        yield chunk_record(chunk)
+    yield from line_records(ctx.partitions, ordinal, RangeLines(index, unit.unit, parsed.lines))
+    yield findings_record(ctx.partitions, ordinal, RangeFindings(index, unit.unit, parsed.lines, parsed.bad_raw,
+                                                                 parsed.bad_error, parsed.bad_line))
+    for partition, chunk in _chunks_by_partition(parsed.table, hours, ctx.buckets, ctx.partitions):
+        yield chunk_record(partition, ordinal, chunk)
 
 
-def _read_input(store: S3Store, ctx: ReadContext, info: ObjectInfo) -> bytes:
+def _read_input(store: S3Store, ctx: ReadContext, unit: ReadUnit) -> bytes:
+    info = unit.info
     try:
-        return store.get_bytes(info.key, if_match=info.etag)
+        return read_unit_bytes(store, unit)
     except ClientError as exc:
         if is_changed_or_missing(exc):
             raise InputChangedError(
@@ -93,27 +114,18 @@ def cache_hours(parsed: ObjectParse, rules: ParseRules) -> npt.NDArray[np.int64]
     return times // MICROS_PER_HOUR
 
 
-def _chunks_by_cache_key(table: pa.Table, hours: npt.NDArray[np.int64], buckets: int) -> Iterator[EventChunk]:
+def _chunks_by_partition(table: pa.Table, hours: npt.NDArray[np.int64], buckets: int,
+                         partitions: int) -> Iterator[tuple[int, EventChunk]]:
+    """The range's rows bound for each dedup partition, in input order, with their cache hour.
+    One filter per partition (a sequential copy) costs a fraction of sorting the rows."""
     if table.num_rows == 0:
         return
-    bucket = bucket_array(digest_array(table.column("key_digest")), buckets)
-    code = hours * buckets + bucket
-    order = np.argsort(code, kind="stable")
-    sorted_code = code[order]
-    boundaries = np.flatnonzero(np.diff(sorted_code)) + 1
-    table = table.take(pa.array(order))
-    for start, stop in zip(np.r_[0, boundaries], np.r_[boundaries, len(order)], strict=True):
-        key = CacheKey.of_code(int(sorted_code[start]), buckets)
-        yield EventChunk(key, table_to_ipc(table.slice(start, stop - start)))
-
-
-def _stage_quarantine(store: S3Store, ctx: ReadContext, input_index: int, source: str,
-                      raw: list[bytes], errors: list[str], line_numbers: list[int]) -> StagedObject | None:
-    if not raw:
-        return None
-    table = pa.table({
-        "raw": raw, "error": errors, "source_object": [source] * len(raw),
-        "line_number": line_numbers, "batch_id": [ctx.batch_id] * len(raw),
-    }, schema=QUARANTINE_SCHEMA)
-    info = store.put_bytes(ctx.quarantine_key[input_index], table_to_parquet(table))
-    return StagedObject("quarantine", info, ctx.quarantine_final_key[input_index], len(raw))
+    table = table.append_column("cache_hour", pa.array(hours, pa.int64()))
+    first_seq = int(table.column("seq")[0].as_py())
+    if partitions == 1:
+        yield 0, EventChunk(first_seq, table_to_ipc(table))
+        return
+    partition = partition_of_bucket(bucket_array(digest_array(table.column("key_digest")), buckets), partitions)
+    for target in np.unique(partition).tolist():
+        rows = table.filter(pa.array(partition == target))
+        yield int(target), EventChunk(int(rows.column("seq")[0].as_py()), table_to_ipc(rows))

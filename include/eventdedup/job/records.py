@@ -1,63 +1,89 @@
 """The typed records the dedup job moves: through the shuffle, and from executors to the driver.
 
-Through the shuffle, every record is keyed by an integer shuffle code that also decides its
-partition (Spark takes the partitioner's value modulo the partition count): a chunk of events
-goes by its bucket, so every hour of a bucket meets in one task (copies of an id in different
-hours are decided together), sorted by hour within it; an object's statistics go by its input
-index, so they spread over partitions too. What a record is, is told by its type, never by its
-code. To the driver, executors return only staged-object descriptions and counts.
+Through the shuffle, every record is keyed by an integer shuffle code whose high bits are the
+dedup partition it goes to (`partition_of_code`; a bucket's partition is `bucket % partitions`,
+so every hour of a bucket meets in one task) and whose low bits order the records within it.
+A read task sends each dedup partition its rows as one chunk, each object's findings to the
+partition that writes the object's quarantine, and the line counts of its ranges to every
+partition (they turn local line numbers into the object's). What a record is, is told by its
+type, never by its code. To the driver, executors return only staged-object descriptions and counts.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eventdedup.commit.job_result import StagedObject
-from eventdedup.keys import CacheKey
+from eventdedup.tables import Seq
+
+_PARTITION_SHIFT = 32
+_ORDINAL_BITS = 30  # read ranges of one batch
+_LINES, _STATS, _CHUNK = 0, 1, 2
 
 
 @dataclass(frozen=True)
 class EventChunk:
-    """Parsed events of one input object and one cache key, as LZ4 Arrow IPC (CHUNK_SCHEMA)."""
+    """Parsed events of one read range bound for one dedup partition, in input order, as LZ4
+    Arrow IPC (SHUFFLE_SCHEMA: the parsed columns and each event's cache hour)."""
 
-    key: CacheKey
+    first_seq: int  # ranges never interleave: chunks in order of their first seq are in input order
     ipc: bytes
 
 
 @dataclass(frozen=True)
-class ObjectStats:
-    """What reading one input object found: its lines, how many were quarantined, and the staged
-    quarantine object holding them (None when every line parsed)."""
+class RangeLines:
+    """How many lines one read range of an object held."""
 
     input_index: int
-    input_lines: int
-    quarantined: int
-    quarantine: StagedObject | None
+    unit: int
+    lines: int
 
 
-ShuffleRecord = tuple[int, EventChunk | ObjectStats]
+@dataclass(frozen=True)
+class RangeFindings:
+    """The lines of one read range that were quarantined, numbered locally (read_units.ReadUnit)."""
+
+    input_index: int
+    unit: int
+    lines: int
+    raw: list[bytes] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    local_lines: list[int] = field(default_factory=list)
 
 
-_HOUR_BITS = 32
-_HOUR_OFFSET = 1 << 31  # hours before 1970 are negative; codes of chunks never are
+ShuffleRecord = tuple[int, EventChunk | RangeLines | RangeFindings]
 
 
-def chunk_record(chunk: EventChunk) -> ShuffleRecord:
-    return (chunk.key.bucket << _HOUR_BITS) | (chunk.key.hour_index + _HOUR_OFFSET), chunk
+def _code(partition: int, kind: int, ordinal: int) -> int:
+    return (partition << _PARTITION_SHIFT) | (kind << _ORDINAL_BITS) | ordinal
 
 
-def stats_record(stats: ObjectStats) -> ShuffleRecord:
-    return -1 - stats.input_index, stats
+def chunk_record(partition: int, ordinal: int, chunk: EventChunk) -> ShuffleRecord:
+    return _code(partition, _CHUNK, ordinal), chunk
+
+
+def findings_record(partitions: int, ordinal: int, findings: RangeFindings) -> ShuffleRecord:
+    return _code(findings.input_index % partitions, _STATS, ordinal), findings
+
+
+def line_records(partitions: int, ordinal: int, lines: RangeLines) -> list[ShuffleRecord]:
+    return [(_code(partition, _LINES, ordinal), lines) for partition in range(partitions)]
 
 
 def partition_of_code(code: int) -> int:
-    """Spark's partitioner (taken modulo the partition count): a chunk's bucket, an object's index."""
-    return code >> _HOUR_BITS if code >= 0 else -1 - code
+    """Spark's partitioner (taken modulo the partition count): the code's partition."""
+    return code >> _PARTITION_SHIFT
+
+
+def partition_of_bucket(bucket: Seq, partitions: int) -> Seq:
+    """A bucket's dedup partition (per key, or over an array of them)."""
+    partition: Seq = bucket % partitions
+    return partition
 
 
 @dataclass(frozen=True)
 class PartitionCounts:
-    """Counts one dedup task (or one input object) adds to the batch's totals."""
+    """Counts one dedup task adds to the batch's totals."""
 
     counts: Mapping[str, int]
 

@@ -54,7 +54,17 @@ def split_input(body: bytes, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -
         text, tail_error = body, None
     if not text and tail_error is None:
         return SplitInput([], [InputLine(0, b"", "empty object: no lines")])
-    if text.startswith(UTF8_BOM):
+    return _split_text(text, tail_error, at_object_start=True)
+
+
+def split_input_range(body: bytes, at_object_start: bool) -> SplitInput:
+    """The lines of one byte range of an uncompressed object (eventdedup.job.read_units): plain
+    text, possibly empty; a byte order mark is the object's only at its start."""
+    return _split_text(body, None, at_object_start) if body else SplitInput([], [])
+
+
+def _split_text(text: bytes, tail_error: str | None, at_object_start: bool) -> SplitInput:
+    if at_object_start and text.startswith(UTF8_BOM):
         text = text[len(UTF8_BOM):]
     pieces = text.split(b"\n")
     # A complete object ends with "\n", leaving an empty last piece that is not a line;

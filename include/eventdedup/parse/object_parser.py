@@ -36,7 +36,7 @@ from eventdedup.parse.event_parser import (
     parse_event,
 )
 from eventdedup.parse.fingerprints import fingerprint_digests
-from eventdedup.parse.input_lines import InputLine, line_of_piece, split_input
+from eventdedup.parse.input_lines import InputLine, SplitInput, line_of_piece, split_input
 from eventdedup.tables import CHUNK_SCHEMA, make_seq
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,13 @@ class ObjectParse:
 
 
 def parse_object(body: bytes, input_index: int, rules: ParseRules) -> ObjectParse:
-    split = split_input(body, rules.max_object_bytes)
+    return parse_lines(split_input(body, rules.max_object_bytes), input_index, rules)
+
+
+def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_line: int = 1) -> ObjectParse:
+    """Parse split lines numbered from `first_line` (a byte range's lines are numbered locally:
+    eventdedup.job.read_units)."""
+    base = first_line - 1
     result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=len(split.pieces) + len(split.trailing))
     tables: list[pa.Table] = []
     slow: list[ParsedRow] = []
@@ -82,7 +88,7 @@ def parse_object(body: bytes, input_index: int, rules: ParseRules) -> ObjectPars
         for start in range(0, len(split.pieces), CHUNK_LINES):
             chunk = split.pieces[start:start + CHUNK_LINES]
             try:
-                table, deferred = _parse_chunk(chunk, start + 1, input_index, rules)
+                table, deferred = _parse_chunk(chunk, base + start + 1, input_index, rules)
             except MemoryError:
                 raise
             except Exception as exc:  # noqa: BLE001 -- the fast path vouches for nothing it did not finish
@@ -91,8 +97,11 @@ def parse_object(body: bytes, input_index: int, rules: ParseRules) -> ObjectPars
                 table, deferred = CHUNK_SCHEMA.empty_table(), list(range(len(chunk)))
             tables.append(table)
             for offset in deferred:
-                _parse_slowly(line_of_piece(start + 1 + offset, chunk[offset]), input_index, rules, result, slow)
+                _parse_slowly(line_of_piece(base + start + 1 + offset, chunk[offset]), input_index, rules, result,
+                              slow)
         for line in split.trailing:
+            if line.line_number:  # line 0 is a finding about the object as a whole
+                line = InputLine(base + line.line_number, line.raw, line.error)
             _parse_slowly(line, input_index, rules, result, slow)
     finally:
         if collecting:
