@@ -125,7 +125,7 @@ def print_table(result: dict) -> None:
           f"{ours['server_cpu_seconds']:.1f}s")
     print(f"expected output rows: {result['expected']['unique_new']:,}")
     if "one_event_seconds" in ours:
-        print(f"one-event batch (same job): {ours['one_event_seconds']:.2f}s; marginal 1M batch "
+        print(f"one-event batch (same job): {ours['one_event_seconds']:.2f}s; marginal {events:,}-event batch "
               f"{ours['marginal_seconds']:.2f}s = {ours['marginal_events_per_second']:,.0f} events/s; peers over "
               "eventdedup's marginal time: " + ", ".join(
                   f"{name} {row['marginal_ratio_to_eventdedup']:.2f}x" for name, row in summary.items()
