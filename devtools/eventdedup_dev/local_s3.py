@@ -70,17 +70,20 @@ class _LoopbackS3:
 
 
 def _s3_only_server(host: str, port: int) -> Any:
-    """moto's threaded server, answering every request as S3. moto's dispatcher serves all AWS
-    services, and for a path-style request (no service in the host name) it infers the service
-    per request while holding one lock: a third of the server's time under the job's ~2,000
-    requests a batch, serialised. The S3 application itself is moto's, unchanged."""
+    """moto's threaded server, answering requests signed for S3 as S3 straight away. moto's
+    dispatcher serves all AWS services, and for a path-style request (no service in the host
+    name) it infers the service per request while holding one lock: a third of the server's
+    time under the job's ~2,000 requests a batch, serialised. The applications are moto's,
+    unchanged; requests for other services (SNS alerts) are dispatched as before."""
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
     class S3Dispatcher(DomainDispatcherApplication):  # type: ignore[misc]
         def get_application(self, environ: dict[str, Any]) -> Any:
-            if str(environ.get("PATH_INFO", "")).startswith("/moto-api"):
+            # A request signed for S3 names it in its credential scope; anything else (SNS alerts,
+            # moto's own API, unsigned requests) goes the dispatcher's way.
+            if "/s3/aws4_request" not in str(environ.get("HTTP_AUTHORIZATION", "")):
                 return super().get_application(environ)
             app = self.app_instances.get("s3")
             if app is None:

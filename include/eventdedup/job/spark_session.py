@@ -1,16 +1,26 @@
 """Build the SparkSession eventdedup jobs run in, after checking for the Java Spark needs.
 
 `python -m eventdedup.job.spark_session` is the Java check `make` runs before anything starts
-Spark: one check, in one place, with one message.
+Spark: one check, in one place, with one message. With `--class-archive` it also writes the
+driver JVM's class-data archive (below) when the environment has none yet.
+
+Starting the driver JVM loads ~10,000 of Spark's classes, most of the ~6 s a local session
+takes to start, paid by every batch. Java's application class-data sharing (JEP 350) maps
+them from an archive written once by a session that ran a task: `class_archive_path()`, in
+the virtualenv whose jars it holds, named for the pyspark and Java versions. A local session
+uses it when it exists; a JVM that finds it does not match its class path simply loads the
+classes itself. Under spark-submit (a cluster) the driver's options are the deployment's.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eventdedup.config import SparkSettings
@@ -52,6 +62,9 @@ def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
         )
+        archive = class_archive_path()
+        if archive.exists() and "spark.driver.extraJavaOptions" not in (extra_conf or {}):
+            builder = builder.config("spark.driver.extraJavaOptions", _use_archive(archive))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -59,19 +72,67 @@ def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
     return session
 
 
+@functools.cache
+def class_archive_path() -> Path:
+    """Where this environment's driver class-data archive lives (it may not exist)."""
+    from importlib.metadata import version
+
+    java = _java_version_text(_java_binary(os.environ))
+    name = f"spark-{version('pyspark')}-java-{re.sub(r'[^0-9A-Za-z.]+', '_', java)}.jsa"
+    return Path(sys.prefix) / "share" / "eventdedup" / name
+
+
+def _use_archive(archive: Path) -> str:
+    # -Xlog:cds=off: a stale archive (another class path) is skipped without a warning on stdout.
+    return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def write_class_archive() -> Path:
+    """Write the archive, once: a session in a child process runs a task and stops, and its JVM
+    dumps the classes it loaded at exit. Written aside, then renamed: never half an archive."""
+    archive = class_archive_path()
+    if archive.exists():
+        return archive
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_suffix(f".{os.getpid()}.partial")
+    script = ("import sys; from eventdedup.config import SparkSettings; "
+              "from eventdedup.job.spark_session import build_spark_session; "
+              "s = build_spark_session(SparkSettings(master='local[1]'), 'eventdedup-class-archive', "
+              "{'spark.driver.extraJavaOptions': sys.argv[1]}); "
+              "s.sparkContext.parallelize(range(8), 2).map(lambda x: (x, x)).partitionBy(2).count(); s.stop()")
+    options = f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    subprocess.run([sys.executable, "-c", script, options], check=True, capture_output=True,
+                   env={**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)})
+    if not partial.exists():
+        raise EventDedupError(f"the driver JVM wrote no class-data archive at {partial}")
+    os.replace(partial, archive)
+    return archive
+
+
 def launched_by_spark_submit(environ: Mapping[str, str] | None = None) -> bool:
     """spark-submit starts a Python application with the gateway to its JVM in the environment."""
     return "PYSPARK_GATEWAY_PORT" in (os.environ if environ is None else environ)
 
 
-def require_java(environ: Mapping[str, str] | None = None) -> int:
-    """Spark 4 needs Java 17+; say so plainly instead of the JVM launcher's obscure failure."""
-    env = os.environ if environ is None else environ
+def _java_binary(env: Mapping[str, str]) -> str:
     java_home = env.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java", path=env.get("PATH"))
     if not java or not os.path.exists(java):
         raise EventDedupError(f"Java {MINIMUM_JAVA}+ is required by Spark but no 'java' was found "
                               f"(JAVA_HOME={java_home or 'unset'}); install openjdk-17-jre-headless or set JAVA_HOME")
+    return java
+
+
+def _java_version_text(java: str) -> str:
+    output = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "([^"]+)"', output)
+    return match.group(1) if match else "unknown"
+
+
+def require_java(environ: Mapping[str, str] | None = None) -> int:
+    """Spark 4 needs Java 17+; say so plainly instead of the JVM launcher's obscure failure."""
+    env = os.environ if environ is None else environ
+    java = _java_binary(env)
     output = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     match = re.search(r'version "(\d+)', output)
     version = int(match.group(1)) if match else 0
@@ -83,5 +144,7 @@ def require_java(environ: Mapping[str, str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         print(f"Java {require_java()} found: Spark can start")
-    except EventDedupError as exc:
+        if "--class-archive" in sys.argv[1:]:
+            print(f"driver class-data archive: {write_class_archive()}")
+    except (EventDedupError, subprocess.CalledProcessError) as exc:
         sys.exit(f"eventdedup: {exc}")
