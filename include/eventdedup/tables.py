@@ -92,7 +92,10 @@ def ipc_to_table(data: bytes) -> pa.Table:
 
 
 def table_to_parquet(table: pa.Table) -> bytes:
-    """Deterministic bytes for the same rows: no timestamps or random ids in the file."""
+    """Deterministic bytes for the same rows: no timestamps or random ids in the file, and one
+    Arrow chunk per column (the writer cuts pages at chunk boundaries, and how rows are chunked
+    depends on how the input was read: its ranges follow the cluster's cores)."""
+    table = table.combine_chunks()
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="snappy", row_group_size=1_000_000)
     return sink.getvalue()

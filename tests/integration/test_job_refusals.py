@@ -7,6 +7,7 @@ from eventdedup.commit.log import load_committed_state
 from eventdedup.errors import CorruptStateError, InputChangedError
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
+from eventdedup.job import read_units
 from eventdedup.job.driver import run_dedup_job
 from eventdedup.keys import is_guard_head_key
 from eventdedup.layout import Layout
@@ -21,6 +22,17 @@ def test_an_input_changed_after_staging_fails_the_job_naming_it(store, config, s
     put_lines(store, "landing/b1/1.jsonl", [E])
     freeze_batch_inputs(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW)
     put_lines(store, "landing/b1/1.jsonl", [E, E])
+    with pytest.raises(InputChangedError, match=f"s3://{store.bucket}/landing/b1/1.jsonl changed or vanished"):
+        run_dedup_job(spark, config, "b1")
+
+
+def test_a_large_input_changed_after_staging_fails_the_job_naming_it(monkeypatch, store, config, spark) -> None:
+    # Large enough to be read in ranges: the planner's look at its first bytes meets the change first.
+    monkeypatch.setattr(read_units, "MAX_SPLIT_BYTES", 1024)
+    monkeypatch.setattr(read_units, "OPEN_COST_BYTES", 256)
+    put_lines(store, "landing/b1/1.jsonl", [E] * 200)
+    freeze_batch_inputs(store, config, "b1", InputSelector(input_prefix="landing/b1/"), NOW)
+    put_lines(store, "landing/b1/1.jsonl", [E] * 201)
     with pytest.raises(InputChangedError, match=f"s3://{store.bucket}/landing/b1/1.jsonl changed or vanished"):
         run_dedup_job(spark, config, "b1")
 

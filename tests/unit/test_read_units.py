@@ -44,3 +44,29 @@ def test_line_numbers_of_ranges_continue_from_the_lines_of_the_ranges_before() -
     seqs = np.array([make_seq(1, 3), make_seq(0, (3 << LOCAL_LINE_BITS) + 3)], np.int64)
     inputs, lines = numbers.of_seqs(seqs)
     assert inputs.tolist() == [1, 0] and lines.tolist() == [3, 15]
+
+
+def test_no_range_holds_more_lines_than_its_local_numbers_can_count() -> None:
+    from eventdedup.job.read_units import MAX_RANGE_BYTES, UNIT_BITS, plan_read_tasks
+    from eventdedup.s3store import ObjectInfo
+
+    big = ObjectInfo("landing/huge.jsonl", (MAX_RANGE_BYTES << UNIT_BITS) - 12_345, '"e"')
+    units = [unit for task in plan_read_tasks([(0, big)], 2, lambda index, info: True) for unit in task]
+    assert len(units) <= 1 << UNIT_BITS
+    assert max(unit.size for unit in units) <= MAX_RANGE_BYTES
+    assert sum(unit.size for unit in units) == big.size
+    beyond = ObjectInfo("landing/beyond.jsonl", (MAX_RANGE_BYTES << UNIT_BITS) + 1, '"e"')
+    (whole,) = [unit for task in plan_read_tasks([(0, beyond)], 2, lambda index, info: True) for unit in task]
+    assert whole.whole  # read whole: its line numbers have all 40 bits
+
+
+def test_parquet_bytes_do_not_depend_on_how_the_rows_are_chunked() -> None:
+    import pyarrow as pa
+
+    from eventdedup.tables import table_to_parquet
+
+    raw = [("x" * (200 + i % 97)).encode().decode() + str(i) for i in range(30_000)]  # ~7 MB: many pages
+    whole = pa.table({"n": list(range(30_000)), "raw": raw})
+    pieces = pa.concat_tables([whole.slice(0, 7_001), whole.slice(7_001, 12_345), whole.slice(19_346)])
+    assert pieces.column("raw").num_chunks == 3
+    assert table_to_parquet(pieces) == table_to_parquet(whole)

@@ -128,7 +128,8 @@ def _run_spark(spark: SparkSession, store: S3Store, config: Config, layout: Layo
     sc = spark.sparkContext
 
     def splittable(index: int, info: ObjectInfo) -> bool:
-        return index not in excluded and info.size <= rules.max_object_bytes and not starts_gzip(store, info)
+        return (index not in excluded and info.size <= rules.max_object_bytes
+                and not starts_gzip(store, batch_id, info))
 
     tasks = plan_read_tasks(inputs, sc.defaultParallelism, splittable)
     numbered: list[list[tuple[int, ReadUnit]]] = []

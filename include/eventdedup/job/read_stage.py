@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from botocore.exceptions import ClientError
 
 from eventdedup.config import S3Settings
-from eventdedup.errors import InputChangedError
-from eventdedup.job.read_units import ReadUnit, read_unit_bytes
+from eventdedup.job.read_units import ReadUnit, read_unit_bytes, reading_input
 from eventdedup.job.records import (
     EventChunk,
     RangeFindings,
@@ -33,7 +31,7 @@ from eventdedup.parse.event_parser import ParseRules
 from eventdedup.parse.id_time import NO_TIME, id_times_us
 from eventdedup.parse.input_lines import object_too_large, split_input, split_input_range
 from eventdedup.parse.object_parser import ObjectParse, parse_lines, quarantined_whole
-from eventdedup.s3store import S3Store, is_changed_or_missing, process_client
+from eventdedup.s3store import S3Store, process_client
 from eventdedup.tables import split_seq, table_to_ipc
 
 
@@ -75,16 +73,8 @@ def read_range(ctx: ReadContext, store: S3Store, ordinal: int, unit: ReadUnit) -
 
 
 def _read_input(store: S3Store, ctx: ReadContext, unit: ReadUnit) -> bytes:
-    info = unit.info
-    try:
+    with reading_input(store, ctx.batch_id, unit.info):
         return read_unit_bytes(store, unit)
-    except ClientError as exc:
-        if is_changed_or_missing(exc):
-            raise InputChangedError(
-                f"batch {ctx.batch_id}: input {store.uri(info.key)} changed or vanished since the batch was staged "
-                f"(recorded ETag {info.etag}); a rerun would not reproduce the batch"
-            ) from None
-        raise
 
 
 def cache_hours(parsed: ObjectParse, rules: ParseRules) -> npt.NDArray[np.int64]:

@@ -13,19 +13,26 @@ runs after every read task finished, turns them into the object's line numbers (
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from botocore.exceptions import ClientError
 
-from eventdedup.s3store import ObjectInfo, S3Store
+from eventdedup.errors import InputChangedError
+from eventdedup.s3store import ObjectInfo, S3Store, is_changed_or_missing
 from eventdedup.tables import LINE_BITS, split_seq
 
 MAX_SPLIT_BYTES = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes' default
 OPEN_COST_BYTES = 1024 * 1024  # ~20 ms of GET latency, at the ~70 MB/s one core parses
 UNIT_BITS = 12  # ranges per object: 4,096 at most
-LOCAL_LINE_BITS = LINE_BITS - UNIT_BITS  # lines starting in one range (at most its 2^27 bytes)
+LOCAL_LINE_BITS = LINE_BITS - UNIT_BITS  # lines starting in one range: at most its bytes
+# A range holds at most this many bytes, so its local line numbers (from 1, one more for a final
+# line without newline) stay below 2^LOCAL_LINE_BITS; an object needing more than 2^UNIT_BITS
+# such ranges (over a TiB) is read whole.
+MAX_RANGE_BYTES = (1 << LOCAL_LINE_BITS) - 2
 _EXTEND_BYTES = 1024 * 1024  # read on past a range's end this much at a time, to its last line's end
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -81,7 +88,7 @@ def plan_read_tasks(inputs: Sequence[tuple[int, ObjectInfo]], parallelism: int,
     units: list[ReadUnit] = []
     for index, info in inputs:
         count = min(-(-info.size // target), 1 << UNIT_BITS) if info.size > target else 1
-        if count > 1 and not splittable(index, info):
+        if -(-info.size // count) > MAX_RANGE_BYTES or (count > 1 and not splittable(index, info)):
             count = 1
         bounds = [info.size * k // count for k in range(count + 1)]
         units.extend(ReadUnit(index, info, k, count, bounds[k], bounds[k + 1]) for k in range(count))
@@ -101,8 +108,23 @@ def plan_read_tasks(inputs: Sequence[tuple[int, ObjectInfo]], parallelism: int,
     return tasks
 
 
-def starts_gzip(store: S3Store, info: ObjectInfo) -> bool:
-    return store.get_bytes(info.key, if_match=info.etag, byte_range=(0, len(GZIP_MAGIC))) == GZIP_MAGIC
+@contextmanager
+def reading_input(store: S3Store, batch_id: str, info: ObjectInfo) -> Iterator[None]:
+    """Reads of a batch's frozen input: an object changed or gone since staging is named."""
+    try:
+        yield
+    except ClientError as exc:
+        if is_changed_or_missing(exc):
+            raise InputChangedError(
+                f"batch {batch_id}: input {store.uri(info.key)} changed or vanished since the batch was staged "
+                f"(recorded ETag {info.etag}); a rerun would not reproduce the batch"
+            ) from None
+        raise
+
+
+def starts_gzip(store: S3Store, batch_id: str, info: ObjectInfo) -> bool:
+    with reading_input(store, batch_id, info):
+        return store.get_bytes(info.key, if_match=info.etag, byte_range=(0, len(GZIP_MAGIC))) == GZIP_MAGIC
 
 
 def read_unit_bytes(store: S3Store, unit: ReadUnit) -> bytes:
