@@ -138,11 +138,6 @@ class Config:
     inputs: InputSettings = field(default_factory=InputSettings)
 
     @property
-    def partitions(self) -> int:
-        """Dedup partitions set by hand (at most one per bucket); 0: derived per batch."""
-        return min(self.spark.partitions, self.dedup.buckets)
-
-    @property
     def key_fields(self) -> tuple[str, ...]:
         return self.dedup.key_fields or (self.events.id_field,)
 

@@ -20,7 +20,7 @@ def test_defaults_fill_everything_but_the_bucket(tmp_path: Path) -> None:
     assert config.layout.output_prefix == "deduped/"
     assert config.events.id_field == "event_id" and config.events.time_field == "created_at"
     assert config.dedup.buckets == 64 and config.dedup.window_hours == 168
-    assert config.spark.master == "local[*]" and config.spark.partitions == 0 and config.partitions == 0
+    assert config.spark.master == "local[*]" and config.spark.partitions == 0
 
 
 def test_dedup_semantics_read_as_documented_and_key_fields_default_to_the_id_field(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ Only small records (StagedObject, PartitionCounts) ever reach the driver.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections import Counter
@@ -31,7 +32,7 @@ from eventdedup.inputs.exclusions import ExcludedInput, load_exclusions
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_task
-from eventdedup.job.read_units import ReadUnit, dedup_partitions, plan_read_tasks, starts_gzip
+from eventdedup.job.read_units import dedup_partitions, plan_read_tasks, starts_gzip
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
@@ -63,7 +64,7 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     exclusions = load_exclusions(store, layout, batch_id)
     to_read = inputs_to_read(state, history, manifest)
     partitions = history.recorded_partitions or dedup_partitions(
-        config.partitions, config.dedup.buckets, spark.sparkContext.defaultParallelism,
+        config.spark.partitions, config.dedup.buckets, spark.sparkContext.defaultParallelism,
         sum(info.size for _, info in to_read))
     records = (_run_spark(spark, store, config, layout, manifest, state, history, exclusions, to_read, partitions)
                if to_read else [])
@@ -132,9 +133,8 @@ def _run_spark(spark: SparkSession, store: S3Store, config: Config, layout: Layo
                 and not starts_gzip(store, batch_id, info))
 
     tasks = plan_read_tasks(inputs, sc.defaultParallelism, splittable)
-    numbered: list[list[tuple[int, ReadUnit]]] = []
-    for task in tasks:
-        numbered.append([(sum(len(t) for t in numbered) + i, unit) for i, unit in enumerate(task)])
+    ordinals = itertools.count()  # each range's place in the plan, across tasks
+    numbered = [[(next(ordinals), unit) for unit in task] for task in tasks]
     log.info("batch %s: %d input objects read as %d ranges in %d tasks; %d dedup partitions", batch_id,
              len(inputs), sum(len(task) for task in tasks), len(tasks), partitions)
     heads = sc.broadcast(dict(state.cache_heads))

@@ -64,8 +64,8 @@ def split_bytes(total_bytes: int, parallelism: int) -> int:
     """Bytes per read task: an even share of the input per core (whole rounds of tasks, so no
     core idles in the last one), never more than MAX_SPLIT_BYTES nor less than OPEN_COST_BYTES."""
     cores = max(parallelism, 1)
-    tasks = -(-total_bytes // min(MAX_SPLIT_BYTES, max(OPEN_COST_BYTES, -(-total_bytes // cores))))
-    tasks = -(-max(tasks, 1) // cores) * cores
+    tasks = _whole_rounds(-(-total_bytes // min(MAX_SPLIT_BYTES, max(OPEN_COST_BYTES, -(-total_bytes // cores)))),
+                          cores)
     return max(OPEN_COST_BYTES, -(-total_bytes // tasks))
 
 
@@ -75,9 +75,12 @@ def dedup_partitions(configured: int, buckets: int, parallelism: int, input_byte
     partitions: a small batch is one round of tasks, not one task per bucket."""
     if configured:
         return max(1, min(configured, buckets))
-    cores = max(parallelism, 1)
-    tasks = -(-max(-(-input_bytes // MAX_SPLIT_BYTES), 1) // cores) * cores
-    return max(1, min(tasks, buckets))
+    return max(1, min(_whole_rounds(-(-input_bytes // MAX_SPLIT_BYTES), max(parallelism, 1)), buckets))
+
+
+def _whole_rounds(tasks: int, cores: int) -> int:
+    """At least one task, rounded up to a multiple of the cores: no core idles in the last round."""
+    return -(-max(tasks, 1) // cores) * cores
 
 
 def plan_read_tasks(inputs: Sequence[tuple[int, ObjectInfo]], parallelism: int,

@@ -123,7 +123,9 @@ def _java_binary(env: Mapping[str, str]) -> str:
     return java
 
 
+@functools.cache
 def _java_version_text(java: str) -> str:
+    """`java -version`'s version string, e.g. "17.0.15" (once per binary: it costs a JVM start)."""
     output = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     match = re.search(r'version "([^"]+)"', output)
     return match.group(1) if match else "unknown"
@@ -133,8 +135,7 @@ def require_java(environ: Mapping[str, str] | None = None) -> int:
     """Spark 4 needs Java 17+; say so plainly instead of the JVM launcher's obscure failure."""
     env = os.environ if environ is None else environ
     java = _java_binary(env)
-    output = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "(\d+)', output)
+    match = re.match(r"(\d+)", _java_version_text(java))
     version = int(match.group(1)) if match else 0
     if version < MINIMUM_JAVA:
         raise EventDedupError(f"Java {MINIMUM_JAVA}+ is required by Spark; {java} is version {version or 'unknown'}")
