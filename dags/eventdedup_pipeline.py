@@ -12,7 +12,8 @@ Triggers:
 - a run the maintenance DAG triggers with params `batch_id` and `sweep_before`: its sweep batch
   (unconsumed landing objects older than the lookback), serialised with the interval runs;
 - a manual run with params `batch_id` and `input_prefix`: that prefix as one batch (e.g. a
-  customer re-publishing a day: every event comes out as a duplicate, audited).
+  customer re-publishing a day: every event comes out as a duplicate, audited); with `populate`,
+  an existing dataset committed to the cache only (eventdedup_populate triggers these).
 """
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
             "reprocess": Param(False, type="boolean",
                                description="with input_prefix: also objects a committed batch consumed"),
             "sweep_before": Param(None, type=["null", "string"],
-                                  description="with batch_id: a sweep batch the maintenance DAG staged")},
+                                  description="with batch_id: a sweep batch the maintenance DAG staged"),
+            "populate": Param(False, type="boolean",
+                              description="with input_prefix: commit the prefix to the cache only (cold start)")},
     doc_md=__doc__,
 )
 def eventdedup_pipeline() -> None:

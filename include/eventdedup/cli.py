@@ -66,6 +66,21 @@ def _parser() -> argparse.ArgumentParser:
     check = command("fsck", _fsck, "check every committed object against the commit log (exists, size, ETag)")
     check.add_argument("--json", action="store_true")
     check.add_argument("--last", type=int, help="check only the newest N commits")
+    populate = command("populate", _populate, "commit an existing dataset (JSON lines or Parquet, e.g. deduped/) to "
+                       "the cache as a batch that emits nothing: the cold start")
+    populate.add_argument("--source-prefix", required=True, help="the dataset's prefix in the bucket")
+    populate.add_argument("--batch-id", help="default: populate-<hash of the prefix and its objects' keys and ETags>")
+    retract = command("retract", _retract, "take a committed batch out of the committed view (output, manifest, cache "
+                      "runs, ledger) so its input can be processed again as new")
+    _batch_args(retract)
+    retract.add_argument("--reason", required=True, help="why: recorded in the retraction's commit")
+    retract.add_argument("--cascade", action="store_true",
+                         help="also retract every later batch that decided duplicates against it")
+    grow = command("reshard", _reshard, "grow the cache's bucket count from an hour boundary on, keeping every hour's "
+                   "history (a whole multiple of the current count)")
+    grow.add_argument("--buckets", type=int, required=True, help="the new count: a multiple of the current one")
+    grow.add_argument("--effective-from", type=_timestamp,
+                      help="a whole hour with a UTC offset; default: the earliest safe hour")
     command("sweep", _sweep, "process landing objects older than the lookback that no batch consumed, "
             "as one batch")
     status = command("status", _status, "committed batches, ingestion lag and store consistency")
@@ -200,6 +215,41 @@ def _fsck(args: argparse.Namespace) -> int:
     report = fsck(_store(config), config, args.last)
     print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() if args.json else report.text())
     return 0 if report.consistent else EXIT_INCONSISTENT
+
+
+def _populate(args: argparse.Namespace) -> int:
+    from eventdedup.ops.populate import run_populate
+
+    config = load_config(args.config)
+    outcome = run_populate(_store(config), config, args.source_prefix, datetime.now(timezone.utc),
+                           _spark_factory(config), args.batch_id)
+    state = "committed" if outcome.newly_committed else "already committed (nothing changed)"
+    print(f"populate {outcome.batch_id} {state} as log version {outcome.version}: "
+          f"{orjson.dumps(dict(outcome.counts)).decode()}")
+    return 0
+
+
+def _retract(args: argparse.Namespace) -> int:
+    from eventdedup.ops.retract import retract_batch
+
+    config = load_config(args.config)
+    outcome = retract_batch(_store(config), config, validate_batch_id(args.batch_id), args.reason,
+                            datetime.now(timezone.utc), args.cascade)
+    state = "committed" if outcome.newly_committed else "already committed"
+    print(f"retraction {outcome.retraction_id} of {', '.join(outcome.retracted)} {state} as log version "
+          f"{outcome.version}: {orjson.dumps(outcome.counts).decode()}")
+    return 0
+
+
+def _reshard(args: argparse.Namespace) -> int:
+    from eventdedup.ops.reshard import reshard
+
+    config = load_config(args.config)
+    outcome = reshard(_store(config), config, args.buckets, datetime.now(timezone.utc), args.effective_from)
+    state = "committed" if outcome.newly_committed else "already committed"
+    print(f"reshard {outcome.reshard_id} {state} as log version {outcome.version}: {outcome.buckets} buckets from "
+          f"{outcome.from_text}. Now set [dedup] buckets = {outcome.buckets} in the configuration")
+    return 0
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -49,3 +49,8 @@ class BatchNotReadyError(EventDedupError):
 
 class InconsistentStoreError(EventDedupError):
     """An unfinished promotion exists; the pipeline halts until `eventdedup recover` succeeds."""
+
+
+class RetractionRefusedError(EventDedupError):
+    """A retraction that would leave the committed view inconsistent (a later batch decided
+    against the retracted one) or that names no recent committed batch."""

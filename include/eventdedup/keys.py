@@ -57,6 +57,12 @@ def digest_array(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def bucket_array(digests: np.ndarray, buckets: int) -> np.ndarray:
     """Bucket per key: splitmix64's finaliser over both 8-byte halves, vectorised."""
+    return (bucket_hash(digests) % np.uint64(buckets)).astype(np.int64)
+
+
+def bucket_hash(digests: np.ndarray) -> npt.NDArray[np.uint64]:
+    """The 64-bit mix a key's bucket is taken from (modulo the bucket count): a key's bucket under
+    a count is its bucket under any divisor of that count, modulo the divisor (resharding)."""
     halves = np.frombuffer(np.ascontiguousarray(digests).tobytes(), ">u8").reshape(-1, 2).astype(np.uint64)
     mixed = halves[:, 0] ^ ((halves[:, 1] << np.uint64(32)) | (halves[:, 1] >> np.uint64(32)))
     mixed ^= mixed >> np.uint64(30)
@@ -64,7 +70,7 @@ def bucket_array(digests: np.ndarray, buckets: int) -> np.ndarray:
     mixed ^= mixed >> np.uint64(27)
     mixed *= _MIX_2
     mixed ^= mixed >> np.uint64(31)
-    return (mixed % np.uint64(buckets)).astype(np.int64)
+    return mixed
 
 
 @dataclass(frozen=True, order=True)

@@ -36,7 +36,10 @@ print(json.dumps({"seconds": seconds, "errors": {k: str(v) for k, v in bag.impor
 
 
 @pytest.mark.parametrize("dag_file, dag_id", [("eventdedup_pipeline.py", "eventdedup_pipeline"),
-                                              ("eventdedup_maintenance.py", "eventdedup_maintenance")])
+                                              ("eventdedup_maintenance.py", "eventdedup_maintenance"),
+                                              ("eventdedup_operations.py", "eventdedup_populate"),
+                                              ("eventdedup_operations.py", "eventdedup_retract"),
+                                              ("eventdedup_operations.py", "eventdedup_reshard")])
 def test_dag_file_parses_fast_without_network_or_heavy_imports(airflow_db, dag_file, dag_id) -> None:
     import os
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from eventdedup.cache.segment import decode_segment
 from eventdedup.commit.log import committed_version, load_committed_state, read_commit
+from eventdedup.commit.view import committed_objects
 from eventdedup.config import Config, config_from_mapping
 from eventdedup.keys import is_guard_head_key
 from eventdedup.layout import Layout
@@ -25,16 +26,11 @@ def put_lines(store: S3Store, key: str, lines: list[bytes], gz: bool = False) ->
 
 
 def committed_rows(store: S3Store, config: Config, kind: str) -> list[dict[str, Any]]:
-    """Every row of the given kind (data, audit, quarantine) of every committed batch."""
-    layout = Layout(config.layout)
-    state = load_committed_state(store, layout)
+    """Every row of the given kind (data, audit, quarantine) of every batch in the committed view
+    (the log, without retracted batches: what a reader through the log sees)."""
     rows: list[dict[str, Any]] = []
-    for version in range(1, state.version + 1):
-        record = read_commit(store, layout, version)
-        assert record is not None
-        for obj in record.objects:
-            if obj.kind == kind:
-                rows += parquet_to_table(store.get_bytes(obj.key, if_match=obj.etag)).to_pylist()
+    for obj in committed_objects(store, Layout(config.layout), kind):
+        rows += parquet_to_table(store.get_bytes(obj.key, if_match=obj.etag)).to_pylist()
     return rows
 
 

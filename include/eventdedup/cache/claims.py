@@ -23,15 +23,16 @@ GuardEntries = set[tuple[int, int]]  # (guard hash, hour)
 
 
 def own_guard_entries(store: S3Store, recomputed_segments: dict[str, str], batch_id: str,
-                      arrival_day: int) -> dict[str, GuardEntries]:
+                      arrival_day: int, coarse_buckets: int) -> dict[str, GuardEntries]:
     """Per guard head, the (hash, hour) of every id the recomputed batch claimed in its segments
-    (`recomputed_segments`: cache key -> staged segment)."""
+    (`recomputed_segments`: cache key -> staged segment). Guards are per coarse bucket
+    (eventdedup.cache.epochs), which holds a segment's fine bucket."""
     entries: dict[str, GuardEntries] = {}
     for name, staged_key in recomputed_segments.items():
         key = CacheKey.parse(name)
         for run in decode_segment(store.get_bytes(staged_key), staged_key):
             if run.owner == batch_id:
-                pairs = entries.setdefault(guard_head_key(arrival_day, key.bucket), set())
+                pairs = entries.setdefault(guard_head_key(arrival_day, key.bucket % coarse_buckets), set())
                 pairs.update((int(h), key.hour_index) for h in guard_hashes(run.digests).tolist())
     return entries
 

@@ -5,6 +5,7 @@ on the batch, where it can, and again right before the promotion journal is writ
 - No other batch's promotion may be unfinished: the pipeline halts until `recover`.
 - An interval batch commits only on top of its predecessor, and never behind a later interval.
 - The job must have been computed against the log head it will commit on top of.
+- A retracted batch id never commits again.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from datetime import datetime
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import list_journals
 from eventdedup.commit.log import CommittedState, committed_version
-from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, StaleBatchError
+from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, RetractionRefusedError, StaleBatchError
 from eventdedup.inputs.exclusions import load_exclusions
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
 from eventdedup.inputs.manifest import load_batch_manifest, load_batch_manifest_or_none
@@ -26,8 +27,9 @@ from eventdedup.s3store import S3Store
 def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: InputSelector,
                     load_state: Callable[[], CommittedState]) -> None:
     """Before staging or computing a batch: refuse what promotion would refuse anyway, so a
-    refused batch costs no Spark work. The state is loaded only for interval batches."""
+    refused batch costs no Spark work."""
     refuse_if_other_journals(store, layout, batch_id)
+    refuse_if_retracted(load_state(), batch_id)
     interval = IntervalBatch.of_request(batch_id, selector)
     if interval is not None:
         _check_interval_order(store, layout, load_state(), interval)
@@ -41,6 +43,7 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
         interval = IntervalBatch.of_request(job.batch_id, selector)
         if interval is not None:
             _check_interval_order(store, layout, state, interval)
+    refuse_if_retracted(state, job.batch_id)
     excluded = exclusions_changed(store, layout, job)
     if excluded is not None:
         raise StaleBatchError(
@@ -52,6 +55,14 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
             f"batch {job.batch_id} was computed against log version {job.base_version}, but the log is at version "
             f"{state.version} (last batch {state.last_batch_id}); rerun the dedup step for {job.batch_id}"
         )
+
+
+def refuse_if_retracted(state: CommittedState, batch_id: str) -> None:
+    """A retracted batch's objects keep their names, which a new commit under its id would reuse."""
+    if batch_id in state.retracted:
+        raise RetractionRefusedError(
+            f"batch {batch_id} was retracted at log version {state.retracted[batch_id]}; its id cannot be committed "
+            "again. Process its input under a new batch id")
 
 
 def exclusions_changed(store: S3Store, layout: Layout, job: JobResult) -> list[str] | None:

@@ -19,7 +19,7 @@ COUNT_NAMES = (
     "input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "output_rows",
     "cache_keys_written", "cross_hour_duplicates", "guard_hours_loaded",
     "in_batch_natural", "in_batch_synthetic", "cross_batch_natural", "cross_batch_synthetic",
-    "renamed", "kept_synthetic", "updates", "inputs_excluded", "inputs_already_consumed",
+    "renamed", "kept_synthetic", "updates", "inputs_excluded", "inputs_already_consumed", "populated",
 )
 # Counts of work done, not of results: a rerun may do more of it (the id guards it probes hold
 # ids committed after its batch, and name more hours), so verify-rerun does not compare them.
@@ -66,6 +66,10 @@ class JobResult:
     ledger_update: LedgerUpdate | None = None
     # Dedup partitions the job ran with (they lay out its data and audit files): a rerun uses them.
     partitions: int | None = None
+    # A retraction's (eventdedup.ops.retract): the batches it removes from the committed view.
+    retracts: tuple[str, ...] = ()
+    reason: str | None = None
+    reshard: tuple[int, int] | None = None  # a reshard's cut-over (eventdedup.ops.reshard)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
@@ -75,7 +79,8 @@ class JobResult:
             "excluded_inputs": list(self.excluded_inputs),
             "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
             "ledger": None if self.ledger_update is None else self.ledger_update.to_json(),
-            "partitions": self.partitions,
+            "partitions": self.partitions, "retracts": list(self.retracts), "reason": self.reason,
+            "reshard": None if self.reshard is None else list(self.reshard),
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -84,7 +89,12 @@ class JobResult:
         return cls(doc["batch_id"], int(doc["base_version"]), doc["as_of"], dict(doc["counts"]),
                    tuple(StagedObject.from_json(o) for o in doc["objects"]),
                    tuple(doc.get("excluded_inputs", ())), doc.get("window_start_hour"), doc.get("retain_from_hour"),
-                   LedgerUpdate.from_json(doc.get("ledger")), doc.get("partitions"))
+                   LedgerUpdate.from_json(doc.get("ledger")), doc.get("partitions"), tuple(doc.get("retracts", ())),
+                   doc.get("reason"), _cutover(doc.get("reshard")))
+
+
+def _cutover(value: list[int] | None) -> tuple[int, int] | None:
+    return None if value is None else (int(value[0]), int(value[1]))
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:
@@ -98,9 +108,10 @@ def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:
 
 
 def check_counts_balance(counts: Mapping[str, int]) -> None:
-    """Every input line is accounted for exactly once: quarantined, dropped with a reason, or output."""
+    """Every input line is accounted for exactly once: quarantined, dropped with a reason, output,
+    or (a populate batch) committed to the cache only."""
     accounted = (counts["malformed"] + counts["in_batch_duplicates"] + counts["cross_batch_duplicates"]
-                 + counts["output_rows"])
+                 + counts["output_rows"] + counts.get("populated", 0))
     if accounted != counts["input_lines"]:
         raise EventDedupError(f"counts do not balance: {accounted} accounted for, {counts['input_lines']} input lines")
     found = sum(counts[kind] for kind in ("in_batch_natural", "in_batch_synthetic", "cross_batch_natural",

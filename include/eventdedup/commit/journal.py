@@ -33,11 +33,15 @@ class PromotionJournal:
     retain_from_hour: int | None = None
     ledger_update: LedgerUpdate | None = None
     partitions: int | None = None
+    retracts: tuple[str, ...] = ()
+    reason: str | None = None
+    reshard: tuple[int, int] | None = None
 
     @classmethod
     def for_job(cls, job: JobResult, token: str, previous_batch_id: str | None) -> PromotionJournal:
         return cls(job.batch_id, token, job.base_version + 1, previous_batch_id, job.as_of, job.counts, job.objects,
-                   job.window_start_hour, job.retain_from_hour, job.ledger_update, job.partitions)
+                   job.window_start_hour, job.retain_from_hour, job.ledger_update, job.partitions, job.retracts,
+                   job.reason, job.reshard)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({
@@ -46,7 +50,8 @@ class PromotionJournal:
             "entries": [entry.to_json() for entry in self.entries],
             "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
             "ledger": None if self.ledger_update is None else self.ledger_update.to_json(),
-            "partitions": self.partitions,
+            "partitions": self.partitions, "retracts": list(self.retracts), "reason": self.reason,
+            "reshard": None if self.reshard is None else list(self.reshard),
         }, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -56,7 +61,9 @@ class PromotionJournal:
             return cls(doc["batch_id"], doc["token"], int(doc["target_version"]), doc["previous_batch_id"],
                        doc["as_of"], dict(doc["counts"]), tuple(StagedObject.from_json(e) for e in doc["entries"]),
                        doc.get("window_start_hour"), doc.get("retain_from_hour"),
-                       LedgerUpdate.from_json(doc.get("ledger")), doc.get("partitions"))
+                       LedgerUpdate.from_json(doc.get("ledger")), doc.get("partitions"),
+                       tuple(doc.get("retracts", ())), doc.get("reason"),
+                       None if doc.get("reshard") is None else (int(doc["reshard"][0]), int(doc["reshard"][1])))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"promotion journal {name} does not parse: {exc}") from None
 
@@ -67,7 +74,8 @@ class PromotionJournal:
         heads = {e.cache_key: e.final_key for e in self.entries if e.cache_key is not None}
         return CommitRecord(self.target_version, self.batch_id, self.previous_batch_id, self.token,
                             self.as_of, dict(self.counts), objects, heads, self.window_start_hour,
-                            self.retain_from_hour, self.ledger_update, self.partitions)
+                            self.retain_from_hour, self.ledger_update, self.partitions, self.retracts, self.reason,
+                            self.reshard)
 
 
 class EntryState(Enum):

@@ -65,6 +65,13 @@ class IngestionLedger:
         entry = self.entries.get(info.key)
         return entry if entry is not None and entry.etag == info.etag and entry.version < version else None
 
+    def without_versions(self, versions: set[int]) -> IngestionLedger:
+        """The ledger as if the commits `versions` (retracted) had consumed nothing."""
+        if not versions:
+            return self
+        entries = {key: entry for key, entry in self.entries.items() if entry.version not in versions}
+        return IngestionLedger(entries, self.retain_from_hour, self.started, self.legacy_floor)
+
     def with_update(self, update: LedgerUpdate | None, version: int, hour: int) -> IngestionLedger:
         if update is None:
             return self  # a commit written before the ledger existed

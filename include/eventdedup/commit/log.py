@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -79,6 +79,19 @@ class CommitRecord:
     # Dedup partitions the batch's job ran with; None in records written before they were derived
     # from the input (eventdedup.job.read_units.dedup_partitions).
     partitions: int | None = None
+    # A retraction (eventdedup.ops.retract): the batches this commit removes from the committed
+    # view, and why. Its objects are their cache heads without their runs and their emptied
+    # load manifests; it consumes no input and owns no cache run.
+    retracts: tuple[str, ...] = ()
+    reason: str | None = None
+    # A reshard (eventdedup.ops.reshard): from this hour on (hours since the epoch), hour segments
+    # have this many buckets (eventdedup.cache.epochs).
+    reshard: tuple[int, int] | None = None
+
+    @property
+    def is_operation(self) -> bool:
+        """A retraction or a reshard: staged from the log, not from a batch manifest; no input."""
+        return bool(self.retracts) or self.reshard is not None
 
     def to_bytes(self) -> bytes:
         doc: dict[str, Any] = {
@@ -100,6 +113,11 @@ class CommitRecord:
             doc["ledger"] = self.ledger_update.to_json()
         if self.partitions is not None:
             doc["partitions"] = self.partitions
+        if self.retracts:
+            doc["retracts"] = list(self.retracts)
+            doc["reason"] = self.reason
+        if self.reshard is not None:
+            doc["reshard"] = {"from_hour": self.reshard[0], "buckets": self.reshard[1]}
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
     @classmethod
@@ -121,6 +139,9 @@ class CommitRecord:
                 retain_from_hour=_optional_int(doc.get("retain_from_hour")),
                 ledger_update=LedgerUpdate.from_json(doc.get("ledger")),
                 partitions=_optional_int(doc.get("partitions")),
+                retracts=tuple(str(batch) for batch in doc.get("retracts", ())),
+                reason=doc.get("reason"),
+                reshard=_cutover(doc.get("reshard")),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptStateError(f"commit record {name} does not parse: {exc}; the log cannot be trusted") from None
@@ -128,6 +149,10 @@ class CommitRecord:
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _cutover(doc: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    return None if doc is None else (int(doc["from_hour"]), int(doc["buckets"]))
 
 
 @dataclass(frozen=True)
@@ -163,6 +188,11 @@ class CommittedState:
     # Batches that left the state since the checkpoint this state was loaded from: their markers
     # are written before the next checkpoint. Not part of a checkpoint.
     left_since_checkpoint: Mapping[str, int] = field(default_factory=dict, compare=False)
+    # Retracted batch id -> the version of the retraction: out of the committed view, never
+    # committed again under that id (their objects keep their names). Rare; kept for good.
+    retracted: Mapping[str, int] = field(default_factory=dict)
+    # Reshard cut-overs, (first hour, bucket count), in commit order (eventdedup.cache.epochs).
+    bucket_cutovers: tuple[tuple[int, int], ...] = ()
 
     def apply(self, record: CommitRecord, name: str) -> CommittedState:
         if record.version != self.version + 1 or record.previous_batch_id != self.last_batch_id:
@@ -170,13 +200,28 @@ class CommittedState:
                 f"commit record {name} (version {record.version}, after {record.previous_batch_id!r}) does not "
                 f"follow version {self.version} ({self.last_batch_id!r}); the log is broken"
             )
-        if record.batch_id in self.batches or record.batch_id in self.left_since_checkpoint:
+        if (record.batch_id in self.batches or record.batch_id in self.left_since_checkpoint
+                or record.batch_id in self.retracted):
             raise CorruptStateError(f"commit record {name} commits batch {record.batch_id} a second time")
+        unknown = [batch for batch in record.retracts if batch not in self.batches]
+        if unknown:
+            raise CorruptStateError(f"commit record {name} retracts {unknown}, which are not recent committed "
+                                    "batches; the log is broken")
+        cutovers = self.bucket_cutovers
+        if record.reshard is not None:
+            if cutovers and record.reshard[0] <= cutovers[-1][0]:
+                raise CorruptStateError(f"commit record {name} reshards from hour {record.reshard[0]}, not after the "
+                                        f"last cut-over at {cutovers[-1][0]}; the log is broken")
+            cutovers = (*cutovers, record.reshard)
         horizon = _later_hour(self.retain_from_hour, record.retain_from_hour)
         arrival = _later_hour(self.latest_arrival_hour, record_arrival_hour(record))
         assert arrival is not None
+        retracted_versions = {self.batches[batch] for batch in record.retracts}
         batches = {**self.batches, record.batch_id: record.version}
         arrivals = {**self.arrivals, record.batch_id: arrival}
+        for batch in record.retracts:
+            batches.pop(batch)
+            arrivals.pop(batch, None)
         left = dict(self.left_since_checkpoint)
         for batch_id in _batches_leaving(batches, arrivals, horizon):
             left[batch_id] = batches.pop(batch_id)
@@ -187,7 +232,8 @@ class CommittedState:
             heads = {key: segment for key, segment in heads.items() if head_arrivals[key] >= horizon}
             head_arrivals = {key: head_arrivals[key] for key in heads}
         consumed_hour = hour_index_at(datetime.fromisoformat(record.as_of))
-        ledger = self.ledger.with_update(record.ledger_update, record.version, consumed_hour)
+        ledger = self.ledger.without_versions(retracted_versions).with_update(record.ledger_update, record.version,
+                                                                              consumed_hour)
         return CommittedState(
             version=record.version,
             batches=batches,
@@ -201,6 +247,8 @@ class CommittedState:
             latest_arrival_hour=arrival,
             head_arrivals=head_arrivals,
             left_since_checkpoint=left,
+            retracted={**self.retracted, **{batch: record.version for batch in record.retracts}},
+            bucket_cutovers=cutovers,
         )
 
     def to_bytes(self) -> bytes:
@@ -209,7 +257,8 @@ class CommittedState:
                "last_batch_id": self.last_batch_id, "retain_from_hour": self.retain_from_hour,
                "latest_arrival_hour": self.latest_arrival_hour,
                "latest_interval_batch_id": self.latest_interval_batch_id,
-               "left_through_version": self.left_through_version, "ledger": self.ledger.to_json()}
+               "left_through_version": self.left_through_version, "ledger": self.ledger.to_json(),
+               "retracted": dict(self.retracted), "bucket_cutovers": [list(c) for c in self.bucket_cutovers]}
         return gzip.compress(orjson.dumps(doc), mtime=0)
 
     @classmethod
@@ -229,9 +278,20 @@ class CommittedState:
                 latest_arrival = max(arrivals.values())
             return cls(int(doc["version"]), batches, heads, doc["last_batch_id"], arrivals, horizon, latest,
                        int(doc.get("left_through_version", 0)), IngestionLedger.from_json(doc.get("ledger")),
-                       latest_arrival, head_arrivals)
+                       latest_arrival, head_arrivals,
+                       retracted={str(k): int(v) for k, v in doc.get("retracted", {}).items()},
+                       bucket_cutovers=tuple((int(h), int(b)) for h, b in doc.get("bucket_cutovers", ())))
         except (OSError, EOFError, orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"checkpoint {name} does not parse: {exc}") from None
+
+
+def log_time(state: CommittedState, now: datetime) -> datetime:
+    """The time an operation commits at (a retraction, a reshard): the log's latest arrival, not
+    a clock, so it never moves the windows of the batches after it (a clock ahead of log time
+    during a backfill would); `now` only for a log without arrivals."""
+    if state.latest_arrival_hour is None:
+        return now
+    return datetime.fromtimestamp(state.latest_arrival_hour * 3600, tz=timezone.utc)
 
 
 def record_arrival_hour(record: CommitRecord) -> int:

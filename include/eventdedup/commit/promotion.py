@@ -5,7 +5,8 @@ Order of effects, each safe to repeat:
   2. copy every staged object to its final key (skipping ones already promoted);
   3. write commit `base_version + 1` with IfNoneMatch: the single atomic step that makes the
      batch, its output and its cache entries visible together;
-  4. checkpoint if due, then delete staging and the journal.
+  4. a retraction empties the load manifests of what it retracts (eventdedup.commit.view);
+  5. checkpoint if due, then delete staging and the journal.
 A crash before 3 leaves an invisible batch that `recover` rolls forward or reports; a crash after
 3 leaves only garbage that the next promotion or `recover` cleans up.
 """
@@ -31,6 +32,7 @@ from eventdedup.commit.log import (
     write_checkpoint_if_due,
     write_commit,
 )
+from eventdedup.commit.view import withdraw_load_manifests
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
 from eventdedup.layout import Layout
@@ -134,6 +136,7 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
     record = journal.commit_record()
     write_commit(store, layout, record)
     committed = state.apply(record, store.uri(layout.commit(record.version)))
+    withdraw_load_manifests(store, layout, record)  # a retraction's; before the journal goes
     write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
     clean_up_batch(store, layout, journal.batch_id)
     log.info("batch %s committed as log version %d (%d objects)", journal.batch_id, record.version, len(record.objects))

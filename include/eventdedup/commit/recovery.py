@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, list_journals
-from eventdedup.commit.log import committed_version, load_committed_state, read_commit
+from eventdedup.commit.log import committed_record, committed_version, load_committed_state, read_commit
 from eventdedup.commit.promotion import abandon_promotion, clean_up_batch, execute_journal
+from eventdedup.commit.view import withdraw_load_manifests
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError
 from eventdedup.layout import Layout
@@ -71,6 +72,7 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
     version = committed_version(store, layout, state, batch)
     if version is not None:
         if apply:
+            withdraw_load_manifests(store, layout, committed_record(store, layout, version))
             clean_up_batch(store, layout, batch)
         report.cleanups.append(f"batch {batch} is committed (version {version}); "
                                f"{'removed' if apply else 'would remove'} its leftover journal and staging")

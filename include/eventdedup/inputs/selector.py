@@ -21,6 +21,9 @@ class InputSelector:
     - an interval [since, until): landing objects of the lookback before `until` that no batch
       has consumed (eventdedup.inputs.landing), whatever interval their LastModified names;
     - a sweep: landing objects of the sweep range before `sweep_before` no batch has consumed.
+
+    `populate` (a prefix only): the prefix is an existing dataset (eventdedup.ops.populate) whose
+    events the batch commits to the cache without emitting them; it may be our own output.
     """
 
     input_prefix: str | None = None
@@ -28,6 +31,7 @@ class InputSelector:
     until: datetime | None = None
     reprocess: bool = False
     sweep_before: datetime | None = None
+    populate: bool = False
 
     def __post_init__(self) -> None:
         if self.input_prefix is not None:
@@ -37,6 +41,8 @@ class InputSelector:
         by_time = self.since is not None or self.until is not None
         if self.reprocess and not by_prefix:
             raise BatchManifestError("--reprocess applies to an --input-prefix batch only")
+        if self.populate and not by_prefix:
+            raise BatchManifestError("populate reads a prefix (the dataset's), nothing else")
         if self.sweep_before is not None:
             if by_prefix or by_time or self.sweep_before.tzinfo is None:
                 raise BatchManifestError("a sweep selects by its own time (with a UTC offset), nothing else")
@@ -55,7 +61,8 @@ class InputSelector:
 
     def to_json(self) -> dict[str, Any]:
         if self.input_prefix is not None:
-            return {"input_prefix": self.input_prefix, **({"reprocess": True} if self.reprocess else {})}
+            return {"input_prefix": self.input_prefix, **({"reprocess": True} if self.reprocess else {}),
+                    **({"populate": True} if self.populate else {})}
         if self.sweep_before is not None:
             return {"sweep_before": utc_iso(self.sweep_before)}
         assert self.since is not None and self.until is not None
@@ -64,7 +71,8 @@ class InputSelector:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> InputSelector:
         if "input_prefix" in data:
-            return cls(input_prefix=data["input_prefix"], reprocess=bool(data.get("reprocess", False)))
+            return cls(input_prefix=data["input_prefix"], reprocess=bool(data.get("reprocess", False)),
+                       populate=bool(data.get("populate", False)))
         if "sweep_before" in data:
             return cls(sweep_before=datetime.fromisoformat(data["sweep_before"]))
         return cls(since=datetime.fromisoformat(data["since"]), until=datetime.fromisoformat(data["until"]))
@@ -72,11 +80,14 @@ class InputSelector:
 
 def checked_selector(layout: Layout, selector: InputSelector) -> InputSelector:
     """The selector, refused if its prefix overlaps one of eventdedup's own prefixes: reading
-    our own output (or cache, or alerts) as input would feed the pipeline its own objects."""
+    our own output (or cache, or alerts) as input would feed the pipeline its own objects. Populate
+    may read the output prefix (its events go to the cache, never back into the output)."""
     prefix = selector.input_prefix
     if prefix is None:
         return selector
     for name, own_prefix in layout.own_prefixes().items():
+        if selector.populate and name == "output_prefix" and prefix.startswith(own_prefix):
+            continue
         if prefix.startswith(own_prefix) or own_prefix.startswith(prefix):
             raise InvalidNameError(f"input prefix {prefix!r} overlaps eventdedup's own {name} {own_prefix!r}")
     return selector

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import copy_forward_segment, load_head_runs
 from eventdedup.cache.segment import CacheRun
@@ -67,11 +68,14 @@ class DedupContext:
     arrival_day: int  # the day of the guard the batch adds its ids to
     guard_days: tuple[int, ...]  # arrival days of the window: the guards every bucket probes
     input_keys: tuple[str, ...]
-    buckets: int
+    epochs: BucketEpochs  # bucket counts by hour; the job groups by the coarse count
     quarantine_key: tuple[str, ...]  # staged quarantine key per input index
     quarantine_final_key: tuple[str, ...]
     survivor: SurvivorPolicy = SurvivorPolicy("first")
     policy: DuplicatePolicy = DuplicatePolicy()
+    # A populate batch (eventdedup.ops.populate): what it would emit goes to the cache only,
+    # counted as `populated`; no data file is written.
+    populate: bool = False
 
 
 @dataclass
@@ -80,7 +84,7 @@ class _BucketResult:
     output: pa.Table  # the emitted rows, OUTPUT_SCHEMA without raw
     duplicates: npt.NDArray[np.intp]  # rows of the bucket the audit holds
     audit: pa.Table  # AUDIT_SCHEMA without raw
-    segments: dict[int, bytes] = field(default_factory=dict)
+    segments: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (hour, fine bucket) -> segment
     guard: bytes | None = None
 
 
@@ -91,13 +95,15 @@ class _CacheLoader:
         self._store, self._heads, self._pool = store, heads, pool
         self._loads: dict[str, Future[Any]] = {}
 
-    def prefetch(self, bucket: int, hours: Iterable[int], guard_days: Iterable[int]) -> None:
+    def prefetch(self, epochs: BucketEpochs, bucket: int, hours: Iterable[int], guard_days: Iterable[int]) -> None:
         for hour in hours:
-            self._segment(hour, bucket)
+            for fine in epochs.fine_of(bucket, hour):
+                self._segment(hour, fine)
         for day in guard_days:
             self._guard(day, bucket)
 
     def runs(self, hour: int, bucket: int) -> list[CacheRun]:
+        """The runs of one (hour, fine bucket) segment."""
         result: list[CacheRun] = self._segment(hour, bucket).result()
         return result
 
@@ -194,7 +200,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
     """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
     copied once, into the output and audit files (in input order) at the end."""
     narrow = table.drop_columns(["raw"]).combine_chunks()
-    buckets = bucket_array(digest_array(narrow.column("key_digest")), ctx.buckets)
+    buckets = bucket_array(digest_array(narrow.column("key_digest")), ctx.epochs.coarse)
     order = np.argsort(buckets, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(buckets[order]) != 0])
     groups = {int(buckets[order[start]]): order[start:stop]
@@ -205,20 +211,20 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
     # as its loads land, and its segments are written while the next is decided.
     loader = _CacheLoader(store, cache_heads, pool)
     for bucket, rows in groups.items():
-        loader.prefetch(bucket, np.unique(hours[rows]).tolist(), ctx.guard_days)
+        loader.prefetch(ctx.epochs, bucket, np.unique(hours[rows]).tolist(), ctx.guard_days)
     outputs: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     audits: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     for bucket, rows in groups.items():
         result = _decide_bucket(ctx, bucket, narrow.take(pa.array(rows)), loader, numbers, counts)
         outputs.append((rows[result.emitted], result.output))
         audits.append((rows[result.duplicates], result.audit))
-        for hour, segment in result.segments.items():
-            writes.append(pool.submit(_stage_segment, store, ctx, CacheKey.of_hour(hour, bucket), segment))
+        for (hour, fine), segment in result.segments.items():
+            writes.append(pool.submit(_stage_segment, store, ctx, CacheKey.of_hour(hour, fine), segment))
         if result.guard is not None:
             writes.append(pool.submit(_stage_guard, store, ctx, bucket, result.guard))
     output_rows, output = _in_input_order(outputs)
     output_hours = hours[output_rows]
-    for hour in np.unique(output_hours).tolist():
+    for hour in [] if ctx.populate else np.unique(output_hours).tolist():
         in_hour = output_hours == hour
         rows_of_hour = output_rows[in_hour]
         data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour)
@@ -252,29 +258,33 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
     own_hours = [int(hour) for hour in np.unique(hours)]
-    loaded = {hour: loader.runs(hour, bucket) for hour in own_hours}
+    segments = {(hour, fine): loader.runs(hour, fine) for hour in own_hours
+                for fine in ctx.epochs.fine_of(bucket, hour)}
     keys, key_of_row = np.unique(digests, return_inverse=True)
     key_of_row = key_of_row.reshape(-1)
     key_hours = _key_hours(ctx, bucket, keys, key_of_row, hours, loader)
-    other_hours = set(key_hours.hours) - set(loaded)
+    other_hours = set(key_hours.hours) - set(own_hours)
     for hour in sorted(other_hours):
-        loaded[hour] = loader.runs(hour, bucket)
+        segments.update({(hour, fine): loader.runs(hour, fine) for fine in ctx.epochs.fine_of(bucket, hour)})
     counts["guard_hours_loaded"] += len(other_hours)
+    loaded: dict[int, list[CacheRun]] = defaultdict(list)  # an hour's runs: of every fine segment the bucket holds
+    for (hour, _), runs in sorted(segments.items()):
+        loaded[hour].extend(runs)
     cache = CacheView.from_hours(loaded, ctx.visible_owners)
     priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
     decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy, key_hours)
-    _count(counts, decision)
+    _count(counts, decision, "populated" if ctx.populate else "output_rows")
     counts["cross_hour_duplicates"] += int(np.count_nonzero(_cross_hour(decision, cache, key_of_row, hours)))
     emitted = decision.emitted_mask
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
     result = _BucketResult(emitted, _output_rows(ctx, table, decision), duplicates,
                            _audit_rows(ctx, table, decision, duplicates, numbers))
-    kept_hours = hours[emitted]
-    for hour in own_hours:
-        if (kept_hours == hour).any():
-            own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision, within=hours == hour)
-            result.segments[hour] = copy_forward_segment(loaded[hour], ctx.kept_owners, own_run)
-            counts["cache_keys_written"] += len(own_run)
+    fine_buckets = ctx.epochs.fine_buckets(digests, hours)
+    for hour, fine in sorted({(int(h), int(f)) for h, f in zip(hours[emitted], fine_buckets[emitted], strict=True)}):
+        within = (hours == hour) & (fine_buckets == fine)
+        own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision, within=within)
+        result.segments[(hour, fine)] = copy_forward_segment(segments[(hour, fine)], ctx.kept_owners, own_run)
+        counts["cache_keys_written"] += len(own_run)
     if emitted.any():
         guard = loader.guard(ctx.arrival_day, bucket).with_ids(digests[emitted], hours[emitted])
         result.guard = encode_guard(guard)
@@ -345,7 +355,7 @@ def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> p
     return pa.table(columns, schema=_NARROW_OUTPUT)
 
 
-def _count(counts: Counter[str], decision: KeyDecision) -> None:
+def _count(counts: Counter[str], decision: KeyDecision, emitted_as: str) -> None:
     outcomes, actions = decision.outcomes, decision.actions
     dropped = actions == Action.DROP
     for outcome in Outcome:
@@ -355,7 +365,7 @@ def _count(counts: Counter[str], decision: KeyDecision) -> None:
     cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
     counts["in_batch_duplicates"] += int(np.count_nonzero(in_batch & dropped))
     counts["cross_batch_duplicates"] += int(np.count_nonzero(cross_batch & dropped))
-    counts["output_rows"] += int(np.count_nonzero(~dropped))
+    counts[emitted_as] += int(np.count_nonzero(~dropped))
     counts["renamed"] += int(np.count_nonzero(actions == Action.RENAME))
     counts["kept_synthetic"] += int(np.count_nonzero(actions == Action.KEEP))
     counts["updates"] += int(np.count_nonzero(actions == Action.UPDATE))

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING
 import orjson
 
 from eventdedup import errors
+from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import check_cache_identity
+from eventdedup.commit.gate import refuse_if_retracted
 from eventdedup.commit.ingestion import ledger_update, legacy_floor
 from eventdedup.commit.job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
 from eventdedup.commit.journal import journal_or_none
@@ -36,6 +38,7 @@ from eventdedup.job.read_units import dedup_partitions, plan_read_tasks, starts_
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
+from eventdedup.parse.table_lines import is_parquet_key
 from eventdedup.s3store import ObjectInfo, S3Store, process_client
 
 if TYPE_CHECKING:
@@ -48,8 +51,9 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     store = S3Store(process_client(config.s3), config.s3.bucket)
     layout = Layout(config.layout)
     manifest = load_batch_manifest(store, layout, batch_id)
-    check_cache_identity(store, layout, config)
     state = load_committed_state(store, layout)
+    epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
+    refuse_if_retracted(state, batch_id)
     history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours)
     # A promotion under way is never undercut: refuse if it has a journal; else withdraw the old
     # result (a promoter that has not loaded it now finds none) and look again, since one may have
@@ -64,10 +68,10 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     exclusions = load_exclusions(store, layout, batch_id)
     to_read = inputs_to_read(state, history, manifest)
     partitions = history.recorded_partitions or dedup_partitions(
-        config.spark.partitions, config.dedup.buckets, spark.sparkContext.defaultParallelism,
+        config.spark.partitions, epochs.coarse, spark.sparkContext.defaultParallelism,
         sum(info.size for _, info in to_read))
-    records = (_run_spark(spark, store, config, layout, manifest, state, history, exclusions, to_read, partitions)
-               if to_read else [])
+    records = (_run_spark(spark, store, config, layout, manifest, state, history, exclusions, to_read, partitions,
+                          epochs) if to_read else [])
     result = _assemble_result(store, config, manifest, state, history, records, exclusions, to_read, partitions)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, history.base_version,
@@ -109,27 +113,30 @@ def inputs_to_read(state: CommittedState, history: BatchHistory,
 
 def _run_spark(spark: SparkSession, store: S3Store, config: Config, layout: Layout, manifest: BatchManifest,
                state: CommittedState, history: BatchHistory, exclusions: Mapping[str, ExcludedInput],
-               inputs: list[tuple[int, ObjectInfo]], partitions: int) -> list[DriverRecord]:
+               inputs: list[tuple[int, ObjectInfo]], partitions: int, epochs: BucketEpochs) -> list[DriverRecord]:
     batch_id = manifest.batch_id
     excluded = {i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions}
     rules = ParseRules.for_batch(config, manifest.as_of)
     read_ctx = ReadContext(batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, rules=rules,
-                           buckets=config.dedup.buckets, partitions=partitions, excluded=excluded)
+                           buckets=epochs.coarse, partitions=partitions, excluded=excluded,
+                           populate=manifest.selector.populate)
     dedup_ctx = DedupContext(
         batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout,
         visible_owners=history.visible_owners, kept_owners=history.kept_owners,
         arrival_day=history.arrival_hour // 24,
         guard_days=tuple(range(history.window_start_hour // 24, history.arrival_hour // 24 + 1)),
-        input_keys=tuple(info.key for info in manifest.inputs), buckets=config.dedup.buckets,
+        input_keys=tuple(info.key for info in manifest.inputs), epochs=epochs,
         quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
+        populate=manifest.selector.populate,
     )
     sc = spark.sparkContext
 
     def splittable(index: int, info: ObjectInfo) -> bool:
         return (index not in excluded and info.size <= rules.max_object_bytes
+                and not (manifest.selector.populate and is_parquet_key(info.key))
                 and not starts_gzip(store, batch_id, info))
 
     tasks = plan_read_tasks(inputs, sc.defaultParallelism, splittable)

@@ -31,6 +31,7 @@ from eventdedup.parse.event_parser import ParseRules
 from eventdedup.parse.id_time import NO_TIME, id_times_us
 from eventdedup.parse.input_lines import object_too_large, split_input, split_input_range
 from eventdedup.parse.object_parser import ObjectParse, parse_lines, quarantined_whole
+from eventdedup.parse.table_lines import is_parquet_key, parquet_lines
 from eventdedup.s3store import S3Store, process_client
 from eventdedup.tables import split_seq, table_to_ipc
 
@@ -41,9 +42,10 @@ class ReadContext:
     s3: S3Settings
     bucket: str
     rules: ParseRules
-    buckets: int
+    buckets: int  # the coarse count (eventdedup.cache.epochs): the job groups keys by it
     partitions: int  # dedup partitions: a bucket goes to bucket % partitions
     excluded: Mapping[int, str] = field(default_factory=dict)  # input index -> quarantine reason
+    populate: bool = False  # a populate batch: its Parquet objects are tables (eventdedup.parse.table_lines)
 
 
 def read_task(ctx: ReadContext, task: list[tuple[int, ReadUnit]]) -> Iterator[ShuffleRecord]:
@@ -61,8 +63,12 @@ def read_range(ctx: ReadContext, store: S3Store, ordinal: int, unit: ReadUnit) -
         parsed = quarantined_whole(object_too_large(ctx.rules.max_object_bytes, compressed=False))
     else:
         body = _read_input(store, ctx, unit)
-        split = (split_input(body, ctx.rules.max_object_bytes) if unit.whole
-                 else split_input_range(body, at_object_start=unit.start == 0))
+        if ctx.populate and is_parquet_key(info.key):  # never cut: the driver plans it whole
+            split = parquet_lines(body, ctx.rules.max_object_bytes)
+        elif unit.whole:
+            split = split_input(body, ctx.rules.max_object_bytes)
+        else:
+            split = split_input_range(body, at_object_start=unit.start == 0)
         parsed = parse_lines(split, index, ctx.rules, unit.first_line)
     hours = cache_hours(parsed, ctx.rules)
     yield from line_records(ctx.partitions, ordinal, RangeLines(index, unit.unit, parsed.lines))

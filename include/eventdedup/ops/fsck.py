@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eventdedup.commit.log import CommitRecord, CommittedState, committed_record, load_committed_state
@@ -106,11 +106,15 @@ def _expected_objects(layout: Layout, state: CommittedState, records: list[Commi
             item = Expected(obj.kind, obj.key, obj.size, obj.etag, record.batch_id, record.version)
             if obj.kind == "cache":
                 segments[obj.key] = item  # judged below, by the current heads
+            elif obj.kind == "load_manifest" and record.batch_id in state.retracted:
+                expected.append(replace(item, size=None, etag=None))  # emptied by the retraction
             else:
                 expected.append(item)
-        expected.append(Expected("batch_manifest", layout.batch_manifest(record.batch_id), None, None,
-                                 record.batch_id, record.version))
-        if record.batch_id not in state.batches and record.batch_id not in state.left_since_checkpoint:
+        if not record.is_operation:  # a retraction or reshard is staged from the log, not from a batch manifest
+            expected.append(Expected("batch_manifest", layout.batch_manifest(record.batch_id), None, None,
+                                     record.batch_id, record.version))
+        if (record.batch_id not in state.batches and record.batch_id not in state.left_since_checkpoint
+                and record.batch_id not in state.retracted):
             # Left the state: its marker is all that says it is committed (rerunning it is a no-op).
             expected.append(Expected("committed_marker", layout.batch_committed_marker(record.batch_id), None,
                                      None, record.batch_id, record.version))

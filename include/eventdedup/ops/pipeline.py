@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from eventdedup.cache.claims import cache_claim_differences, own_guard_entries
+from eventdedup.cache.identity import check_cache_identity
 from eventdedup.commit.job_result import WORK_COUNT_NAMES, JobResult
 from eventdedup.commit.log import (
     CommitRecord,
@@ -43,7 +44,7 @@ def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSele
 
 
 def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord,
-                            heads: Mapping[str, str]) -> list[str]:
+                            heads: Mapping[str, str], coarse_buckets: int) -> list[str]:
     """Compare a recomputed batch with its commit: a rerun must reproduce every object byte for
     byte, except what later commits legitimately changed in the cache heads it copies forward
     (eventdedup.cache.claims): there, its own claims must be the same."""
@@ -56,7 +57,7 @@ def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord
     segments = {obj.cache_key: obj.staged.key for obj in job.objects
                 if obj.cache_key is not None and not is_guard_head_key(obj.cache_key)}
     arrival_day = record_arrival_hour(record) // 24
-    own_entries = own_guard_entries(store, segments, record.batch_id, arrival_day)
+    own_entries = own_guard_entries(store, segments, record.batch_id, arrival_day, coarse_buckets)
     for key in sorted(committed.keys() & recomputed.keys()):
         if committed[key].etag == recomputed[key].staged.etag and committed[key].size == recomputed[key].staged.size:
             continue
@@ -82,8 +83,12 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, spark: SparkSess
     if version is None:
         return [f"batch {batch_id} is not committed"]
     record = committed_record(store, layout, version)
+    if record.is_operation:
+        return [f"{batch_id} (log version {version}) is a {'retraction' if record.retracts else 'reshard'}, not a "
+                "batch: there is nothing to recompute"]
     job = run_dedup_job(spark, config, batch_id)
     try:
-        return differences_from_commit(store, job, record, state.cache_heads)
+        epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
+        return differences_from_commit(store, job, record, state.cache_heads, epochs.coarse)
     finally:
         store.delete_prefix(layout.staging_root(batch_id))

@@ -37,7 +37,7 @@ class BatchPlan:
     @classmethod
     def for_run(cls, params: Mapping[str, Any], interval_start: datetime | None,
                 interval_end: datetime | None) -> BatchPlan:
-        """Explicit params (`batch_id` with `input_prefix`, optionally `reprocess`; or `batch_id` with
+        """Explicit params (`batch_id` with `input_prefix`, optionally `reprocess` or `populate`; or `batch_id` with
         `sweep_before`, a sweep staged by the maintenance DAG) win; otherwise the data interval."""
         batch_id, prefix = params.get("batch_id"), params.get("input_prefix")
         if params.get("sweep_before"):
@@ -46,7 +46,8 @@ class BatchPlan:
         if batch_id or prefix:
             if not (batch_id and prefix):
                 raise BatchManifestError("a manual batch needs both params batch_id and input_prefix")
-            selector = InputSelector(input_prefix=str(prefix), reprocess=bool(params.get("reprocess")))
+            selector = InputSelector(input_prefix=str(prefix), reprocess=bool(params.get("reprocess")),
+                                     populate=bool(params.get("populate")))
             return cls(validate_batch_id(str(batch_id)), selector)
         if interval_start is None or interval_end is None:
             raise BatchManifestError("this run has no data interval: trigger it with params batch_id and input_prefix")

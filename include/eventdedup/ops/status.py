@@ -31,11 +31,18 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
     status["ledger"] = ledger_lag(store, config, state, now)
     for version in range(state.version, max(0, state.version - limit), -1):
         record = committed_record(store, layout, version)
-        status["batches"].append({
+        entry: dict[str, Any] = {
             "version": record.version, "batch_id": record.batch_id, "as_of": record.as_of,
             "counts": dict(record.counts),
             "outputs": [store.uri(o.key) for o in record.objects if o.kind == "data"],
-        })
+        }
+        if record.batch_id in state.retracted:
+            entry["retracted_at_version"] = state.retracted[record.batch_id]
+        if record.retracts:
+            entry.update(retracts=list(record.retracts), reason=record.reason)
+        if record.reshard is not None:
+            entry["reshard"] = {"from_hour": record.reshard[0], "buckets": record.reshard[1]}
+        status["batches"].append(entry)
     status["batches"].reverse()
     return status
 
@@ -62,7 +69,9 @@ def format_status(status: dict[str, Any]) -> str:
                         if lag["oldest_unconsumed"] else "") + f"; {lag['ledger_entries']} ledger entries")
     lines += [f"  problem: {p}" for p in status["problems"]] + [f"  pending: {p}" for p in status["pending"]]
     if status["batches"]:
-        lines.append(format_batch_table([(b["version"], b["batch_id"], b["counts"]) for b in status["batches"]]))
+        lines.append(format_batch_table([(b["version"], b["batch_id"] + (" (retracted)" if "retracted_at_version" in b
+                                                                         else ""), b["counts"])
+                                         for b in status["batches"]]))
     return "\n".join(lines)
 
 

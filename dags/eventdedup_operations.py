@@ -1,0 +1,123 @@
+"""Operating the cache, triggered by hand with params (Trigger DAG w/ config in the UI):
+
+- `eventdedup_populate` (`source_prefix`, optional `batch_id`): cold start. The populate batch
+  (eventdedup.ops.populate) is handed to a run of the pipeline DAG, like the sweep: its Spark job
+  and promotion run there, serialised with the interval runs, alerting like any batch.
+- `eventdedup_retract` (`batch_id`, `reason`, `cascade`): takes a committed batch out of the
+  committed view (eventdedup.ops.retract) so its input can be processed again as new.
+- `eventdedup_reshard` (`buckets`, optional `effective_from`): grows the cache's bucket count from
+  an hour boundary on (eventdedup.ops.reshard). Then set `[dedup] buckets` to the new count.
+
+Retract and reshard commit to the log like a batch; each checks consistency first and alerts
+(alert object, log line, SNS/e-mail when configured) when it fails. Pause the pipeline DAG while
+they run: a pipeline batch computed before their commit is refused as stale and must be rerun.
+Wiring only: the rules are in the library. Parsing opens no connection.
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import Param, dag, get_current_context, task
+
+# Triggered by hand only (schedule=None on each). Retries are safe: each operation is idempotent.
+_COMMON: dict[str, Any] = {
+    "start_date": datetime(2026, 11, 1, tzinfo=timezone.utc), "catchup": False, "max_active_runs": 1,
+    "doc_md": __doc__,
+    "default_args": {"retries": int(os.environ.get("EVENTDEDUP_TASK_RETRIES", "2")),
+                     "retry_delay": timedelta(seconds=int(os.environ.get("EVENTDEDUP_RETRY_DELAY_SECONDS", "60")))}}
+
+
+@dag(dag_id="eventdedup_populate", schedule=None, tags=["eventdedup", "operations"],
+     params={"source_prefix": Param("deduped/", type="string", description="the dataset to commit to the cache"),
+             "batch_id": Param(None, type=["null", "string"],
+                               description="default: populate-<hash of the prefix and its objects>")},
+     **_COMMON)
+def eventdedup_populate() -> None:
+    @task
+    def plan_populate() -> dict[str, Any]:
+        """The populate batch's id and the pipeline params that process it."""
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        from eventdedup.layout import Layout
+        from eventdedup.ops.populate import populate_batch_id, populate_selector
+
+        context = get_current_context()
+        params = context["params"]
+        config = load_pipeline_config()
+        with alert_and_raise(str(params.get("batch_id") or "populate"), "populate_failed", context):
+            selector = populate_selector(Layout(config.layout), str(params["source_prefix"]))
+            batch_id = params.get("batch_id") or populate_batch_id(s3_store(config), selector)
+        return {"batch_id": batch_id, "input_prefix": selector.input_prefix, "populate": True}
+
+    planned = plan_populate()
+    process_populate = TriggerDagRunOperator(
+        task_id="process_populate", trigger_dag_id="eventdedup_pipeline",
+        trigger_run_id="populate__{{ ti.xcom_pull(task_ids='plan_populate')['batch_id'] }}",
+        conf={"batch_id": "{{ ti.xcom_pull(task_ids='plan_populate')['batch_id'] }}",
+              "input_prefix": "{{ ti.xcom_pull(task_ids='plan_populate')['input_prefix'] }}", "populate": True},
+        skip_when_already_exists=True)
+    planned >> process_populate
+
+
+@dag(dag_id="eventdedup_retract", schedule=None, tags=["eventdedup", "operations"],
+     params={"batch_id": Param("", type="string", description="the committed batch to retract"),
+             "reason": Param("", type="string", description="why: recorded in the retraction's commit"),
+             "cascade": Param(False, type="boolean",
+                              description="also retract later batches that decided duplicates against it")},
+     **_COMMON)
+def eventdedup_retract() -> None:
+    @task
+    def retract() -> dict[str, Any]:
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        from eventdedup.ops.retract import retract_batch
+        from eventdedup.ops.scheduling import consistency_gate
+
+        context = get_current_context()
+        params = context["params"]
+        config = load_pipeline_config()
+        store = s3_store(config)
+        with alert_and_raise(str(params["batch_id"]), "retraction_failed", context):
+            consistency_gate(store, config)
+            outcome = retract_batch(store, config, str(params["batch_id"]), str(params["reason"]),
+                                    context["dag_run"].run_after, bool(params["cascade"]))
+        return {"retraction_id": outcome.retraction_id, "version": outcome.version,
+                "retracted": list(outcome.retracted), "newly_committed": outcome.newly_committed}
+
+    retract()
+
+
+@dag(dag_id="eventdedup_reshard", schedule=None, tags=["eventdedup", "operations"],
+     params={"buckets": Param(0, type="integer", description="the new count: a multiple of the current one"),
+             "effective_from": Param(None, type=["null", "string"],
+                                     description="a whole hour (ISO-8601 with offset); default: the earliest safe")},
+     **_COMMON)
+def eventdedup_reshard() -> None:
+    @task
+    def reshard() -> dict[str, Any]:
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+
+        from eventdedup.ops.reshard import reshard as grow
+        from eventdedup.ops.scheduling import consistency_gate
+
+        context = get_current_context()
+        params = context["params"]
+        config = load_pipeline_config()
+        store = s3_store(config)
+        effective = params.get("effective_from")
+        with alert_and_raise(f"reshard-{params['buckets']}", "reshard_failed", context):
+            consistency_gate(store, config)
+            outcome = grow(store, config, int(params["buckets"]), context["dag_run"].run_after,
+                           datetime.fromisoformat(effective) if effective else None)
+        return {"reshard_id": outcome.reshard_id, "version": outcome.version, "from": outcome.from_text,
+                "buckets": outcome.buckets, "newly_committed": outcome.newly_committed}
+
+    reshard()
+
+
+eventdedup_populate()
+eventdedup_retract()
+eventdedup_reshard()
