@@ -57,3 +57,23 @@ def test_run_batch_from_a_plain_shell_works_without_pyspark_python_set(tmp_path,
     assert done.stdout.startswith("batch b1 committed as log version 1: ")
     counts = orjson.loads(done.stdout.split(": ", 1)[1])
     assert (counts["input_lines"], counts["in_batch_duplicates"], counts["output_rows"]) == (2, 1, 1)
+
+
+def test_retract_and_reshard_from_the_command_line(tmp_path, s3_server, bucket, store, spark, capsys) -> None:
+    from eventdedup.config import load_config
+    from eventdedup.inputs.selector import InputSelector
+    from eventdedup.ops.pipeline import run_batch
+
+    from ..support.helpers import NOW, put_lines
+
+    path = config_file(tmp_path, s3_server.endpoint_url, bucket)
+    put_lines(store, "landing/x/1.jsonl", [b'{"event_id":"a","created_at":"2026-11-22T05:00:00Z"}'])
+    run_batch(store, load_config(path), "x", InputSelector(input_prefix="landing/x/"), NOW, lambda: spark)
+    assert main(["retract", "--config", path, "--batch-id", "y", "--reason", "typo"]) == EXIT_FAILED
+    assert "batch y is not committed" in capsys.readouterr().err
+    assert main(["retract", "--config", path, "--batch-id", "x", "--reason", "wrong prefix"]) == 0
+    assert capsys.readouterr().out.startswith("retraction retract-x of x committed as log version 2: ")
+    assert main(["reshard", "--config", path, "--buckets", "6"]) == EXIT_FAILED
+    assert "a multiple of the current 4" in capsys.readouterr().err
+    assert main(["reshard", "--config", path, "--buckets", "8", "--effective-from", "2026-11-30T00:00:00Z"]) == 0
+    assert "8 buckets from 2026-11-30T00:00Z. Now set [dedup] buckets = 8" in capsys.readouterr().out

@@ -27,9 +27,9 @@ from eventdedup.s3store import S3Store
 def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: InputSelector,
                     load_state: Callable[[], CommittedState]) -> None:
     """Before staging or computing a batch: refuse what promotion would refuse anyway, so a
-    refused batch costs no Spark work."""
+    refused batch costs no Spark work. The state is loaded only for interval batches (a retracted
+    id is refused by the job's driver, before any Spark work, and by promotion)."""
     refuse_if_other_journals(store, layout, batch_id)
-    refuse_if_retracted(load_state(), batch_id)
     interval = IntervalBatch.of_request(batch_id, selector)
     if interval is not None:
         _check_interval_order(store, layout, load_state(), interval)
