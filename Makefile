@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv demo airflow test check lint typecheck soak bench redis-server lock check-java clean
+.PHONY: venv demo airflow test check lint typecheck soak bench redis-server lock check-java clean package stack stack-stop test-stack ci postgres chromium
 
 venv: $(VENV)/.installed
 
@@ -63,8 +63,35 @@ redis-server:
 	      || { apt-get update -q >/dev/null && apt-get install -y -q redis-server >/dev/null; }; \
 	  else echo "make bench needs redis-server: sudo apt-get install redis-server" >&2; exit 1; fi; }
 
+# The production topology as local processes (no Docker): PostgreSQL, Airflow's api-server,
+# scheduler (LocalExecutor), dag-processor and triggerer, a Spark standalone master and two workers,
+# the embedded S3 server. State in .stack/; `make stack-stop` stops exactly what it started.
+stack: venv check-java package postgres
+	$(PY) -m eventdedup_dev.stack up
+
+stack-stop: venv
+	$(PY) -m eventdedup_dev.stack down
+
+# Debian's PostgreSQL for make stack, installed when missing (needs root, as in CI images).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q postgresql-15 >/dev/null \
+	      || { apt-get update -q >/dev/null && apt-get install -y -q postgresql-15 >/dev/null; }; \
+	  else echo "make stack needs PostgreSQL: sudo apt-get install postgresql-15" >&2; exit 1; fi; }
+
+# What a Spark cluster needs to run the job with nothing preinstalled: dist/job/ (README, "Running
+# in production"). Rebuilt only when the code or the job's locked dependencies change (~15 s).
+package: dist/job/manifest.json
+
+dist/job/manifest.json: $(VENV)/.installed packaging/job-requirements.lock pyproject.toml spark_jobs/dedup_batch.py \
+		$(shell find include -name '*.py' -o -name '*.toml')
+	$(PY) -m eventdedup_dev.package --out dist/job
+
 lock:
 	$(VENV)/bin/uv pip compile pyproject.toml --extra airflow --extra test --extra bench --python-version 3.11 -o requirements.lock
+	$(VENV)/bin/uv pip compile packaging/job-requirements.in --constraint requirements.lock --python-version 3.11 \
+		-o packaging/job-requirements.lock
 
 clean:
-	rm -rf $(VENV) .demo
+	rm -rf $(VENV) .demo dist build

@@ -18,7 +18,7 @@ Triggers:
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import (
@@ -31,10 +31,18 @@ from airflow.sdk import (
     task,
 )
 from eventdedup_airflow import EventDedupSparkSubmitOperator
+from eventdedup_emr import deploy_mode, emr_serverless_dedup_operator
 
 SCHEDULE = os.environ.get("EVENTDEDUP_SCHEDULE", "*/5 * * * *")
 # Tests (and sub-minute demos) use fixed-length intervals in seconds instead of the cron.
 INTERVAL_SECONDS = os.environ.get("EVENTDEDUP_INTERVAL_SECONDS")
+# Every interval runs, oldest first, from the go-live date (catchup): the promotion gate commits an
+# interval only on top of the one before it, so a skipped interval would halt the pipeline. After
+# an outage the scheduler works through the missed intervals by itself. Set this to go-live.
+START_DATE = datetime.fromisoformat(os.environ.get("EVENTDEDUP_START_DATE", "2026-11-01T00:00:00+00:00"))
+# How many times (every retry delay) a run re-checks a halted store, or waits for the interval before
+# it to commit (a backfill running beside the schedule), before it fails: the default is an hour.
+WAIT_RETRIES = int(os.environ.get("EVENTDEDUP_WAIT_RETRIES", "60"))
 OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/deduped/"), group="eventdedup")
 
 
@@ -43,8 +51,8 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
     # Data intervals, not bare trigger times: each run's batch is exactly its interval's objects.
     schedule=(DeltaDataIntervalTimetable(timedelta(seconds=int(INTERVAL_SECONDS))) if INTERVAL_SECONDS
               else CronDataIntervalTimetable(SCHEDULE, timezone="UTC")),
-    start_date=datetime(2026, 11, 1, tzinfo=timezone.utc),
-    catchup=False,
+    start_date=START_DATE,
+    catchup=os.environ.get("EVENTDEDUP_CATCHUP", "true").lower() == "true",
     max_active_runs=1,
     tags=["eventdedup", "dedup", "spark"],
     default_args={"retries": int(os.environ.get("EVENTDEDUP_TASK_RETRIES", "2")),
@@ -60,9 +68,10 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
     doc_md=__doc__,
 )
 def eventdedup_pipeline() -> None:
-    @task
+    @task(retries=WAIT_RETRIES)
     def check_consistency() -> dict[str, Any]:
-        """Halt (and alert) on any unfinished promotion or inconsistency; return the run's batch plan."""
+        """Halt (and alert, once per run) on any unfinished promotion or inconsistency, re-checking on
+        every retry: after `eventdedup recover` the run goes on by itself. Returns the run's batch plan."""
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
         from eventdedup.ops.scheduling import BatchPlan, consistency_gate
@@ -75,7 +84,7 @@ def eventdedup_pipeline() -> None:
             consistency_gate(s3_store(config), config)
         return plan.to_json()
 
-    @task
+    @task(retries=WAIT_RETRIES)
     def stage_batch(plan: dict[str, Any]) -> str:
         """The promotion gate (run order: before any Spark work), then the batch's frozen inputs.
         A manual batch is judged as of when its run was triggered (`run_after`), not the clock."""
@@ -114,7 +123,10 @@ def eventdedup_pipeline() -> None:
 
     plan = check_consistency()
     staged = stage_batch(plan)
-    dedup = EventDedupSparkSubmitOperator(task_id="dedup_batch", batch_id="{{ ti.xcom_pull(task_ids='stage_batch') }}")
+    staged_id = "{{ ti.xcom_pull(task_ids='stage_batch') }}"
+    # spark-submit (local mode or a cluster, by the Spark connection) or EMR Serverless, by configuration
+    dedup = (emr_serverless_dedup_operator("dedup_batch", staged_id) if deploy_mode() == "emr-serverless"
+             else EventDedupSparkSubmitOperator(task_id="dedup_batch", batch_id=staged_id))
     promoted = promote_batch(plan)
     staged >> dedup >> promoted >> publish_metrics(plan)
 

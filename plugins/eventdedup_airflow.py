@@ -65,21 +65,23 @@ SECRET_ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TO
 
 
 class EventDedupSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit of spark_jobs/dedup_batch.py, with the S3 connection's credentials and
-    endpoint handed to the job's environment at run time (never rendered into the command line)
-    and the workers pinned to this interpreter (spark.pyspark.python).
+    """spark-submit of spark_jobs/dedup_batch.py, shaped for the Spark connection's master when
+    the task runs (eventdedup.job.deployment): local mode on loopback with this interpreter, or a
+    cluster with the packaged job environment (EVENTDEDUP_SPARK_JOB_ARCHIVE, `make package`) and
+    the driver at EVENTDEDUP_SPARK_DRIVER_HOST.
 
-    On YARN and Kubernetes masters the provider's hook turns every env var into
-    `--conf spark.yarn.appMasterEnv.K=V` / `spark.kubernetes.driverEnv.K=V` on spark-submit's
-    command line, readable by any user of the host (`ps`, /proc) and logged: there, the secrets
-    are withheld and the job uses the cluster's own credential chain (instance role, IRSA)."""
+    The S3 connection's credentials reach the driver through spark-submit's environment, never
+    its command line. Executors on a cluster use their host's credentials. On YARN and Kubernetes
+    masters the provider's hook turns every env var into `--conf spark.yarn.appMasterEnv.K=V` /
+    `spark.kubernetes.driverEnv.K=V` on spark-submit's command line, readable by any user of the
+    host (`ps`, /proc) and logged: there, the secrets are withheld and the job uses the cluster's
+    own credential chain (instance role, IRSA)."""
 
     def __init__(self, *, batch_id: str, **kwargs: Any) -> None:
         kwargs.setdefault("application", str(PROJECT_ROOT / "spark_jobs" / "dedup_batch.py"))
         kwargs.setdefault("name", "eventdedup-dedup-batch")
         kwargs.setdefault("conn_id", os.environ.get("EVENTDEDUP_SPARK_CONN_ID", "spark_default"))
-        conf = {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
-                "spark.ui.enabled": "false", **kwargs.pop("conf", {})}
+        conf = {"spark.ui.enabled": "false", **kwargs.pop("conf", {})}
         super().__init__(conf=conf, application_args=["--batch-id", batch_id], **kwargs)
 
     def execute(self, context: Any) -> None:
@@ -87,18 +89,24 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         super().execute(context)
 
     def prepare_submit(self) -> None:
-        """The job's environment and arguments, resolved when the task runs (like the connection)."""
+        """The job's deployment, environment and arguments, resolved when the task runs."""
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
         from airflow.sdk.log import mask_secret
 
+        from eventdedup.job.deployment import submit_shape
+
+        master = self._get_hook()._connection["master"]
+        shape = submit_shape(master, sys.executable, os.environ.get("EVENTDEDUP_SPARK_JOB_ARCHIVE") or None,
+                             os.environ.get("EVENTDEDUP_SPARK_DRIVER_HOST") or None)
+        self.conf = {**shape.conf, **(self.conf or {})}
+        self._archives = shape.archives or self._archives
         hook = AwsBaseHook(aws_conn_id=aws_conn_id(), client_type="s3")
         credentials = hook.get_credentials()
         for secret in (credentials.secret_key, credentials.token):
             if secret:
                 mask_secret(secret)  # redacted from every task log line, whatever prints it
-        env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-               "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-               "AWS_ACCESS_KEY_ID": credentials.access_key, "AWS_SECRET_ACCESS_KEY": credentials.secret_key,
+        env = {**shape.env, "AWS_ACCESS_KEY_ID": credentials.access_key,
+               "AWS_SECRET_ACCESS_KEY": credentials.secret_key,
                # spark-submit of the pyspark in this environment comes first on the PATH
                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
         if credentials.token:
@@ -142,14 +150,20 @@ def send_alert(alert: Alert, context: Any = None) -> None:
 
 @contextmanager
 def alert_and_raise(batch_id: str, kind: str, context: Any) -> Iterator[None]:
-    """Alert from inside the task: callbacks do not fire when someone changes task state in the UI."""
+    """Alert from inside the task: callbacks do not fire when someone changes task state in the UI.
+    Only a task's first try alerts: a halted run re-checks on every retry, and an operator should
+    hear of the halt once, not once a minute (the retries are logged)."""
     try:
         yield
     except Exception as exc:
         run_id = str(context.get("run_id", "")) if context is not None else ""
+        ti = context.get("ti") if context is not None else None
+        if ti is not None and int(getattr(ti, "try_number", 1) or 1) > 1:
+            log.warning("eventdedup: %s for batch %s persists (try %s); alerted on the first try", kind, batch_id,
+                        ti.try_number)
+            raise
         try:
             send_alert(Alert.now(batch_id, kind, f"{type(exc).__name__}: {exc}", run_id), context)
         except Exception:  # the alert must never hide the failure it reports
             log.exception("eventdedup: could not send the %s alert for batch %s", kind, batch_id)
         raise
-

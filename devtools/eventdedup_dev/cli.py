@@ -12,6 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
     local = sub.add_parser("local-s3", help="run the embedded S3 server (moto) on 127.0.0.1")
     local.add_argument("--port", type=int, default=9000)
+    local.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback unless in a container)")
     local.add_argument("--data-dir", help="restore from and snapshot to this directory")
     local.add_argument("--create-bucket", action="append", default=[], help="bucket to create at start")
     local.set_defaults(handler=_local_s3)
@@ -29,7 +30,7 @@ def _local_s3(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())  # before READY_LINE: an early SIGTERM still snapshots
-    server = LocalS3Server(port=args.port, data_dir=args.data_dir).start()
+    server = LocalS3Server(port=args.port, data_dir=args.data_dir, host=args.host).start()
     for bucket in args.create_bucket:
         try:
             server.client().create_bucket(Bucket=bucket)

@@ -30,6 +30,7 @@ os.environ.update({
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
     # No waiting between retries inside dag.test; retries themselves are exercised by rerunning.
     "EVENTDEDUP_TASK_RETRIES": "0",
+    "EVENTDEDUP_WAIT_RETRIES": "0",
     "EVENTDEDUP_INTERVAL_SECONDS": "4",
 })
 for folder in ("dags", "plugins"):

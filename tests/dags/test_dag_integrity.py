@@ -43,7 +43,8 @@ print(json.dumps({"seconds": seconds, "errors": {k: str(v) for k, v in bag.impor
 def test_dag_file_parses_fast_without_network_or_heavy_imports(airflow_db, dag_file, dag_id) -> None:
     import os
 
-    env = {k: v for k, v in os.environ.items() if k != "EVENTDEDUP_TASK_RETRIES"}  # the shipped defaults
+    env = {k: v for k, v in os.environ.items()  # the shipped defaults
+           if k not in ("EVENTDEDUP_TASK_RETRIES", "EVENTDEDUP_WAIT_RETRIES")}
     done = subprocess.run([sys.executable, "-c", PROBE, str(PROJECT / "dags" / dag_file)], capture_output=True,
                           text=True, timeout=120, env=env, cwd=PROJECT)
     assert done.returncode == 0, done.stderr[-3000:]

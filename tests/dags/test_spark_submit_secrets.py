@@ -27,6 +27,7 @@ def test_no_credential_reaches_the_spark_submit_command_line(monkeypatch, airflo
         "conn_type": "aws", "login": ACCESS_KEY, "password": SECRET_KEY,
         "extra": {"aws_session_token": SESSION_TOKEN, "region_name": "us-east-1"}}))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CANARY", json.dumps({"conn_type": "spark", "host": master}))
+    monkeypatch.setenv("EVENTDEDUP_SPARK_JOB_ARCHIVE", "/opt/eventdedup/eventdedup-job-env.tar.gz")
     operator = EventDedupSparkSubmitOperator(task_id="dedup_batch", batch_id="b1", conn_id="spark_canary")
     operator.prepare_submit()
     hook = operator._get_hook()
@@ -36,6 +37,23 @@ def test_no_credential_reaches_the_spark_submit_command_line(monkeypatch, airflo
     # Local and standalone client mode get them as the process environment (never argv); YARN and
     # Kubernetes get none, the cluster's credential chain serves the job.
     assert [c for c in CANARIES if c in process_env] == (list(CANARIES) if secrets_in_env else [])
+    # A cluster's executors run the packaged environment, never this host's interpreter path.
+    shipped = "--archives /opt/eventdedup/eventdedup-job-env.tar.gz#environment" in command
+    assert shipped == (not master.startswith("local"))
+    assert ("spark.pyspark.python=./environment/bin/python" in command) == shipped
+
+
+def test_a_cluster_master_without_the_job_archive_is_refused_with_the_fix(monkeypatch, airflow_db) -> None:
+    from eventdedup_airflow import EventDedupSparkSubmitOperator
+
+    from eventdedup.errors import EventDedupError
+
+    monkeypatch.delenv("EVENTDEDUP_SPARK_JOB_ARCHIVE", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": "spark://10.0.0.5",
+                                                                 "port": 7077}))
+    operator = EventDedupSparkSubmitOperator(task_id="dedup_batch", batch_id="b1", conn_id="spark_cluster")
+    with pytest.raises(EventDedupError, match="make package.*EVENTDEDUP_SPARK_JOB_ARCHIVE"):
+        operator.prepare_submit()
 
 
 def test_the_command_line_watcher_sees_a_secret_on_a_short_lived_process() -> None:

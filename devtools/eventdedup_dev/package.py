@@ -1,0 +1,126 @@
+"""`make package`: what a Spark cluster needs to run the dedup job with nothing preinstalled.
+
+    python -m eventdedup_dev.package [--out dist/job]
+    python -m eventdedup_dev.package --upload s3://bucket/jobs/eventdedup/ --config conf/prod.toml
+
+With --upload (EMR Serverless: EVENTDEDUP_EMR_JOB_ROOT), the entry point, the archive and the
+configuration (as eventdedup.toml) are uploaded there with boto3's default credential chain.
+
+Writes into the output directory:
+- `eventdedup-job-env.tar.gz`: a virtualenv packed with venv-pack (the Spark documentation's
+  way to ship Python dependencies): eventdedup and packaging/job-requirements.lock, installed
+  from this checkout. spark-submit passes it as `--archives …#environment` and executors run
+  `./environment/bin/python`. pyspark and py4j are not in it: every Spark installation puts its
+  own on the workers' PYTHONPATH.
+- `dedup_batch.py`: the spark-submit entry point.
+- `manifest.json`: the archive's SHA-256 and size, the versions inside, and the build time.
+
+Why an archive and not `--py-files` (a zip of eventdedup): pyarrow, numpy and orjson are
+compiled extensions, and Python cannot import an extension module from a zip, so `--py-files`
+would still need them preinstalled on every executor host. The archive's venv links to the
+interpreter it was built with (`bin/python` → this machine's python3.11): executor hosts need
+a Python 3.11 at that path, which is what a cluster image built from the same base provides
+(for EMR Serverless, build inside the EMR image; see the README).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+ARCHIVE_NAME = "eventdedup-job-env.tar.gz"
+ENTRY_POINT = PROJECT / "spark_jobs" / "dedup_batch.py"
+JOB_LOCK = PROJECT / "packaging" / "job-requirements.lock"
+
+
+def base_interpreter() -> str:
+    """The Python the virtualenv running this was made from (a venv of a venv would link to it)."""
+    return str(Path(sys._base_executable).resolve())  # type: ignore[attr-defined]
+
+
+def build_job_venv(venv: Path) -> None:
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([base_interpreter(), "-m", "venv", "--without-pip", str(venv)], check=True)
+    uv = [str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
+    subprocess.run([*uv, "-r", str(JOB_LOCK)], check=True)
+    # A regular (not editable) install: venv-pack refuses editable ones, and the archive must
+    # carry the code itself, not a path into this checkout.
+    subprocess.run([*uv, "--no-deps", "--reinstall-package", "eventdedup", str(PROJECT)], check=True)
+
+
+def pack(venv: Path, archive: Path) -> None:
+    partial = archive.with_name("partial-" + archive.name)
+    subprocess.run([str(Path(sys.executable).parent / "venv-pack"), "--prefix", str(venv), "--output", str(partial),
+                    "--force", "--quiet"], check=True)
+    partial.chmod(0o644)  # read by the Spark workers' user, which may not be the builder
+    os.replace(partial, archive)  # never half an archive under the name a submit uses
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build_package(out: Path, work: Path) -> dict[str, object]:
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    venv = work / "job-venv"
+    build_job_venv(venv)
+    archive = out / ARCHIVE_NAME
+    pack(venv, archive)
+    shutil.copy2(ENTRY_POINT, out / ENTRY_POINT.name)
+    manifest: dict[str, object] = {
+        "archive": ARCHIVE_NAME, "sha256": sha256_of(archive), "bytes": archive.stat().st_size,
+        "eventdedup": version("eventdedup"), "python": sys.version.split()[0],
+        "interpreter": base_interpreter(), "entry_point": ENTRY_POINT.name,
+        "build_seconds": round(time.monotonic() - started, 1),
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def upload(out: Path, root: str, config: Path, client: object | None = None) -> list[str]:
+    """The three files EMR Serverless reads, under `root` (s3://bucket/prefix/)."""
+    import boto3
+
+    bucket, _, prefix = root.removeprefix("s3://").partition("/")
+    prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+    client = client or boto3.client("s3")
+    uploaded = []
+    for source, name in ((out / ENTRY_POINT.name, ENTRY_POINT.name), (out / ARCHIVE_NAME, ARCHIVE_NAME),
+                         (config, "eventdedup.toml")):
+        client.upload_file(str(source), bucket, prefix + name)  # type: ignore[attr-defined]
+        uploaded.append(f"s3://{bucket}/{prefix}{name}")
+    return uploaded
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=PROJECT / "dist" / "job")
+    parser.add_argument("--work", type=Path, default=PROJECT / "build" / "package")
+    parser.add_argument("--upload", metavar="S3_PREFIX", help="also upload the job there (EMR Serverless)")
+    parser.add_argument("--config", type=Path, help="with --upload: the configuration the job runs with")
+    args = parser.parse_args(argv)
+    if args.upload and (not args.upload.startswith("s3://") or args.config is None):
+        parser.error("--upload needs an s3:// prefix and --config")
+    manifest = build_package(args.out, args.work)
+    print(f"{args.out / ARCHIVE_NAME}: {int(manifest['bytes']) / 2**20:.1f} MiB "  # type: ignore[call-overload]
+          f"in {manifest['build_seconds']} s (sha256 {str(manifest['sha256'])[:16]}…)")
+    for uri in upload(args.out, args.upload, args.config) if args.upload else []:
+        print(f"uploaded {uri}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

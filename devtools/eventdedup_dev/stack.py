@@ -1,0 +1,431 @@
+"""`make stack`: the production topology as local processes, no Docker.
+
+    python -m eventdedup_dev.stack up        # start everything, wait until healthy, print the URLs
+    python -m eventdedup_dev.stack down      # stop exactly what `up` started
+    python -m eventdedup_dev.stack status    # what runs, what answers
+    python -m eventdedup_dev.stack run NAME  # exec one service in the foreground (compose does this)
+
+Services (docker-compose.yaml runs each of them with `run NAME`, so the two cannot drift):
+- postgres: PostgreSQL, Airflow's metadata database (Debian's package; data in .stack/postgres)
+- s3: the embedded S3 server (moto), snapshot in .stack/s3
+- airflow-api-server, airflow-scheduler (LocalExecutor), airflow-dag-processor, airflow-triggerer
+- spark-master and spark-worker-1, spark-worker-2 (standalone, one core each)
+
+Every service listens on EVENTDEDUP_STACK_BIND (127.0.0.1). Ports and the state directory come
+from the environment (`StackSettings.from_env`), as do the pipeline's own EVENTDEDUP_* settings,
+which pass through to Airflow. Secrets (database password, JWT secret, S3 credentials) live in
+.stack/secrets.json (mode 0600) and reach processes through their environment only: never a
+command line, which every user of the host can read.
+
+The Spark workers run with a deliberately bare environment (system PATH, no PYTHONPATH): they
+cannot import eventdedup, so a job that works here works on a cluster whose hosts have nothing
+preinstalled. Their environment does hold the S3 credentials, as a cluster host's instance role
+would: executors never receive credentials from the job.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+WORKERS = ("spark-worker-1", "spark-worker-2")
+SERVICES = ("postgres", "s3", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
+            "airflow-triggerer", "spark-master", *WORKERS)
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    home: Path
+    bind: str = "127.0.0.1"
+    postgres_host: str = "127.0.0.1"
+    postgres_port: int = 55432
+    s3_host: str = "127.0.0.1"
+    s3_port: int = 59000
+    api_host: str = "127.0.0.1"
+    api_port: int = 58080
+    spark_master_host: str = "127.0.0.1"
+    spark_master_port: int = 57077
+    spark_ui_port: int = 58090  # the master's; workers use the next two
+    driver_host: str = "127.0.0.1"  # where executors reach a driver the scheduler's tasks start
+    bucket: str = "eventdedup"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> StackSettings:
+        def get(name: str, default: object) -> str:
+            return environ.get(f"EVENTDEDUP_STACK_{name.upper()}", str(default))
+
+        bind = get("bind", cls.bind)
+        hosts = {name: get(name, bind) for name in ("postgres_host", "s3_host", "api_host", "spark_master_host",
+                                                   "driver_host")}
+        ports = {name: int(get(name, getattr(cls, name))) for name in
+                 ("postgres_port", "s3_port", "api_port", "spark_master_port", "spark_ui_port")}
+        return cls(home=Path(get("home", PROJECT / ".stack")).resolve(), bind=bind, **hosts, **ports)  # type: ignore[arg-type]
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.api_host}:{self.api_port}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.s3_host}:{self.s3_port}"
+
+    @property
+    def spark_master_url(self) -> str:
+        return f"spark://{self.spark_master_host}:{self.spark_master_port}"
+
+    def worker_ui_port(self, worker: str) -> int:
+        return self.spark_ui_port + 1 + WORKERS.index(worker)
+
+
+# ---------------------------------------------------------------- secrets and environments
+
+def stack_secrets(settings: StackSettings) -> dict[str, str]:
+    """Generated once per stack; S3 credentials may be given (EVENTDEDUP_STACK_S3_ACCESS_KEY /
+    _SECRET_KEY in the environment of `up`), else the local server's."""
+    path = settings.home / "secrets.json"
+    if path.exists():
+        return dict(json.loads(path.read_text()))
+    values = {"postgres_password": secrets.token_urlsafe(18), "jwt_secret": secrets.token_urlsafe(32),
+              "api_secret_key": secrets.token_urlsafe(32),
+              "s3_access_key": os.environ.get("EVENTDEDUP_STACK_S3_ACCESS_KEY", "eventdedup-local"),
+              "s3_secret_key": os.environ.get("EVENTDEDUP_STACK_S3_SECRET_KEY", "eventdedup-local")}
+    settings.home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(values, handle)
+    return values
+
+
+def pipeline_start_date(settings: StackSettings) -> str:
+    """The pipeline's go-live (EVENTDEDUP_START_DATE): this stack's first start, kept across
+    restarts. The DAG runs every interval from it (catchup), so it must not move."""
+    path = settings.home / "pipeline_start_date"
+    if not path.exists():
+        settings.home.mkdir(parents=True, exist_ok=True)
+        now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+        path.write_text(now.isoformat())
+    return path.read_text().strip()
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def java_env() -> dict[str, str]:
+    return {"JAVA_HOME": os.environ["JAVA_HOME"]} if os.environ.get("JAVA_HOME") else {}
+
+
+def database_url(settings: StackSettings, keys: Mapping[str, str]) -> str:
+    return (f"postgresql+psycopg://airflow:{keys['postgres_password']}"
+            f"@{settings.postgres_host}:{settings.postgres_port}/airflow")
+
+
+def airflow_env(settings: StackSettings, keys: Mapping[str, str]) -> dict[str, str]:
+    home = settings.home / "airflow"
+    passthrough = {k: v for k, v in os.environ.items() if k.startswith("EVENTDEDUP_") and "STACK" not in k}
+    return {
+        "EVENTDEDUP_START_DATE": pipeline_start_date(settings), **passthrough, **java_env(),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), SYSTEM_PATH]),
+        "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url(settings, keys),
+        # psycopg 3 serves the async engine too (Airflow would otherwise switch to asyncpg)
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": database_url(settings, keys),
+        "AIRFLOW__API__HOST": settings.bind, "AIRFLOW__API__PORT": str(settings.api_port),
+        "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],
+        "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.api_url}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        "AIRFLOW_CONN_AWS_DEFAULT": json.dumps({
+            "conn_type": "aws", "login": keys["s3_access_key"], "password": keys["s3_secret_key"],
+            "extra": {"endpoint_url": settings.s3_endpoint, "region_name": "us-east-1"}}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": f"spark://{settings.spark_master_host}",
+                                                  "port": settings.spark_master_port}),
+        "EVENTDEDUP_CONFIG": os.environ.get("EVENTDEDUP_CONFIG", str(PROJECT / "conf" / "eventdedup.airflow.toml")),
+        "EVENTDEDUP_SPARK_JOB_ARCHIVE": str(PROJECT / "dist" / "job" / "eventdedup-job-env.tar.gz"),
+        "EVENTDEDUP_SPARK_DRIVER_HOST": settings.driver_host,
+    }
+
+
+def spark_env(settings: StackSettings, keys: Mapping[str, str], worker: bool) -> dict[str, str]:
+    """Bare on purpose (see the module's docstring): no virtualenv on the PATH, no PYTHONPATH."""
+    env = {"PATH": SYSTEM_PATH, "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **java_env(),
+           "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": settings.bind, "SPARK_NO_DAEMONIZE": "1",
+           "SPARK_LOG_DIR": str(settings.home / "logs")}
+    if worker:  # the host's credentials, as an instance role gives them on AWS
+        env |= {"AWS_ACCESS_KEY_ID": keys["s3_access_key"], "AWS_SECRET_ACCESS_KEY": keys["s3_secret_key"],
+                "AWS_DEFAULT_REGION": "us-east-1"}
+    return env
+
+
+# ---------------------------------------------------------------- services
+
+def postgres_bin() -> Path:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "postgres").exists():
+            return candidate
+    sys.exit("make stack needs PostgreSQL: `make stack` installs Debian's postgresql-15 when run as root; "
+             "otherwise run `sudo apt-get install postgresql-15`")
+
+
+def service_command(settings: StackSettings, name: str, keys: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of one service: the single definition `up` and compose share."""
+    if name == "postgres":
+        data = settings.home / "postgres"
+        return ([str(postgres_bin() / "postgres"), "-D", str(data), "-h", settings.bind,
+                 "-p", str(settings.postgres_port), "-k", str(data)],
+                {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"})
+    if name == "s3":
+        return ([sys.executable, "-m", "eventdedup_dev", "local-s3", "--host", settings.bind,
+                 "--port", str(settings.s3_port), "--data-dir", str(settings.home / "s3"),
+                 "--create-bucket", settings.bucket],
+                {"PATH": SYSTEM_PATH, "HOME": os.environ.get("HOME", "/root")})
+    if name.startswith("airflow-"):
+        return [sys.executable, "-m", "airflow", name.removeprefix("airflow-")], airflow_env(settings, keys)
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    if name == "spark-master":
+        return ([spark_class, "org.apache.spark.deploy.master.Master", "--host", settings.bind,
+                 "--port", str(settings.spark_master_port), "--webui-port", str(settings.spark_ui_port)],
+                spark_env(settings, keys, worker=False))
+    if name in WORKERS:
+        return ([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", settings.bind, "--cores", "1",
+                 "--memory", "2g", "--webui-port", str(settings.worker_ui_port(name)),
+                 "--work-dir", str(settings.home / name), settings.spark_master_url],
+                spark_env(settings, keys, worker=True))
+    raise SystemExit(f"unknown service {name!r}; one of: {', '.join(SERVICES)}")
+
+
+def runs_as_postgres_user() -> bool:
+    """PostgreSQL refuses to run as root: as root, its files and process belong to `postgres`."""
+    return os.geteuid() == 0
+
+
+def prepare_postgres(settings: StackSettings, keys: Mapping[str, str]) -> None:
+    data = settings.home / "postgres"
+    if (data / "PG_VERSION").exists():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    password_file = settings.home / "postgres.pw"
+    password_file.write_text(keys["postgres_password"] + "\n")
+    if runs_as_postgres_user():
+        shutil.chown(data, "postgres", "postgres")
+        shutil.chown(password_file, "postgres", "postgres")
+    password_file.chmod(0o600)
+    try:
+        subprocess.run([str(postgres_bin() / "initdb"), "-D", str(data), "-U", "airflow", f"--pwfile={password_file}",
+                        "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8"],
+                       check=True, capture_output=True, **_as_postgres())
+    finally:
+        password_file.unlink()
+
+
+def create_airflow_database(settings: StackSettings) -> None:
+    data = settings.home / "postgres"
+    psql = [str(postgres_bin() / "psql"), "-h", str(data), "-p", str(settings.postgres_port), "-U", "airflow",
+            "-d", "postgres", "-tAc"]
+    exists = subprocess.run([*psql, "SELECT 1 FROM pg_database WHERE datname = 'airflow'"], check=True,
+                            capture_output=True, text=True, **_as_postgres()).stdout.strip()
+    if exists != "1":
+        subprocess.run([*psql, "CREATE DATABASE airflow"], check=True, capture_output=True, **_as_postgres())
+
+
+def _as_postgres() -> dict[str, object]:
+    return {"user": "postgres", "group": "postgres", "extra_groups": []} if runs_as_postgres_user() else {}
+
+
+# ---------------------------------------------------------------- process bookkeeping
+
+def pid_file(settings: StackSettings, name: str) -> Path:
+    return settings.home / "pids" / f"{name}.json"
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start time of `pid`: with the pid, it names one process, never a reused pid."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[19])
+
+
+def running(settings: StackSettings, name: str) -> int | None:
+    path = pid_file(settings, name)
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    return int(record["pid"]) if process_start_ticks(record["pid"]) == record["start"] else None
+
+
+def start_service(settings: StackSettings, name: str, keys: Mapping[str, str]) -> int:
+    if (pid := running(settings, name)) is not None:
+        return pid
+    argv, env = service_command(settings, name, keys)
+    log_path = settings.home / "logs" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    extra = _as_postgres() if name == "postgres" else {}
+    if name == "postgres" and runs_as_postgres_user():
+        log_path.touch()
+        shutil.chown(log_path, "postgres", "postgres")
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   cwd=settings.home, start_new_session=True, **extra)  # type: ignore[call-overload]
+    pid_file(settings, name).parent.mkdir(parents=True, exist_ok=True)
+    pid_file(settings, name).write_text(json.dumps({"pid": process.pid, "start": process_start_ticks(process.pid)}))
+    return int(process.pid)
+
+
+def stop_service(settings: StackSettings, name: str, timeout: float = 30.0) -> bool:
+    """SIGTERM (PostgreSQL: SIGINT, its fast shutdown) to the service's process group, then
+    SIGKILL after `timeout`. Only a process this stack started (pid and start time) is signalled."""
+    pid = running(settings, name)
+    pid_file(settings, name).unlink(missing_ok=True)
+    if pid is None:
+        return False
+    group = os.getpgid(pid)
+    os.killpg(group, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _group_alive(group):
+        time.sleep(0.2)
+    if _group_alive(group):
+        os.killpg(group, signal.SIGKILL)
+    return True
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+# ---------------------------------------------------------------- readiness
+
+def wait_until(what: str, ready: Callable[[], bool], settings: StackSettings, name: str,
+               timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if running(settings, name) is None:
+            raise SystemExit(f"{name} exited while starting; see {settings.home / 'logs' / (name + '.log')}")
+        time.sleep(0.5)
+    raise SystemExit(f"{what} not ready within {timeout:.0f} s; see {settings.home / 'logs' / (name + '.log')}")
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def http_json(url: str) -> object | None:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError):
+        return None
+
+
+def airflow_healthy(settings: StackSettings) -> bool:
+    health = http_json(f"{settings.api_url}/api/v2/monitor/health")
+    if not isinstance(health, dict):
+        return False
+    parts = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+    return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
+
+
+def spark_workers_alive(settings: StackSettings) -> int:
+    state = http_json(f"http://{settings.spark_master_host}:{settings.spark_ui_port}/json/")
+    if not isinstance(state, dict):
+        return 0
+    return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+
+
+# ---------------------------------------------------------------- commands
+
+def up(settings: StackSettings) -> None:
+    keys = stack_secrets(settings)
+    if not (PROJECT / "dist" / "job" / "eventdedup-job-env.tar.gz").exists():
+        raise SystemExit("the job archive is missing: run `make package` (make stack does)")
+    prepare_postgres(settings, keys)
+    start_service(settings, "postgres", keys)
+    wait_until("PostgreSQL", lambda: port_open(settings.postgres_host, settings.postgres_port), settings, "postgres")
+    create_airflow_database(settings)
+    start_service(settings, "s3", keys)
+    argv, env = service_command(settings, "airflow-api-server", keys)
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, cwd=settings.home)
+    for name in SERVICES[3:]:
+        start_service(settings, name, keys)
+    start_service(settings, "airflow-api-server", keys)
+    wait_until("Spark workers", lambda: spark_workers_alive(settings) == len(WORKERS), settings, "spark-master")
+    wait_until("Airflow", lambda: airflow_healthy(settings), settings, "airflow-api-server", timeout=300)
+
+
+def down(settings: StackSettings) -> list[str]:
+    return [name for name in reversed(SERVICES) if stop_service(settings, name)]
+
+
+def admin_password(settings: StackSettings) -> str:
+    path = settings.home / "airflow" / "passwords.json"
+    return str(json.loads(path.read_text()).get("admin", "?")) if path.exists() else f"(in {path})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="eventdedup_dev.stack", description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=("up", "down", "status", "run"))
+    parser.add_argument("service", nargs="?", choices=SERVICES)
+    args = parser.parse_args(argv)
+    settings = StackSettings.from_env(os.environ)
+    if args.command == "run":
+        if args.service is None:
+            parser.error("run needs a service name")
+        command, env = service_command(settings, args.service, stack_secrets(settings))
+        os.execvpe(command[0], command, env)
+    if args.command == "up":
+        up(settings)
+        print(f"Airflow UI:      {settings.api_url}  (user admin, password {admin_password(settings)})")
+        print(f"Spark master UI: http://{settings.spark_master_host}:{settings.spark_ui_port}  "
+              f"({settings.spark_master_url}, {len(WORKERS)} workers)")
+        print(f"S3 endpoint:     {settings.s3_endpoint}  (bucket {settings.bucket})")
+        print(f"Logs:            {settings.home / 'logs'} and {settings.home / 'airflow' / 'logs'}; "
+              "`make stack-stop` stops it")
+    elif args.command == "down":
+        stopped = down(settings)
+        print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    else:
+        for name in SERVICES:
+            pid = running(settings, name)
+            print(f"{name:24} {'pid ' + str(pid) if pid else 'stopped'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
