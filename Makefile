@@ -39,6 +39,14 @@ airflow: venv check-java
 test: check check-java
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
+# The production path under Airflow's own scheduler (tests/stack/, ~10 min): the stack started
+# by the test itself, the job from make package's archive on a two-worker Spark cluster.
+test-stack: check-java package postgres
+	$(PY) -m pytest -q -m stack -p no:cacheprovider tests/stack
+
+# CI: the suite, then the stack test.
+ci: test test-stack
+
 check: lint typecheck
 
 lint: venv

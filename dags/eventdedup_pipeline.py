@@ -43,6 +43,11 @@ START_DATE = datetime.fromisoformat(os.environ.get("EVENTDEDUP_START_DATE", "202
 # How many times (every retry delay) a run re-checks a halted store, or waits for the interval before
 # it to commit (a backfill running beside the schedule), before it fails: the default is an hour.
 WAIT_RETRIES = int(os.environ.get("EVENTDEDUP_WAIT_RETRIES", "60"))
+# The tasks that read or write the commit protocol's state (the consistency check, staging, promotion)
+# run one at a time across every run of this DAG when this is a one-slot pool (make stack creates
+# `eventdedup_store`): a backfill runs beside the schedule (Airflow counts their active runs apart),
+# and a check that met the other run's promotion half-way would see its journal and halt the pipeline.
+STORE_POOL = os.environ.get("EVENTDEDUP_STORE_POOL", "default_pool")
 OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/deduped/"), group="eventdedup")
 
 
@@ -68,7 +73,7 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
     doc_md=__doc__,
 )
 def eventdedup_pipeline() -> None:
-    @task(retries=WAIT_RETRIES)
+    @task(retries=WAIT_RETRIES, pool=STORE_POOL)
     def check_consistency() -> dict[str, Any]:
         """Halt (and alert, once per run) on any unfinished promotion or inconsistency, re-checking on
         every retry: after `eventdedup recover` the run goes on by itself. Returns the run's batch plan."""
@@ -84,7 +89,7 @@ def eventdedup_pipeline() -> None:
             consistency_gate(s3_store(config), config)
         return plan.to_json()
 
-    @task(retries=WAIT_RETRIES)
+    @task(retries=WAIT_RETRIES, pool=STORE_POOL)
     def stage_batch(plan: dict[str, Any]) -> str:
         """The promotion gate (run order: before any Spark work), then the batch's frozen inputs.
         A manual batch is judged as of when its run was triggered (`run_after`), not the clock."""
@@ -96,7 +101,7 @@ def eventdedup_pipeline() -> None:
         return stage_planned_batch(s3_store(config), config, BatchPlan.from_json(plan),
                                    get_current_context()["dag_run"].run_after).batch_id
 
-    @task
+    @task(pool=STORE_POOL)
     def promote_batch(plan: dict[str, Any]) -> dict[str, Any]:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 

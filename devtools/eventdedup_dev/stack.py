@@ -43,6 +43,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 WORKERS = ("spark-worker-1", "spark-worker-2")
+STORE_POOL = "eventdedup_store"  # one slot: see dags/eventdedup_pipeline.py
 SERVICES = ("postgres", "s3", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
             "airflow-triggerer", "spark-master", *WORKERS)
 
@@ -62,6 +63,10 @@ class StackSettings:
     spark_ui_port: int = 58090  # the master's; workers use the next two
     driver_host: str = "127.0.0.1"  # where executors reach a driver the scheduler's tasks start
     bucket: str = "eventdedup"
+    # The endpoint Airflow's S3 connection names, when not the stack's server (the stack test puts
+    # its fault proxy there); and whether the UI asks for a login (scripted screenshots do not).
+    connection_s3_endpoint: str = ""
+    login: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> StackSettings:
@@ -73,7 +78,8 @@ class StackSettings:
                                                    "driver_host")}
         ports = {name: int(get(name, getattr(cls, name))) for name in
                  ("postgres_port", "s3_port", "api_port", "spark_master_port", "spark_ui_port")}
-        return cls(home=Path(get("home", PROJECT / ".stack")).resolve(), bind=bind, **hosts, **ports)  # type: ignore[arg-type]
+        return cls(home=Path(get("home", PROJECT / ".stack")).resolve(), bind=bind, **hosts, **ports,  # type: ignore[arg-type]
+                   connection_s3_endpoint=get("s3_endpoint", ""), login=get("login", "true").lower() != "false")
 
     @property
     def api_url(self) -> str:
@@ -100,11 +106,16 @@ def stack_secrets(settings: StackSettings) -> dict[str, str]:
     if path.exists():
         return dict(json.loads(path.read_text()))
     values = {"postgres_password": secrets.token_urlsafe(18), "jwt_secret": secrets.token_urlsafe(32),
-              "api_secret_key": secrets.token_urlsafe(32),
-              "s3_access_key": os.environ.get("EVENTDEDUP_STACK_S3_ACCESS_KEY", "eventdedup-local"),
-              "s3_secret_key": os.environ.get("EVENTDEDUP_STACK_S3_SECRET_KEY", "eventdedup-local")}
+              "api_secret_key": secrets.token_urlsafe(32), "s3_access_key": "eventdedup-local",
+              "s3_secret_key": "eventdedup-local"}
+    values |= {name: os.environ[f"EVENTDEDUP_STACK_{name.upper()}"] for name in values
+               if f"EVENTDEDUP_STACK_{name.upper()}" in os.environ}
     settings.home.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another service of the stack wrote it first (compose starts several)
+        time.sleep(0.5)
+        return dict(json.loads(path.read_text()))
     with os.fdopen(fd, "w") as handle:
         json.dump(values, handle)
     return values
@@ -157,17 +168,20 @@ def airflow_env(settings: StackSettings, keys: Mapping[str, str]) -> dict[str, s
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{settings.api_url}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": str(not settings.login),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         "AIRFLOW_CONN_AWS_DEFAULT": json.dumps({
             "conn_type": "aws", "login": keys["s3_access_key"], "password": keys["s3_secret_key"],
-            "extra": {"endpoint_url": settings.s3_endpoint, "region_name": "us-east-1"}}),
+            "extra": {"endpoint_url": settings.connection_s3_endpoint or settings.s3_endpoint,
+                      "region_name": "us-east-1"}}),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": f"spark://{settings.spark_master_host}",
                                                   "port": settings.spark_master_port}),
         "EVENTDEDUP_CONFIG": os.environ.get("EVENTDEDUP_CONFIG", str(PROJECT / "conf" / "eventdedup.airflow.toml")),
         "EVENTDEDUP_SPARK_JOB_ARCHIVE": str(PROJECT / "dist" / "job" / "eventdedup-job-env.tar.gz"),
         "EVENTDEDUP_SPARK_DRIVER_HOST": settings.driver_host,
+        "EVENTDEDUP_STORE_POOL": STORE_POOL,
     }
 
 
@@ -236,11 +250,16 @@ def prepare_postgres(settings: StackSettings, keys: Mapping[str, str]) -> None:
         shutil.chown(password_file, "postgres", "postgres")
     password_file.chmod(0o600)
     try:
-        subprocess.run([str(postgres_bin() / "initdb"), "-D", str(data), "-U", "airflow", f"--pwfile={password_file}",
-                        "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8"],
-                       check=True, capture_output=True, **_as_postgres())
+        done = subprocess.run([str(postgres_bin() / "initdb"), "-D", str(data), "-U", "airflow",
+                               f"--pwfile={password_file}", "--auth-local=trust", "--auth-host=scram-sha-256",
+                               "-E", "UTF8"], capture_output=True, text=True, **_as_postgres())
     finally:
         password_file.unlink()
+    if done.returncode != 0:
+        shutil.rmtree(data, ignore_errors=True)
+        hint = (" (PostgreSQL runs as the user postgres: every directory above it must be searchable by it)"
+                if runs_as_postgres_user() else "")
+        raise SystemExit(f"initdb of {data} failed{hint}:\n{done.stderr}")
 
 
 def create_airflow_database(settings: StackSettings) -> None:
@@ -379,14 +398,20 @@ def up(settings: StackSettings) -> None:
     wait_until("PostgreSQL", lambda: port_open(settings.postgres_host, settings.postgres_port), settings, "postgres")
     create_airflow_database(settings)
     start_service(settings, "s3", keys)
-    argv, env = service_command(settings, "airflow-api-server", keys)
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True,
-                   stdout=subprocess.DEVNULL, cwd=settings.home)
+    initialise_airflow(settings, keys)
     for name in SERVICES[3:]:
         start_service(settings, name, keys)
     start_service(settings, "airflow-api-server", keys)
     wait_until("Spark workers", lambda: spark_workers_alive(settings) == len(WORKERS), settings, "spark-master")
     wait_until("Airflow", lambda: airflow_healthy(settings), settings, "airflow-api-server", timeout=300)
+
+
+def initialise_airflow(settings: StackSettings, keys: Mapping[str, str]) -> None:
+    """The metadata database's schema, and the pool the pipeline's store tasks share."""
+    _, env = service_command(settings, "airflow-api-server", keys)
+    for command in (["db", "migrate"], ["pools", "set", STORE_POOL, "1", "eventdedup: one store task at a time"]):
+        subprocess.run([sys.executable, "-m", "airflow", *command], env=env, check=True, stdout=subprocess.DEVNULL,
+                       cwd=settings.home)
 
 
 def down(settings: StackSettings) -> list[str]:
@@ -401,17 +426,21 @@ def admin_password(settings: StackSettings) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="eventdedup_dev.stack", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("up", "down", "status", "run"))
-    parser.add_argument("service", nargs="?", choices=SERVICES)
+    parser.add_argument("service", nargs="?", choices=(*SERVICES, "airflow-init"))
     args = parser.parse_args(argv)
     settings = StackSettings.from_env(os.environ)
     if args.command == "run":
         if args.service is None:
             parser.error("run needs a service name")
+        if args.service == "airflow-init":  # one-shot: schema and pool (compose runs it before Airflow)
+            initialise_airflow(settings, stack_secrets(settings))
+            return 0
         command, env = service_command(settings, args.service, stack_secrets(settings))
         os.execvpe(command[0], command, env)
     if args.command == "up":
         up(settings)
-        print(f"Airflow UI:      {settings.api_url}  (user admin, password {admin_password(settings)})")
+        login = f"user admin, password {admin_password(settings)}" if settings.login else "no login: loopback only"
+        print(f"Airflow UI:      {settings.api_url}  ({login})")
         print(f"Spark master UI: http://{settings.spark_master_host}:{settings.spark_ui_port}  "
               f"({settings.spark_master_url}, {len(WORKERS)} workers)")
         print(f"S3 endpoint:     {settings.s3_endpoint}  (bucket {settings.bucket})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 from datetime import datetime, timezone
+from pathlib import Path
 
 import boto3
 import pytest

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 def command_lines_watched(secrets: tuple[str, ...], witness: str = "",
                           every_seconds: float = 0.02) -> Iterator[dict[str, object]]:
     """Yields a dict holding `hits` (command lines containing a secret, filled as they are seen)
-    and, at the end, `witnessed`: how many distinct processes had `witness` on their command line.
+    and `witnessed`: how many distinct processes had `witness` on their command line (so far, and
+    finally at the end).
     A scan that never saw the process it watches for would prove nothing."""
     hits: list[str] = []
     witnesses: set[str] = set()
@@ -31,6 +32,7 @@ def command_lines_watched(secrets: tuple[str, ...], witness: str = "",
                     continue  # the process ended between listing and reading
                 if witness and witness.encode() in line:
                     witnesses.add(pid)
+                    result["witnessed"] = len(witnesses)
                 if any(needle in line for needle in needles):
                     hits.append(line.replace(b"\0", b" ").decode(errors="replace"))
             stop.wait(every_seconds)

@@ -1,0 +1,364 @@
+"""The production path, run for real: `python -m eventdedup_dev.stack up` (what `make stack` runs)
+starts PostgreSQL, Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer,
+a Spark standalone master with two one-core workers whose environment cannot import eventdedup,
+and the S3 server. Nothing here calls dag.test(): Airflow's own scheduler decides what runs.
+
+The story, on a one-minute schedule from a go-live minute T (EVENTDEDUP_START_DATE):
+1. the store already holds the batch of [T-4m, T-3m) (an `eventdedup run-batch`);
+2. `airflow backfill create --max-active-runs 1` over [T-3m, T) runs those three intervals oldest
+   first, while the scheduler starts [T, T+1m), which waits (retries) until [T-1m, T) commits;
+3. the scheduler runs at least three consecutive intervals by itself;
+4. one promotion COPY fails (fault proxy): that run alerts (alert object, log line, SNS on the
+   local server), the next run halts at check_consistency and alerts once;
+5. a person runs `eventdedup recover`; the halted run goes on by itself and the scheduler
+   catches up;
+6. every committed batch's rows are exactly what the generator's ledger says, by the
+   documented rules (keep-first, natural duplicates dropped and audited, bad lines quarantined);
+7. every Spark job ran on the master with executors on both workers, from the packaged
+   environment; a canary S3 secret never appeared on any command line or in any log.
+
+Time: the scheduler runs on the wall clock, so this test waits for conditions (a commit, an
+alert), never for durations, and its assertions do not depend on when things happened: the
+fault proxy dates every landing object inside its minute (LIST replies), so which objects a
+batch takes depends only on its interval. The waits have generous limits (minutes) for a loaded
+2-core machine. Runs only with `-m stack` (make test-stack): ~10 minutes, beyond `make test`'s budget.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import boto3
+import orjson
+import pytest
+
+from eventdedup.cli import main as cli_main
+from eventdedup.s3store import S3Store
+from eventdedup_dev.local_s3 import free_port
+from eventdedup_dev.s3_fault_proxy import FaultProxy
+
+from ..support.helpers import commit_counts, committed_rows, make_config
+from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..support.process_scan import command_lines_watched
+
+pytestmark = pytest.mark.stack
+
+PROJECT = Path(__file__).resolve().parents[2]
+ARCHIVE = PROJECT / "dist" / "job" / "eventdedup-job-env.tar.gz"
+BUCKET = "eventdedup"
+MINUTE = timedelta(minutes=1)
+CANARY_ACCESS_KEY = "AKIAEVENTDEDUPSTACKCANARY"
+CANARY_SECRET_KEY = "canary-secret/stack+Hq47Tz"
+DAG_ID = "eventdedup_pipeline"
+BUCKETS = 4
+
+
+# ---------------------------------------------------------------- the generator and its ledger
+
+def stamp(minute: datetime) -> str:
+    return minute.strftime("%Y%m%dT%H%M")
+
+
+def batch_id(minute: datetime) -> str:
+    return minute.strftime("%Y%m%dT%H%M%SZ")
+
+
+def minute_events(minute: datetime) -> list[bytes]:
+    """Minute m's landing object: six new events, one repeated inside the object, a copy of an
+    event of m-1m and one of m-2m (retransmissions across intervals, byte-identical), a bad line."""
+    def event(at: datetime, j: int) -> bytes:
+        return orjson.dumps({"event_id": f"{stamp(at)}-{j}", "created_at": at.isoformat(), "n": j})
+
+    new = [event(minute, j) for j in range(6)]
+    return [*new, new[2], event(minute - MINUTE, 4), event(minute - 2 * MINUTE, 5),
+            f"not json at {stamp(minute)}".encode()]
+
+
+def landing_key(minute: datetime) -> str:
+    return f"landing/{stamp(minute)}/part-0.jsonl"
+
+
+def landing_date(key: str) -> datetime | None:
+    parts = key.split("/")
+    if len(parts) == 3 and parts[0] == "landing" and len(parts[1]) == 13:
+        return datetime.strptime(parts[1], "%Y%m%dT%H%M").replace(tzinfo=timezone.utc) + timedelta(seconds=1)
+    return None
+
+
+def expected_rows(committed_minutes: list[datetime]) -> dict[str, Any]:
+    """The documented rules over the batches in commit order: an id's first copy is emitted in the
+    batch that first sees it; every later copy (same bytes) is audited, `in_batch_natural` inside
+    that batch, `cross_batch_natural` in a later one; a line that is not JSON is quarantined."""
+    seen: set[str] = set()
+    data, audit, quarantine = [], [], []
+    for minute in committed_minutes:
+        for line in minute_events(minute):
+            try:
+                event_id = orjson.loads(line)["event_id"]
+            except orjson.JSONDecodeError:
+                quarantine.append((batch_id(minute), line))
+                continue
+            if event_id not in seen:
+                seen.add(event_id)
+                data.append((batch_id(minute), event_id))
+            else:
+                first_here = any(b == batch_id(minute) and e == event_id for b, e in data)
+                audit.append((batch_id(minute), event_id, "in_batch_natural" if first_here else "cross_batch_natural"))
+    return {"data": sorted(data), "audit": sorted(audit), "quarantine": sorted(quarantine)}
+
+
+def committed(store: S3Store, config: Any, batches: set[str]) -> dict[str, Any]:
+    def rows(kind: str) -> list[dict[str, Any]]:
+        return [r for r in committed_rows(store, config, kind) if r["batch_id"] in batches]
+
+    return {"data": sorted((r["batch_id"], r["event_id"]) for r in rows("data")),
+            "audit": sorted((r["batch_id"], r["event_id"], r["reason"]) for r in rows("audit")),
+            "quarantine": sorted((r["batch_id"], r["raw"]) for r in rows("quarantine"))}
+
+
+# ---------------------------------------------------------------- the stack
+
+def wait_for(what: str, condition: Callable[[], Any], timeout: float, every: float = 2.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout:.0f} s: {what}")
+
+
+class Stack:
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home, self.env = home, env
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "eventdedup_dev.stack", *args], env=self.env, text=True,
+                              capture_output=True, timeout=600)
+        assert done.returncode == 0 or not check, f"stack {' '.join(args)}: {done.stdout}{done.stderr[-3000:]}"
+        return done
+
+    def airflow(self, *args: str) -> subprocess.CompletedProcess[str]:
+        from eventdedup_dev.stack import StackSettings, service_command, stack_secrets
+
+        settings = StackSettings.from_env(self.env)
+        _, env = service_command(settings, "airflow-scheduler", stack_secrets(settings))
+        done = subprocess.run([sys.executable, "-m", "airflow", *args], env=env, text=True, capture_output=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    def dag_runs(self) -> list[dict[str, Any]]:
+        out = self.airflow("dags", "list-runs", DAG_ID, "-o", "json").stdout  # log lines come first
+        return list(json.loads(next(line for line in out.splitlines() if line.startswith("[{") or line == "[]")))
+
+    def pid(self, service: str) -> int:
+        return int(json.loads((self.home / "pids" / f"{service}.json").read_text())["pid"])
+
+
+@pytest.fixture(scope="module")
+def go_live() -> datetime:
+    """T: two minutes ahead, so the stack is up before its first scheduled interval ends."""
+    return datetime.now(timezone.utc).replace(second=0, microsecond=0) + 2 * MINUTE
+
+
+@pytest.fixture(scope="module")
+def scan() -> Iterator[dict[str, object]]:
+    with command_lines_watched((CANARY_SECRET_KEY, CANARY_ACCESS_KEY), witness="dedup_batch.py",
+                               every_seconds=0.1) as result:
+        yield result
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, go_live: datetime, scan: dict[str, object]) -> Iterator[Any]:
+    assert ARCHIVE.exists(), f"{ARCHIVE} is missing: run `make package` (make test-stack does)"
+    home = tmp_path_factory.mktemp("stack")
+    for directory in (home, *home.parents):  # PostgreSQL runs as `postgres` when the tests run as root
+        if directory == Path("/tmp"):
+            break
+        directory.chmod(directory.stat().st_mode | 0o011)
+    ports = {name: str(free_port()) for name in ("postgres_port", "s3_port", "api_port", "spark_master_port")}
+    ui = free_port()
+    s3_url = f"http://127.0.0.1:{ports['s3_port']}"
+    (home / "eventdedup.toml").write_text(
+        f'[s3]\nbucket = "{BUCKET}"\n\n[dedup]\nbuckets = {BUCKETS}\nwindow_hours = 24\n\n[spark]\npartitions = 0\n')
+    with FaultProxy(s3_url) as proxy:
+        env = {**os.environ, "EVENTDEDUP_STACK_HOME": str(home), "EVENTDEDUP_STACK_SPARK_UI_PORT": str(ui),
+               **{f"EVENTDEDUP_STACK_{k.upper()}": v for k, v in ports.items()},
+               "EVENTDEDUP_STACK_S3_ENDPOINT": proxy.endpoint_url, "EVENTDEDUP_STACK_LOGIN": "false",
+               "EVENTDEDUP_STACK_S3_ACCESS_KEY": CANARY_ACCESS_KEY, "EVENTDEDUP_STACK_S3_SECRET_KEY": CANARY_SECRET_KEY,
+               # the pipeline's settings, passed through to Airflow
+               "EVENTDEDUP_CONFIG": str(home / "eventdedup.toml"), "EVENTDEDUP_SCHEDULE": "* * * * *",
+               "EVENTDEDUP_START_DATE": go_live.isoformat(), "EVENTDEDUP_TASK_RETRIES": "0",
+               "EVENTDEDUP_WAIT_RETRIES": "100", "EVENTDEDUP_RETRY_DELAY_SECONDS": "5",
+               "EVENTDEDUP_ALERT_SNS_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:eventdedup-alerts"}
+        env.pop("EVENTDEDUP_INTERVAL_SECONDS", None)
+        stack = Stack(home, env)
+        try:
+            stack.run("up")
+            yield stack, proxy, s3_url
+        finally:
+            stopped = stack.run("down", check=False)
+            print(stopped.stdout, stopped.stderr)
+
+
+def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live: datetime,
+                                                            scan: dict[str, object], monkeypatch) -> None:
+    stack, proxy, s3_url = stack
+    t = go_live
+    session = boto3.session.Session(aws_access_key_id=CANARY_ACCESS_KEY, aws_secret_access_key=CANARY_SECRET_KEY,
+                                     region_name="us-east-1")
+    client = session.client("s3", endpoint_url=s3_url)
+    store = S3Store(client, BUCKET)
+    config = make_config(s3_url, BUCKET, dedup={"buckets": BUCKETS, "window_hours": 24})
+    sns, sqs = session.client("sns", endpoint_url=s3_url), session.client("sqs", endpoint_url=s3_url)
+    topic = sns.create_topic(Name="eventdedup-alerts")["TopicArn"]
+    queue = sqs.create_queue(QueueName="eventdedup-alerts-inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    published: list[dict[str, Any]] = []
+
+    def alerts_published() -> list[str]:
+        for message in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", []):
+            published.append(orjson.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+        return [m["Subject"] for m in published]
+
+    # Landing objects for 20 minutes, each dated inside its minute as every task sees it.
+    minutes = [t + MINUTE * k for k in range(-4, 16)]
+    for minute in minutes:
+        store.put_bytes(landing_key(minute), b"".join(line + b"\n" for line in minute_events(minute)))
+    proxy.redate(landing_date)
+
+    # 1. History: the store's first interval batch, [T-4m, T-3m), by the CLI.
+    cli_toml = stack.home / "cli.toml"
+    cli_toml.write_text((stack.home / "eventdedup.toml").read_text().replace(
+        f'bucket = "{BUCKET}"', f'bucket = "{BUCKET}"\nendpoint_url = "{proxy.endpoint_url}"'))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", CANARY_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CANARY_SECRET_KEY)
+    seed = t - 4 * MINUTE
+    assert cli_main(["run-batch", "--config", str(cli_toml), "--batch-id", batch_id(seed),
+                     "--since", seed.isoformat(), "--until", (seed + MINUTE).isoformat()]) == 0
+
+    # 2. The backfill of [T-3m, T), created once T has passed, then the DAG unpaused.
+    wait_for("the go-live minute", lambda: datetime.now(timezone.utc) >= t + timedelta(seconds=2), 300, every=1)
+    wait_for("the DAG parsed", lambda: DAG_ID in stack.airflow("dags", "list", "-o", "json").stdout, 180)
+    stack.airflow("backfill", "create", "--dag-id", DAG_ID, "--from-date", (t - 3 * MINUTE).isoformat(),
+                  "--to-date", (t - MINUTE).isoformat(), "--max-active-runs", "1")
+    stack.airflow("dags", "unpause", DAG_ID)
+    backfilled = [t - 3 * MINUTE, t - 2 * MINUTE, t - MINUTE]
+    scheduled = [t, t + MINUTE, t + 2 * MINUTE]
+
+    def committed_batches() -> list[str]:  # in commit order
+        return list(commit_counts(store, config))
+
+    wait_for("the backfill and three scheduled intervals committed",
+             lambda: {batch_id(m) for m in backfilled + scheduled} <= set(committed_batches()), 600, every=5)
+    order = committed_batches()
+    assert order[:7] == [batch_id(m) for m in [seed, *backfilled, *scheduled]]  # oldest first, contiguous
+    runs = {r["run_id"]: r for r in stack.dag_runs()}
+    for minute in backfilled:
+        assert runs[f"backfill__{(minute + MINUTE).isoformat()}"]["state"] == "success"
+    for minute in scheduled:
+        assert runs[f"scheduled__{(minute + MINUTE).isoformat()}"]["state"] == "success"
+
+    # 4. One promotion COPY fails: that run alerts; the next halts at check_consistency.
+    assert alerts_published() == []
+    proxy.arm(None, crash_when=lambda request: request.startswith("COPY"), sticky=False)
+    failed = wait_for("a promotion_failed alert", lambda: next(
+        (orjson.loads(store.get_bytes(o.key)) for o in store.list("alerts/")
+         if orjson.loads(store.get_bytes(o.key))["kind"] == "promotion_failed"), None), 400, every=3)
+    failed_minute = datetime.strptime(failed["batch_id"], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    halted_id = batch_id(failed_minute + MINUTE)
+    halted = wait_for("the next run halted", lambda: store.get_bytes(f"alerts/{halted_id}.json")
+                      if store.head(f"alerts/{halted_id}.json") else None, 300, every=3)
+    halted = orjson.loads(halted)
+    assert halted["kind"] == "pipeline_halted"
+    assert f"batch {failed['batch_id']} can be rolled forward" in halted["message"]
+    assert "InjectedCrash" in failed["message"]
+    assert wait_for("both alerts on SNS", lambda: len(alerts_published()) >= 2, 120)
+    task_logs = stack.home / "airflow" / "logs" / f"dag_id={DAG_ID}"
+    promote_log = task_logs / f"run_id=scheduled__{(failed_minute + MINUTE).isoformat()}" / "task_id=promote_batch"
+    assert "EVENTDEDUP_ALERT" in (promote_log / "attempt=1.log").read_text()
+    halted_check = task_logs / f"run_id=scheduled__{(failed_minute + 2 * MINUTE).isoformat()}" / "task_id=check_consistency"
+    wait_for("the halted run re-checking", lambda: (halted_check / "attempt=2.log").exists(), 120)
+    # the halted run keeps re-checking every 5 s; it must not alert again (asserted below)
+    assert failed["batch_id"] not in committed_batches() and halted_id not in committed_batches()
+
+    # 5. A person runs `eventdedup recover`; the scheduler catches up by itself.
+    proxy.arm(None)
+    assert cli_main(["recover", "--config", str(cli_toml)]) == 0
+    catch_up = [failed_minute, failed_minute + MINUTE, failed_minute + 2 * MINUTE]
+    wait_for("the halted run and the next one committed",
+             lambda: {batch_id(m) for m in catch_up} <= set(committed_batches()), 600, every=5)
+    assert alerts_published() == [f"eventdedup promotion failed: batch {failed['batch_id']}",
+                                   f"eventdedup pipeline halted: batch {halted_id}"]
+
+    # 6. Exactly the generator's rows, batch by batch, over every committed interval. The scheduler
+    # goes on committing: the log is read first, and only those batches' rows are compared.
+    order = committed_batches()
+    by_id = {batch_id(m): m for m in minutes}
+    assert all(b in by_id for b in order), order
+    committed_minutes = [by_id[b] for b in order]
+    assert committed_minutes == sorted(committed_minutes)
+    assert committed_minutes == [seed + MINUTE * k for k in range(len(committed_minutes))]  # no gap
+    assert committed(store, config, set(order)) == expected_rows(committed_minutes)
+    assert_commits_are_whole(store, config)
+    assert_seen_ids_match_output(store, config)
+
+    # 7. Spark: every job on the master, executors on both workers, from the packaged environment.
+    from eventdedup_dev.stack import WORKERS, StackSettings
+
+    settings = StackSettings.from_env(stack.env)
+    master = json.loads(subprocess.run(["curl", "-s", f"http://127.0.0.1:{settings.spark_ui_port}/json/"],
+                                       capture_output=True, text=True, check=True).stdout)
+    # Every committed interval but the CLI's first one is one finished application (a batch commits
+    # after its job ended; the failed promotion's batch was committed by recover, from its job).
+    apps = {app["id"] for app in master["completedapps"]}
+    jobs_on_cluster = len(committed_minutes) - 1
+    assert len(apps) >= jobs_on_cluster, (len(apps), jobs_on_cluster)
+    for worker in WORKERS:
+        state = json.loads(subprocess.run(["curl", "-s", f"http://127.0.0.1:{settings.worker_ui_port(worker)}/json/"],
+                                          capture_output=True, text=True, check=True).stdout)
+        ran = {e["appid"] for e in state["finishedexecutors"] + state["executors"]}
+        assert apps <= ran, (worker, apps - ran)
+        for app in apps:
+            executor_dirs = list((stack.home / worker / app).iterdir())
+            assert executor_dirs and all((d / "environment" / "bin" / "python").exists() for d in executor_dirs)
+        environ = dict(item.split("=", 1) for item in
+                       Path(f"/proc/{stack.pid(worker)}/environ").read_text().split("\0") if "=" in item)
+        alone = subprocess.run(["python3", "-c", "import eventdedup"], env=environ, capture_output=True, text=True)
+        assert alone.returncode != 0 and "No module named 'eventdedup'" in alone.stderr
+
+    # The canary: on no command line while everything ran (spark-submit's among those read), in no log.
+    assert scan["hits"] == [] and int(str(scan["witnessed"])) >= jobs_on_cluster
+    logs = [p for p in stack.home.rglob("*") if p.is_file() and p.name not in ("secrets.json",)
+            and "postgres" not in p.parts]
+    leaked = [str(p) for p in logs if any(c.encode() in p.read_bytes() for c in (CANARY_SECRET_KEY, CANARY_ACCESS_KEY))
+              and p.suffix != ".toml"]
+    assert leaked == []
+    assert any("dedup_batch" in p.read_text(errors="replace") for p in logs if p.suffix == ".log")
+
+    # The README's picture: EVENTDEDUP_STACK_SCREENSHOT=docs/images/airflow-grid.png make test-stack
+    # photographs the grid (scheduled and backfill runs) with Debian's headless Chromium.
+    if os.environ.get("EVENTDEDUP_STACK_SCREENSHOT"):
+        photograph_grid(settings.api_url, Path(os.environ["EVENTDEDUP_STACK_SCREENSHOT"]))
+
+
+def photograph_grid(api_url: str, out: Path) -> None:
+    import shutil
+
+    chromium = shutil.which("chromium")
+    assert chromium, "the screenshot needs Debian's chromium: apt-get install chromium"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=1600,900", "--virtual-time-budget=25000", f"--screenshot={out.resolve()}",
+                    f"{api_url}/dags/{DAG_ID}"], check=True, timeout=180, stderr=subprocess.DEVNULL)
+    assert out.stat().st_size > 10_000
