@@ -17,6 +17,7 @@ from typing import Any
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowSkipException
+from eventdedup_airflow import store_pool
 
 
 @dag(
@@ -31,7 +32,7 @@ from airflow.sdk.exceptions import AirflowSkipException
     doc_md=__doc__,
 )
 def eventdedup_maintenance() -> None:
-    @task
+    @task(pool=store_pool())
     def expire_cache() -> dict[str, Any]:
         from eventdedup_airflow import load_pipeline_config, s3_store
 
@@ -41,7 +42,7 @@ def eventdedup_maintenance() -> None:
         report = expire(s3_store(config), config)
         return {"superseded": len(report.superseded), "expired": len(report.expired), "kept": report.kept}
 
-    @task
+    @task(pool=store_pool())
     def check_consistency() -> None:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
@@ -52,7 +53,7 @@ def eventdedup_maintenance() -> None:
         with alert_and_raise(f"maintenance-{context['ds_nodash']}", "pipeline_halted", context):
             consistency_gate(s3_store(config), config)
 
-    @task
+    @task(pool=store_pool())
     def fsck_committed_objects() -> dict[str, Any]:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
@@ -67,7 +68,7 @@ def eventdedup_maintenance() -> None:
             report = fsck_gate(s3_store(config), config, last)
         return {"commits": report.commits_checked, "objects": report.objects_checked, "lists": report.list_requests}
 
-    @task
+    @task(pool=store_pool())
     def sweep_unconsumed_inputs() -> dict[str, str]:
         """Stage the sweep batch and alert; skip the pipeline run when nothing waits."""
         from eventdedup_airflow import load_pipeline_config, s3_store, send_alert

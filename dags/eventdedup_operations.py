@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, get_current_context, task
+from eventdedup_airflow import store_pool
 
 # Triggered by hand only (schedule=None on each). Retries are safe: each operation is idempotent.
 _COMMON: dict[str, Any] = {
@@ -69,7 +70,7 @@ def eventdedup_populate() -> None:
                               description="also retract later batches that decided duplicates against it")},
      **_COMMON)
 def eventdedup_retract() -> None:
-    @task
+    @task(pool=store_pool())
     def retract() -> dict[str, Any]:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
@@ -96,7 +97,7 @@ def eventdedup_retract() -> None:
                                      description="a whole hour (ISO-8601 with offset); default: the earliest safe")},
      **_COMMON)
 def eventdedup_reshard() -> None:
-    @task
+    @task(pool=store_pool())
     def reshard() -> dict[str, Any]:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 

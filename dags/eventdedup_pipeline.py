@@ -30,7 +30,7 @@ from airflow.sdk import (
     get_current_context,
     task,
 )
-from eventdedup_airflow import EventDedupSparkSubmitOperator
+from eventdedup_airflow import EventDedupSparkSubmitOperator, store_pool
 from eventdedup_emr import deploy_mode, emr_serverless_dedup_operator
 
 SCHEDULE = os.environ.get("EVENTDEDUP_SCHEDULE", "*/5 * * * *")
@@ -38,16 +38,16 @@ SCHEDULE = os.environ.get("EVENTDEDUP_SCHEDULE", "*/5 * * * *")
 INTERVAL_SECONDS = os.environ.get("EVENTDEDUP_INTERVAL_SECONDS")
 # Every interval runs, oldest first, from the go-live date (catchup): the promotion gate commits an
 # interval only on top of the one before it, so a skipped interval would halt the pipeline. After
-# an outage the scheduler works through the missed intervals by itself. Set this to go-live.
-START_DATE = datetime.fromisoformat(os.environ.get("EVENTDEDUP_START_DATE", "2026-11-01T00:00:00+00:00"))
+# an outage the scheduler works through the missed intervals by itself. There is no default: from
+# any fixed date a first unpause would queue every interval since (weeks of five-minute runs).
+START_DATE_TEXT = os.environ.get("EVENTDEDUP_START_DATE")
+if not START_DATE_TEXT:
+    raise ValueError("EVENTDEDUP_START_DATE is not set: set it to the pipeline's go-live, e.g. "
+                     "2026-11-24T00:00:00+00:00 (the first interval it processes; every later one runs, in order)")
+START_DATE = datetime.fromisoformat(START_DATE_TEXT)
 # How many times (every retry delay) a run re-checks a halted store, or waits for the interval before
 # it to commit (a backfill running beside the schedule), before it fails: the default is an hour.
 WAIT_RETRIES = int(os.environ.get("EVENTDEDUP_WAIT_RETRIES", "60"))
-# The tasks that read or write the commit protocol's state (the consistency check, staging, promotion)
-# run one at a time across every run of this DAG when this is a one-slot pool (make stack creates
-# `eventdedup_store`): a backfill runs beside the schedule (Airflow counts their active runs apart),
-# and a check that met the other run's promotion half-way would see its journal and halt the pipeline.
-STORE_POOL = os.environ.get("EVENTDEDUP_STORE_POOL", "default_pool")
 OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/deduped/"), group="eventdedup")
 
 
@@ -57,7 +57,7 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
     schedule=(DeltaDataIntervalTimetable(timedelta(seconds=int(INTERVAL_SECONDS))) if INTERVAL_SECONDS
               else CronDataIntervalTimetable(SCHEDULE, timezone="UTC")),
     start_date=START_DATE,
-    catchup=os.environ.get("EVENTDEDUP_CATCHUP", "true").lower() == "true",
+    catchup=True,
     max_active_runs=1,
     tags=["eventdedup", "dedup", "spark"],
     default_args={"retries": int(os.environ.get("EVENTDEDUP_TASK_RETRIES", "2")),
@@ -73,7 +73,7 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
     doc_md=__doc__,
 )
 def eventdedup_pipeline() -> None:
-    @task(retries=WAIT_RETRIES, pool=STORE_POOL)
+    @task(retries=WAIT_RETRIES, pool=store_pool())
     def check_consistency() -> dict[str, Any]:
         """Halt (and alert, once per run) on any unfinished promotion or inconsistency, re-checking on
         every retry: after `eventdedup recover` the run goes on by itself. Returns the run's batch plan."""
@@ -89,19 +89,22 @@ def eventdedup_pipeline() -> None:
             consistency_gate(s3_store(config), config)
         return plan.to_json()
 
-    @task(retries=WAIT_RETRIES, pool=STORE_POOL)
+    @task(retries=WAIT_RETRIES, pool=store_pool())
     def stage_batch(plan: dict[str, Any]) -> str:
         """The promotion gate (run order: before any Spark work), then the batch's frozen inputs.
         A manual batch is judged as of when its run was triggered (`run_after`), not the clock."""
-        from eventdedup_airflow import load_pipeline_config, s3_store
+        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
         from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 
+        context = get_current_context()
         config = load_pipeline_config()
-        return stage_planned_batch(s3_store(config), config, BatchPlan.from_json(plan),
-                                   get_current_context()["dag_run"].run_after).batch_id
+        batch = BatchPlan.from_json(plan)
+        # A run that waited for its predecessor through every retry alerts as it gives up.
+        with alert_and_raise(batch.batch_id, "pipeline_stalled", context, final_try_only=True):
+            return stage_planned_batch(s3_store(config), config, batch, context["dag_run"].run_after).batch_id
 
-    @task(pool=STORE_POOL)
+    @task(pool=store_pool())
     def promote_batch(plan: dict[str, Any]) -> dict[str, Any]:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 

@@ -27,6 +27,16 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "eventdedup.airflow.toml"
 
 
+def store_pool() -> str:
+    """The pool every task that reads or writes the commit protocol's state runs in (pipeline,
+    maintenance and operations DAGs). One slot makes them take turns: a backfill runs beside the
+    schedule, and a consistency check that met another run's promotion half-way would see its
+    journal and halt the pipeline. The pool must exist (`airflow pools set eventdedup_store 1 ...`;
+    make stack creates it): Airflow never schedules a task of a missing pool. The default,
+    `default_pool`, serialises nothing."""
+    return os.environ.get("EVENTDEDUP_STORE_POOL", "default_pool")
+
+
 def aws_conn_id() -> str:
     return os.environ.get("EVENTDEDUP_AWS_CONN_ID", "aws_default")
 
@@ -149,21 +159,37 @@ def send_alert(alert: Alert, context: Any = None) -> None:
 
 
 @contextmanager
-def alert_and_raise(batch_id: str, kind: str, context: Any) -> Iterator[None]:
+def alert_and_raise(batch_id: str, kind: str, context: Any, final_try_only: bool = False) -> Iterator[None]:
     """Alert from inside the task: callbacks do not fire when someone changes task state in the UI.
-    Only a task's first try alerts: a halted run re-checks on every retry, and an operator should
-    hear of the halt once, not once a minute (the retries are logged)."""
+    Once per run and kind: a halted run re-checks on every retry, and an operator should hear of
+    the halt once, not once a minute (the alert object already there says it was sent). With
+    `final_try_only`, only the try after which the task fails for good alerts (a wait that may
+    well end by itself, like a predecessor still committing)."""
     try:
         yield
     except Exception as exc:
         run_id = str(context.get("run_id", "")) if context is not None else ""
         ti = context.get("ti") if context is not None else None
-        if ti is not None and int(getattr(ti, "try_number", 1) or 1) > 1:
-            log.warning("eventdedup: %s for batch %s persists (try %s); alerted on the first try", kind, batch_id,
-                        ti.try_number)
+        if final_try_only and ti is not None and int(ti.try_number) <= int(ti.max_tries):
             raise
         try:
-            send_alert(Alert.now(batch_id, kind, f"{type(exc).__name__}: {exc}", run_id), context)
+            if _already_alerted(batch_id, kind, run_id):
+                log.warning("eventdedup: %s for batch %s persists (run %s); alerted already", kind, batch_id, run_id)
+            else:
+                send_alert(Alert.now(batch_id, kind, f"{type(exc).__name__}: {exc}", run_id), context)
         except Exception:  # the alert must never hide the failure it reports
             log.exception("eventdedup: could not send the %s alert for batch %s", kind, batch_id)
         raise
+
+
+def _already_alerted(batch_id: str, kind: str, run_id: str) -> bool:
+    """Whether this run already sent this alert (its object is there). Unreadable: not sent."""
+    from eventdedup.ops.alerts import read_alert
+
+    try:
+        config = load_pipeline_config()
+        previous = read_alert(s3_store(config), config, batch_id)
+    except Exception:  # better a second alert than none
+        log.warning("eventdedup: could not read batch %s's alert object; alerting", batch_id, exc_info=True)
+        return False
+    return previous is not None and previous.kind == kind and previous.run_id == run_id and bool(run_id)

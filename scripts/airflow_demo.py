@@ -25,6 +25,7 @@ def prepare_airflow() -> None:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db",
         "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT / "dags"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING", "EVENTDEDUP_TASK_RETRIES": "0", "EVENTDEDUP_WAIT_RETRIES": "0",
+        "EVENTDEDUP_START_DATE": "2026-11-01T00:00:00+00:00",
         "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
     })
     for folder in ("plugins", "dags"):

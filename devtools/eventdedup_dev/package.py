@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -46,10 +47,21 @@ def base_interpreter() -> str:
     return str(Path(sys._base_executable).resolve())  # type: ignore[attr-defined]
 
 
+def tool(name: str) -> str:
+    """A console script of this environment: beside the interpreter in a virtualenv, in the user
+    scheme's scripts directory in an image that installs with `pip --user` (apache/airflow)."""
+    directories = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts")),
+                   Path(sysconfig.get_path("scripts", f"{os.name}_user"))]
+    found = shutil.which(name, path=os.pathsep.join([*map(str, directories), os.environ.get("PATH", "")]))
+    if found is None:
+        raise SystemExit(f"{name} is not installed in this environment (make venv installs it)")
+    return found
+
+
 def build_job_venv(venv: Path) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([base_interpreter(), "-m", "venv", "--without-pip", str(venv)], check=True)
-    uv = [str(Path(sys.executable).parent / "uv"), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
+    uv = [tool("uv"), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
     subprocess.run([*uv, "-r", str(JOB_LOCK)], check=True)
     # A regular (not editable) install: venv-pack refuses editable ones, and the archive must
     # carry the code itself, not a path into this checkout.
@@ -58,7 +70,7 @@ def build_job_venv(venv: Path) -> None:
 
 def pack(venv: Path, archive: Path) -> None:
     partial = archive.with_name("partial-" + archive.name)
-    subprocess.run([str(Path(sys.executable).parent / "venv-pack"), "--prefix", str(venv), "--output", str(partial),
+    subprocess.run([tool("venv-pack"), "--prefix", str(venv), "--output", str(partial),
                     "--force", "--quiet"], check=True)
     partial.chmod(0o644)  # read by the Spark workers' user, which may not be the builder
     os.replace(partial, archive)  # never half an archive under the name a submit uses

@@ -185,11 +185,23 @@ def airflow_env(settings: StackSettings, keys: Mapping[str, str]) -> dict[str, s
     }
 
 
+def advertised_host(settings: StackSettings) -> str:
+    """Where others connect: the bind address, or this host's name when listening on every
+    interface (in a container, compose gives each service its name as hostname)."""
+    return socket.gethostname() if settings.bind == "0.0.0.0" else settings.bind
+
+
 def spark_env(settings: StackSettings, keys: Mapping[str, str], worker: bool) -> dict[str, str]:
     """Bare on purpose (see the module's docstring): no virtualenv on the PATH, no PYTHONPATH."""
     env = {"PATH": SYSTEM_PATH, "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **java_env(),
-           "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": settings.bind, "SPARK_NO_DAEMONIZE": "1",
-           "SPARK_LOG_DIR": str(settings.home / "logs")}
+           "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": settings.bind,
+           # the name others reach this host's master, worker and executors by (never 0.0.0.0)
+           "SPARK_LOCAL_HOSTNAME": advertised_host(settings), "SPARK_NO_DAEMONIZE": "1",
+           "SPARK_LOG_DIR": str(settings.home / "logs"),
+           # every job unpacks the 100 MiB job archive (~320 MB) per executor: finished applications'
+           # directories go after an hour, or a five-minute schedule fills the disk in days
+           "SPARK_WORKER_OPTS": "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=600 "
+                                "-Dspark.worker.cleanup.appDataTtl=3600"}
     if worker:  # the host's credentials, as an instance role gives them on AWS
         env |= {"AWS_ACCESS_KEY_ID": keys["s3_access_key"], "AWS_SECRET_ACCESS_KEY": keys["s3_secret_key"],
                 "AWS_DEFAULT_REGION": "us-east-1"}
@@ -222,11 +234,12 @@ def service_command(settings: StackSettings, name: str, keys: Mapping[str, str])
         return [sys.executable, "-m", "airflow", name.removeprefix("airflow-")], airflow_env(settings, keys)
     spark_class = str(spark_home() / "bin" / "spark-class")
     if name == "spark-master":
-        return ([spark_class, "org.apache.spark.deploy.master.Master", "--host", settings.bind,
+        return ([spark_class, "org.apache.spark.deploy.master.Master", "--host", advertised_host(settings),
                  "--port", str(settings.spark_master_port), "--webui-port", str(settings.spark_ui_port)],
                 spark_env(settings, keys, worker=False))
     if name in WORKERS:
-        return ([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", settings.bind, "--cores", "1",
+        return ([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", advertised_host(settings),
+                 "--cores", "1",
                  "--memory", "2g", "--webui-port", str(settings.worker_ui_port(name)),
                  "--work-dir", str(settings.home / name), settings.spark_master_url],
                 spark_env(settings, keys, worker=True))
@@ -244,11 +257,11 @@ def prepare_postgres(settings: StackSettings, keys: Mapping[str, str]) -> None:
         return
     data.mkdir(parents=True, exist_ok=True)
     password_file = settings.home / "postgres.pw"
-    password_file.write_text(keys["postgres_password"] + "\n")
+    with os.fdopen(os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+        handle.write(keys["postgres_password"] + "\n")
     if runs_as_postgres_user():
         shutil.chown(data, "postgres", "postgres")
         shutil.chown(password_file, "postgres", "postgres")
-    password_file.chmod(0o600)
     try:
         done = subprocess.run([str(postgres_bin() / "initdb"), "-D", str(data), "-U", "airflow",
                                f"--pwfile={password_file}", "--auth-local=trust", "--auth-host=scram-sha-256",
@@ -319,19 +332,56 @@ def start_service(settings: StackSettings, name: str, keys: Mapping[str, str]) -
 
 def stop_service(settings: StackSettings, name: str, timeout: float = 30.0) -> bool:
     """SIGTERM (PostgreSQL: SIGINT, its fast shutdown) to the service's process group, then
-    SIGKILL after `timeout`. Only a process this stack started (pid and start time) is signalled."""
+    SIGKILL after `timeout`; then whatever the service started in groups of its own (Airflow runs
+    each task in one, with spark-submit and the driver JVM below it). Only processes this stack
+    started are signalled: the service by pid and start time, its descendants found from it."""
     pid = running(settings, name)
-    pid_file(settings, name).unlink(missing_ok=True)
     if pid is None:
+        pid_file(settings, name).unlink(missing_ok=True)
         return False
-    group = os.getpgid(pid)
-    os.killpg(group, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+    family = descendants(pid)
+    try:
+        group = os.getpgid(pid)
+        os.killpg(group, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+    except ProcessLookupError:  # it ended meanwhile
+        group = None
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _group_alive(group):
+    while time.monotonic() < deadline and (group is not None and _group_alive(group)):
         time.sleep(0.2)
-    if _group_alive(group):
-        os.killpg(group, signal.SIGKILL)
+    if group is not None and _group_alive(group):
+        _signal_quietly(lambda: os.killpg(group, signal.SIGKILL))
+    for child, start in family:
+        if process_start_ticks(child) == start:  # still the process that was our descendant
+            _signal_quietly(lambda child=child: os.kill(child, signal.SIGKILL))  # type: ignore[misc]
+    pid_file(settings, name).unlink(missing_ok=True)
     return True
+
+
+def descendants(root: int) -> list[tuple[int, int]]:
+    """Every process below `root` as (pid, start time), from /proc's parent links."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    found, queue = [], [root]
+    while queue:
+        for child in parents.get(queue.pop(), []):
+            start = process_start_ticks(child)
+            if start is not None:
+                found.append((child, start))
+                queue.append(child)
+    return found
+
+
+def _signal_quietly(send: Callable[[], None]) -> None:
+    try:
+        send()
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _group_alive(group: int) -> bool:
@@ -414,8 +464,13 @@ def initialise_airflow(settings: StackSettings, keys: Mapping[str, str]) -> None
                        cwd=settings.home)
 
 
+# The scheduler first (its tasks' Spark drivers need the workers until they end), the database last.
+STOP_ORDER = ("airflow-scheduler", "airflow-triggerer", "airflow-dag-processor", "airflow-api-server", *WORKERS,
+              "spark-master", "s3", "postgres")
+
+
 def down(settings: StackSettings) -> list[str]:
-    return [name for name in reversed(SERVICES) if stop_service(settings, name)]
+    return [name for name in STOP_ORDER if stop_service(settings, name)]
 
 
 def admin_password(settings: StackSettings) -> str:

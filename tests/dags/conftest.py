@@ -31,6 +31,8 @@ os.environ.update({
     # No waiting between retries inside dag.test; retries themselves are exercised by rerunning.
     "EVENTDEDUP_TASK_RETRIES": "0",
     "EVENTDEDUP_WAIT_RETRIES": "0",
+    # before every interval the tests run (dag.test() places runs at fixed dates in November 2026)
+    "EVENTDEDUP_START_DATE": "2026-11-01T00:00:00+00:00",
     "EVENTDEDUP_INTERVAL_SECONDS": "4",
 })
 for folder in ("dags", "plugins"):

@@ -163,6 +163,17 @@ class Stack:
         return int(json.loads((self.home / "pids" / f"{service}.json").read_text())["pid"])
 
 
+def port_is_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 @pytest.fixture(scope="module")
 def go_live() -> datetime:
     """T: two minutes ahead, so the stack is up before its first scheduled interval ends."""
@@ -186,6 +197,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, go_live: datetime, scan: dic
         directory.chmod(directory.stat().st_mode | 0o011)
     ports = {name: str(free_port()) for name in ("postgres_port", "s3_port", "api_port", "spark_master_port")}
     ui = free_port()
+    while not all(port_is_free(ui + k) for k in (1, 2)):  # the workers' UIs take the next two
+        ui = free_port()
     s3_url = f"http://127.0.0.1:{ports['s3_port']}"
     (home / "eventdedup.toml").write_text(
         f'[s3]\nbucket = "{BUCKET}"\n\n[dedup]\nbuckets = {BUCKETS}\nwindow_hours = 24\n\n[spark]\npartitions = 0\n')
@@ -207,6 +220,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory, go_live: datetime, scan: dic
         finally:
             stopped = stack.run("down", check=False)
             print(stopped.stdout, stopped.stderr)
+            import shutil
+
+            for unpacked in home.glob("spark-worker-*/app-*/*/environment"):  # ~320 MB each; logs stay
+                shutil.rmtree(unpacked, ignore_errors=True)
 
 
 def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live: datetime,
@@ -231,8 +248,9 @@ def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live
             sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
         return [m["Subject"] for m in published]
 
-    # Landing objects for 20 minutes, each dated inside its minute as every task sees it.
-    minutes = [t + MINUTE * k for k in range(-4, 16)]
+    # Landing objects for 44 minutes (far more than the test lasts), each dated inside its minute
+    # as every task sees it.
+    minutes = [t + MINUTE * k for k in range(-4, 40)]
     for minute in minutes:
         store.put_bytes(landing_key(minute), b"".join(line + b"\n" for line in minute_events(minute)))
     proxy.redate(landing_date)
@@ -268,6 +286,13 @@ def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live
         assert runs[f"backfill__{(minute + MINUTE).isoformat()}"]["state"] == "success"
     for minute in scheduled:
         assert runs[f"scheduled__{(minute + MINUTE).isoformat()}"]["state"] == "success"
+    # The first scheduled run starts while the backfill runs (here it always does: a run takes most
+    # of a minute): each of its staging tries before the last was the order refusal, nothing else.
+    task_logs = stack.home / "airflow" / "logs" / f"dag_id={DAG_ID}"
+    tries = sorted((task_logs / f"run_id=scheduled__{(t + MINUTE).isoformat()}" / "task_id=stage_batch").iterdir(),
+                   key=lambda path: int(path.stem.split("=")[1]))
+    assert all("must commit first" in attempt.read_text() for attempt in tries[:-1])
+    print(f"the first scheduled run staged on try {len(tries)}")
 
     # 4. One promotion COPY fails: that run alerts; the next halts at check_consistency.
     assert alerts_published() == []
@@ -284,7 +309,6 @@ def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live
     assert f"batch {failed['batch_id']} can be rolled forward" in halted["message"]
     assert "InjectedCrash" in failed["message"]
     assert wait_for("both alerts on SNS", lambda: len(alerts_published()) >= 2, 120)
-    task_logs = stack.home / "airflow" / "logs" / f"dag_id={DAG_ID}"
     promote_log = task_logs / f"run_id=scheduled__{(failed_minute + MINUTE).isoformat()}" / "task_id=promote_batch"
     assert "EVENTDEDUP_ALERT" in (promote_log / "attempt=1.log").read_text()
     halted_check = task_logs / f"run_id=scheduled__{(failed_minute + 2 * MINUTE).isoformat()}" / "task_id=check_consistency"
@@ -334,15 +358,20 @@ def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live
             assert executor_dirs and all((d / "environment" / "bin" / "python").exists() for d in executor_dirs)
         environ = dict(item.split("=", 1) for item in
                        Path(f"/proc/{stack.pid(worker)}/environ").read_text().split("\0") if "=" in item)
-        alone = subprocess.run(["python3", "-c", "import eventdedup"], env=environ, capture_output=True, text=True)
-        assert alone.returncode != 0 and "No module named 'eventdedup'" in alone.stderr
+        # Neither the host's python3 nor the interpreter the archive's venv links to can import
+        # eventdedup in the workers' environment: only the unpacked environment/ can.
+        unpacked = next((stack.home / worker).glob("app-*/*/environment/bin/python"))
+        for python in ("python3", os.path.realpath(unpacked)):
+            alone = subprocess.run([python, "-c", "import eventdedup"], env=environ, capture_output=True, text=True)
+            assert alone.returncode != 0 and "No module named 'eventdedup'" in alone.stderr, python
+        packed = subprocess.run([str(unpacked), "-c", "import eventdedup"], env=environ, capture_output=True)
+        assert packed.returncode == 0, packed.stderr
 
     # The canary: on no command line while everything ran (spark-submit's among those read), in no log.
     assert scan["hits"] == [] and int(str(scan["witnessed"])) >= jobs_on_cluster
-    logs = [p for p in stack.home.rglob("*") if p.is_file() and p.name not in ("secrets.json",)
-            and "postgres" not in p.parts]
-    leaked = [str(p) for p in logs if any(c.encode() in p.read_bytes() for c in (CANARY_SECRET_KEY, CANARY_ACCESS_KEY))
-              and p.suffix != ".toml"]
+    logs = [p for p in stack.home.rglob("*") if p.is_file() and "environment" not in p.parts
+            and (p.suffix in (".log", ".out", ".cfg") or p.name in ("stdout", "stderr"))]
+    leaked = [str(p) for p in logs if any(c.encode() in p.read_bytes() for c in (CANARY_SECRET_KEY, CANARY_ACCESS_KEY))]
     assert leaked == []
     assert any("dedup_batch" in p.read_text(errors="replace") for p in logs if p.suffix == ".log")
 
@@ -359,6 +388,6 @@ def photograph_grid(api_url: str, out: Path) -> None:
     assert chromium, "the screenshot needs Debian's chromium: apt-get install chromium"
     out.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    "--window-size=1600,900", "--virtual-time-budget=25000", f"--screenshot={out.resolve()}",
+                    "--window-size=1920,1080", "--virtual-time-budget=25000", f"--screenshot={out.resolve()}",
                     f"{api_url}/dags/{DAG_ID}"], check=True, timeout=180, stderr=subprocess.DEVNULL)
     assert out.stat().st_size > 10_000

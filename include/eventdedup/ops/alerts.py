@@ -45,3 +45,12 @@ def record_alert(store: S3Store, config: Config, alert: Alert) -> str:
     store.put_bytes(key, orjson.dumps(alert.to_json(), option=orjson.OPT_INDENT_2), content_type="application/json")
     log.error("EVENTDEDUP_ALERT %s", orjson.dumps({**alert.to_json(), "object": store.uri(key)}).decode())
     return store.uri(key)
+
+
+def read_alert(store: S3Store, config: Config, batch_id: str) -> Alert | None:
+    """The batch's alert object, if one was written (the latest: one object per batch)."""
+    body = store.get_bytes_or_none(Layout(config.layout).alert(batch_id))
+    if body is None:
+        return None
+    data = orjson.loads(body)
+    return Alert(str(data["batch_id"]), str(data["kind"]), str(data["message"]), str(data["run_id"]), str(data["at"]))
