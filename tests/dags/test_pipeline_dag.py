@@ -113,6 +113,10 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     _, states = run_interval(pipeline_dag, ahead)
     assert states["stage_batch"] == "failed" and states["dedup_batch"] == "upstream_failed", states
     assert f"batch {batch_id(starts[-1] + STEP)} (the interval before it) must commit first" in capfd.readouterr().out
+    # Its last try (the tests allow no re-checks) gave up waiting: that alerts, once.
+    stalled = orjson.loads(store.get_bytes(f"alerts/{batch_id(ahead)}.json"))
+    assert (stalled["kind"], stalled["batch_id"]) == ("pipeline_stalled", batch_id(ahead))
+    assert "must commit first" in stalled["message"]
     _, states = run_interval(pipeline_dag, starts[0] - STEP)
     assert states["stage_batch"] == "failed", states
     assert f"older than the committed batch {batch_id(starts[-1])}" in capfd.readouterr().out

@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -188,13 +189,13 @@ def scan() -> Iterator[dict[str, object]]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, go_live: datetime, scan: dict[str, object]) -> Iterator[Any]:
+def stack(go_live: datetime, scan: dict[str, object]) -> Iterator[Any]:
     assert ARCHIVE.exists(), f"{ARCHIVE} is missing: run `make package` (make test-stack does)"
-    home = tmp_path_factory.mktemp("stack")
-    for directory in (home, *home.parents):  # PostgreSQL runs as `postgres` when the tests run as root
-        if directory == Path("/tmp"):
-            break
-        directory.chmod(directory.stat().st_mode | 0o011)
+    # Not under pytest's temporary root: pytest makes that 0700 whenever a session starts, and
+    # PostgreSQL, which runs as `postgres` when the tests run as root, must reach its data there.
+    home = Path(tempfile.mkdtemp(prefix="eventdedup-stack-"))
+    home.chmod(0o711)
+    print(f"stack home (logs kept): {home}")
     ports = {name: str(free_port()) for name in ("postgres_port", "s3_port", "api_port", "spark_master_port")}
     ui = free_port()
     while not all(port_is_free(ui + k) for k in (1, 2)):  # the workers' UIs take the next two
