@@ -36,6 +36,10 @@ def test_compose_settings_name_the_services_and_share_the_postgres_password() ->
     assert settings.driver_host == "airflow-scheduler"  # LocalExecutor: drivers run there
     assert env["EVENTDEDUP_STACK_POSTGRES_PASSWORD"] == COMPOSE["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
     assert (settings.postgres_port, settings.s3_port, settings.api_port) == (5432, 9000, 8080)
+    # Listening on 0.0.0.0, Spark advertises the host's name (eventdedup_dev.stack.advertised_host):
+    # in compose, each Spark service's and the drivers' host is named after its service.
+    for name in ("spark-master", "spark-worker-1", "spark-worker-2", "airflow-scheduler"):
+        assert COMPOSE["services"][name]["hostname"] == name
 
 
 def test_every_mounted_path_and_built_file_exists() -> None:
