@@ -16,26 +16,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import datetime, timezone
 from pathlib import Path
+
+from eventdedup_dev.stack import first_start_date
 
 PROJECT = Path(__file__).resolve().parents[1]
 HOME = PROJECT / ".demo" / "standalone"
 BUCKET = "eventdedup"
 
 
-def pipeline_start_date() -> str:
-    """The pipeline's go-live: this home's first start, kept across restarts (the DAG runs every
-    interval from it; from the DAG's default date a first unpause would queue weeks of runs)."""
-    path = HOME / "pipeline_start_date"
-    if not path.exists():
-        path.write_text(datetime.now(timezone.utc).replace(second=0, microsecond=0).isoformat())
-    return path.read_text().strip()
-
-
 def airflow_env(port: int, no_login: bool, s3_endpoint: str, credentials: dict[str, str]) -> dict[str, str]:
     env = {
-        "EVENTDEDUP_START_DATE": pipeline_start_date(), **os.environ, **credentials,
+        "EVENTDEDUP_START_DATE": first_start_date(HOME), **os.environ, **credentials,
         "AIRFLOW_HOME": str(HOME), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME}/airflow.db",
         "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT / "dags"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),

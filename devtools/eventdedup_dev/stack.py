@@ -121,14 +121,14 @@ def stack_secrets(settings: StackSettings) -> dict[str, str]:
     return values
 
 
-def pipeline_start_date(settings: StackSettings) -> str:
-    """The pipeline's go-live (EVENTDEDUP_START_DATE): this stack's first start, kept across
-    restarts. The DAG runs every interval from it (catchup), so it must not move."""
-    path = settings.home / "pipeline_start_date"
+def first_start_date(home: Path) -> str:
+    """The pipeline's go-live (EVENTDEDUP_START_DATE) for a local installation in `home`: its first
+    start, kept across restarts. The DAG runs every interval from it (catchup), so it must not
+    move; from any older date a first unpause would queue weeks of runs."""
+    path = home / "pipeline_start_date"
     if not path.exists():
-        settings.home.mkdir(parents=True, exist_ok=True)
-        now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
-        path.write_text(now.isoformat())
+        home.mkdir(parents=True, exist_ok=True)
+        path.write_text(datetime.now(timezone.utc).replace(second=0, microsecond=0).isoformat())
     return path.read_text().strip()
 
 
@@ -150,8 +150,9 @@ def database_url(settings: StackSettings, keys: Mapping[str, str]) -> str:
 def airflow_env(settings: StackSettings, keys: Mapping[str, str]) -> dict[str, str]:
     home = settings.home / "airflow"
     passthrough = {k: v for k, v in os.environ.items() if k.startswith("EVENTDEDUP_") and "STACK" not in k}
-    return {
-        "EVENTDEDUP_START_DATE": pipeline_start_date(settings), **passthrough, **java_env(),
+    return {  # a given EVENTDEDUP_START_DATE wins (passthrough), else this stack's first start
+        "EVENTDEDUP_START_DATE": passthrough.get("EVENTDEDUP_START_DATE") or first_start_date(settings.home),
+        **passthrough, **java_env(),
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), SYSTEM_PATH]),
         "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
         "AIRFLOW_HOME": str(home),

@@ -339,19 +339,19 @@ def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live
     assert_seen_ids_match_output(store, config)
 
     # 7. Spark: every job on the master, executors on both workers, from the packaged environment.
-    from eventdedup_dev.stack import WORKERS, StackSettings
+    from eventdedup_dev.stack import WORKERS, StackSettings, http_json
 
     settings = StackSettings.from_env(stack.env)
-    master = json.loads(subprocess.run(["curl", "-s", f"http://127.0.0.1:{settings.spark_ui_port}/json/"],
-                                       capture_output=True, text=True, check=True).stdout)
+    master = http_json(f"http://127.0.0.1:{settings.spark_ui_port}/json/")
+    assert isinstance(master, dict)
     # Every committed interval but the CLI's first one is one finished application (a batch commits
     # after its job ended; the failed promotion's batch was committed by recover, from its job).
     apps = {app["id"] for app in master["completedapps"]}
     jobs_on_cluster = len(committed_minutes) - 1
     assert len(apps) >= jobs_on_cluster, (len(apps), jobs_on_cluster)
     for worker in WORKERS:
-        state = json.loads(subprocess.run(["curl", "-s", f"http://127.0.0.1:{settings.worker_ui_port(worker)}/json/"],
-                                          capture_output=True, text=True, check=True).stdout)
+        state = http_json(f"http://127.0.0.1:{settings.worker_ui_port(worker)}/json/")
+        assert isinstance(state, dict)
         ran = {e["appid"] for e in state["finishedexecutors"] + state["executors"]}
         assert apps <= ran, (worker, apps - ran)
         for app in apps:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import orjson
 
@@ -34,6 +35,11 @@ class Alert:
         return {"batch_id": self.batch_id, "kind": self.kind, "message": self.message, "run_id": self.run_id,
                 "at": self.at}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Alert:
+        return cls(str(data["batch_id"]), str(data["kind"]), str(data["message"]), str(data["run_id"]),
+                   str(data["at"]))
+
     @property
     def subject(self) -> str:
         return f"eventdedup {self.kind.replace('_', ' ')}: batch {self.batch_id}"
@@ -52,5 +58,4 @@ def read_alert(store: S3Store, config: Config, batch_id: str) -> Alert | None:
     body = store.get_bytes_or_none(Layout(config.layout).alert(batch_id))
     if body is None:
         return None
-    data = orjson.loads(body)
-    return Alert(str(data["batch_id"]), str(data["kind"]), str(data["message"]), str(data["run_id"]), str(data["at"]))
+    return Alert.from_json(orjson.loads(body))
