@@ -139,6 +139,9 @@ def print_table(result: dict) -> None:
               f"(Python imports {cli['python_imports_seconds']:.2f}s, Spark start-up {result['spark_startup_seconds']:.2f}s, "
               f"the job {ours.get('one_event_seconds', 0):.2f}s, promotion "
               f"{statistics.median(result['one_event']['promotion_seconds']):.2f}s)")
+        if "median_phases" in cli:
+            print("  its own breakdown (median, --timings): " + ", ".join(
+                f"{name} {seconds:.2f}s" for name, seconds in cli["median_phases"].items()))
     if "peak_memory" in result:
         memory = result["peak_memory"]
         total = memory["driver_python_bytes"] + memory["jvm_bytes"] + memory["python_workers_bytes"]

@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -305,7 +306,8 @@ def _peak(pid: int) -> int:
 
 def cli_one_event_batch(spec: WorkloadSpec) -> dict:
     """`eventdedup run-batch` of a one-event batch as a user runs it: a new process, Spark start-up,
-    staging, the job and the promotion, wall time; and Python's start-up and imports alone."""
+    staging, the job and the promotion, wall time; its own phase breakdown (`--timings`, measured
+    inside `main`); and Python's start-up and imports alone."""
     with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-cli-") as root:
         server.client().create_bucket(Bucket="cli")
         config = Path(root) / "eventdedup.toml"
@@ -313,18 +315,25 @@ def cli_one_event_batch(spec: WorkloadSpec) -> dict:
         now = datetime.now(timezone.utc)
         line = event_line(bytes(range(16)), int(now.timestamp()) * 1_000_000 - 60_000_000)
         store = S3Store(server.client(), "cli")
-        walls = []
+        walls, phases = [], []
         for run in range(3):
             store.put_bytes(f"landing/cli-{run}/part-0.jsonl", line + b"\n")
             started = time.perf_counter()
-            subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(config),
-                            "--batch-id", f"cli-{run}", "--input-prefix", f"landing/cli-{run}/"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            done = subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(config),
+                                   "--batch-id", f"cli-{run}", "--input-prefix", f"landing/cli-{run}/", "--timings"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
             walls.append(time.perf_counter() - started)
+            timings = json.loads(done.stderr.strip().splitlines()[-1])
+            # What `main` does not see: the interpreter's start, imports before it, and the exit.
+            timings["outside_main"] = walls[-1] - timings["total"]
+            phases.append(timings)
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import eventdedup.cli, pyspark.sql"], check=True)
         imports = time.perf_counter() - started
-    return {"wall_seconds": walls, "python_imports_seconds": imports}
+    breakdown = {name: statistics.median(p[name] for p in phases) for name in phases[0]}
+    return {"wall_seconds": walls, "python_imports_seconds": imports, "phases": phases, "median_phases": breakdown}
 
 
 def server_cpu_seconds(server: LocalS3Process) -> float:

@@ -61,7 +61,9 @@ def tool(name: str) -> str:
 def build_job_venv(venv: Path) -> None:
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([base_interpreter(), "-m", "venv", "--without-pip", str(venv)], check=True)
-    uv = [tool("uv"), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
+    # Compiled bytecode in the archive: an interpreter that cannot write __pycache__ (read-only
+    # image, PYTHONDONTWRITEBYTECODE) would otherwise compile every module in every executor.
+    uv = [tool("uv"), "pip", "install", "--quiet", "--compile-bytecode", "--python", str(venv / "bin" / "python")]
     subprocess.run([*uv, "-r", str(JOB_LOCK)], check=True)
     # A regular (not editable) install: venv-pack refuses editable ones, and the archive must
     # carry the code itself, not a path into this checkout.

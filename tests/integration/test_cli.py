@@ -52,11 +52,31 @@ def test_run_batch_from_a_plain_shell_works_without_pyspark_python_set(tmp_path,
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     done = subprocess.run(
         [sys.executable, "-m", "eventdedup", "run-batch", "--config", config_file(tmp_path, s3_server.endpoint_url, bucket),
-         "--batch-id", "b1", "--input-prefix", "landing/b1/"], env=env, capture_output=True, text=True, timeout=300)
+         "--batch-id", "b1", "--input-prefix", "landing/b1/", "--timings"], env=env, capture_output=True, text=True,
+        timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("batch b1 committed as log version 1: ")
     counts = orjson.loads(done.stdout.split(": ", 1)[1])
     assert (counts["input_lines"], counts["in_batch_duplicates"], counts["output_rows"]) == (2, 1, 1)
+    # The session started in the background while staging ran; --timings names every phase it went through.
+    timings = orjson.loads(done.stderr.strip().splitlines()[-1])
+    assert set(timings) == {"total", "staging", "spark_wait", "job", "promotion"}
+    assert timings["total"] >= timings["staging"] + timings["spark_wait"] + timings["job"] + timings["promotion"]
+
+
+def test_a_refused_run_batch_exits_without_waiting_for_the_session_it_started(tmp_path, s3_server, bucket,
+                                                                               store) -> None:
+    import subprocess
+    import sys
+
+    # Staging refuses a prefix inside our own output while the session is still starting in the
+    # background: the command fails with staging's message alone, and does not hang on the JVM.
+    done = subprocess.run(
+        [sys.executable, "-m", "eventdedup", "run-batch", "--config", config_file(tmp_path, s3_server.endpoint_url, bucket),
+         "--batch-id", "own", "--input-prefix", "deduped/x/"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_FAILED, done.stderr[-3000:]
+    message = "eventdedup: input prefix 'deduped/x/' overlaps eventdedup's own output_prefix 'deduped/'"
+    assert message in done.stderr.splitlines(), done.stderr[-3000:]
 
 
 def test_retract_and_reshard_from_the_command_line(tmp_path, s3_server, bucket, store, spark, capsys) -> None:

@@ -31,3 +31,34 @@ def test_the_makefile_check_says_what_to_install(tmp_path) -> None:
                           text=True)
     assert done.returncode == 1
     assert "Java 17+ is required by Spark but no 'java' was found" in done.stderr
+
+
+def test_a_background_start_runs_while_the_caller_goes_on() -> None:
+    import threading
+
+    from eventdedup.job.spark_session import started_in_background
+
+    caller_went_on = threading.Event()
+    calls = []
+
+    def start() -> str:
+        calls.append(1)
+        # Returns "overlapped" only if the caller got control back before the start finished.
+        return "overlapped" if caller_went_on.wait(timeout=120) else "ran first"
+
+    session = started_in_background(start)
+    caller_went_on.set()
+    assert session() == "overlapped"
+    assert session() == "overlapped"
+    assert calls == [1]
+
+
+def test_a_failed_background_start_is_raised_where_the_session_is_wanted() -> None:
+    from eventdedup.job.spark_session import started_in_background
+
+    def start() -> str:
+        raise EventDedupError("Java 17+ is required by Spark")
+
+    session = started_in_background(start)
+    with pytest.raises(EventDedupError, match="Java 17"):
+        session()

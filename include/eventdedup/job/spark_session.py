@@ -19,9 +19,11 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from eventdedup.config import SparkSettings
 from eventdedup.errors import EventDedupError
@@ -30,6 +32,8 @@ MINIMUM_JAVA = 17
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+T = TypeVar("T")
 
 
 def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
@@ -70,6 +74,27 @@ def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def started_in_background(start: Callable[[], T]) -> Callable[[], T]:
+    """Call `start` now in a thread and return a function that waits for its result.
+
+    A command that will need Spark starts the session before staging and state loads: the
+    driver JVM's ~4 s start-up then overlaps work that waits on S3, instead of following it.
+    The thread is a daemon: a command that fails before it needs Spark exits at once, and the
+    JVM, whose stdin is our pipe, exits with us. A failed start is raised where the session is
+    first wanted, not lost in the thread. (PySpark installs its SIGINT handler only from the
+    main thread, so Ctrl-C still interrupts the command itself.)"""
+    result: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            result.set_result(start())
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller, raised there)
+            result.set_exception(exc)
+
+    threading.Thread(target=run, name="eventdedup-spark-start", daemon=True).start()
+    return result.result
 
 
 @functools.cache

@@ -24,6 +24,7 @@ from eventdedup.keys import is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
+from eventdedup.ops.timings import PhaseTimes
 from eventdedup.s3store import S3Store
 
 if TYPE_CHECKING:
@@ -33,14 +34,22 @@ log = logging.getLogger(__name__)
 
 
 def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
-              spark: Callable[[], SparkSession]) -> PromotionOutcome:
-    """Process one batch; rerunning a committed batch is a no-op that reports its commit."""
+              spark: Callable[[], SparkSession], timings: PhaseTimes | None = None) -> PromotionOutcome:
+    """Process one batch; rerunning a committed batch is a no-op that reports its commit.
+    `spark` is called only when the job must run; `timings` receives each phase's wall time."""
     layout = Layout(config.layout)
-    # The same staging as a scheduled run: unsafe names refused before any S3 request, then the gate.
-    stage_planned_batch(store, config, BatchPlan(validate_batch_id(batch_id), selector), now)
-    if needs_dedup_job(store, layout, batch_id):
-        run_dedup_job(spark(), config, batch_id)
-    return promote_batch(store, config, batch_id)
+    clock = timings or PhaseTimes()
+    with clock.phase("staging"):
+        # The same staging as a scheduled run: unsafe names refused before any S3 request, then the gate.
+        stage_planned_batch(store, config, BatchPlan(validate_batch_id(batch_id), selector), now)
+        needed = needs_dedup_job(store, layout, batch_id)
+    if needed:
+        with clock.phase("spark_wait"):
+            session = spark()
+        with clock.phase("job"):
+            run_dedup_job(session, config, batch_id)
+    with clock.phase("promotion"):
+        return promote_batch(store, config, batch_id)
 
 
 def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord,
