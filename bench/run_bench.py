@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/run_bench.py [--events 1000000] [--history-batches 24] [--runs 3] ...
 
-eventdedup runs on the settings a new user gets (64 buckets, partitions and read tasks derived
+eventdedup runs on the settings a new user gets (a new cache: 16 buckets; partitions and read tasks derived
 from the input and the cores), the batch arriving as one object; --buckets/--partitions/--objects
 give a tuned run, labelled as such in the result.
 
@@ -278,7 +278,7 @@ def bench_config(endpoint: str, args: argparse.Namespace, spec: WorkloadSpec, **
 def bench_default_buckets() -> int:
     from eventdedup.config import DedupSettings
 
-    return DedupSettings().buckets
+    return DedupSettings().new_cache_buckets
 
 
 def peak_memory(spark: object) -> dict:

@@ -34,7 +34,7 @@ from eventdedup.s3store import S3Store
 
 def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> CommittedState:
     layout = Layout(config.layout)
-    check_cache_identity(store, layout, config)
+    buckets = check_cache_identity(store, layout, config).coarse
     rules = ParseRules.for_batch(config, workload.spec.anchor)
     state = CommittedState()
     open_runs: dict[CacheKey, list[CacheRun]] = {}  # runs of hours a later history batch still extends
@@ -44,7 +44,7 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
             batch = workload.history_batch(j)
             fingerprints = _fingerprints(batch, workload.resent_indexes(j), rules)
             segments = []
-            for key, run in _runs_by_cache_key(batch, fingerprints, config.dedup.buckets):
+            for key, run in _runs_by_cache_key(batch, fingerprints, buckets):
                 runs = open_runs.get(key, []) + [run]
                 open_runs[key] = runs
                 segments.append((key, encode_segment(runs)))
@@ -53,7 +53,7 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
             day = int(batch.as_of.timestamp()) // 86400
             written += list(pool.map(lambda item, batch_id=batch.batch_id, day=day: _put_guard(store, layout, batch_id,
                                                                                               day, *item),
-                                     _grown_guards(guards, day, batch, config.dedup.buckets)))
+                                     _grown_guards(guards, day, batch, buckets)))
             superseded = [state.cache_heads[name] for _, (name, _) in written if name in state.cache_heads]
             record = CommitRecord(
                 version=state.version + 1, batch_id=batch.batch_id, previous_batch_id=state.last_batch_id,

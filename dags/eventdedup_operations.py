@@ -6,7 +6,8 @@
 - `eventdedup_retract` (`batch_id`, `reason`, `cascade`): takes a committed batch out of the
   committed view (eventdedup.ops.retract) so its input can be processed again as new.
 - `eventdedup_reshard` (`buckets`, optional `effective_from`): grows the cache's bucket count from
-  an hour boundary on (eventdedup.ops.reshard). Then set `[dedup] buckets` to the new count.
+  an hour boundary on (eventdedup.ops.reshard). A configuration that sets `[dedup] buckets` must
+  then set the new count; one that leaves it unset follows the cache.
 
 Retract and reshard commit to the log like a batch; each checks consistency first and alerts
 (alert object, log line, SNS/e-mail when configured) when it fails. Pause the pipeline DAG while

@@ -263,8 +263,10 @@ def _reshard(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     outcome = reshard(_store(config), config, args.buckets, datetime.now(timezone.utc), args.effective_from)
     state = "committed" if outcome.newly_committed else "already committed"
+    then = (f"Now set [dedup] buckets = {outcome.buckets} in the configuration (or leave it unset to follow the cache)"
+            if config.dedup.buckets else "The configuration leaves [dedup] buckets unset: batches follow the cache")
     print(f"reshard {outcome.reshard_id} {state} as log version {outcome.version}: {outcome.buckets} buckets from "
-          f"{outcome.from_text}. Now set [dedup] buckets = {outcome.buckets} in the configuration")
+          f"{outcome.from_text}. {then}")
     return 0
 
 

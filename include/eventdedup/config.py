@@ -93,9 +93,20 @@ def parse_survivor(text: str) -> tuple[str, str | None]:
     return kind, field_name or None
 
 
+# The bucket count a new cache records when [dedup] buckets is left unset. Every (hour, bucket)
+# is a segment object a batch reads and rewrites when it touches them, so the count sets the
+# requests per batch (24 hours x 64 buckets was most of a 1M-event batch's 1,800 requests on one
+# machine), and the first count bounds the dedup tasks for good (a reshard grows segments'
+# count, not the job's parallelism). 16 keeps both modest; a cluster sets its count before its
+# first batch.
+NEW_CACHE_BUCKETS = 16
+
+
 @dataclass(frozen=True)
 class DedupSettings:
-    buckets: int = 64
+    # 0 (unset): the cache's own count, recorded by its first batch and grown by reshards; a new
+    # cache records NEW_CACHE_BUCKETS. Set, it must equal the cache's current count.
+    buckets: int = 0
     window_hours: int = 168
     # A log checkpoint every N commits keeps loading the committed state at O(1) requests.
     checkpoint_interval: int = 10
@@ -113,6 +124,11 @@ class DedupSettings:
     # UUIDv7, UUIDv1 or ULID id carries, so every copy of an id lands in one hour whatever its
     # time_field says; ids that carry no time are quarantined). Part of the cache identity.
     partition_time: str = "event"
+
+    @property
+    def new_cache_buckets(self) -> int:
+        """The count a first batch records: the configured one, else NEW_CACHE_BUCKETS."""
+        return self.buckets or NEW_CACHE_BUCKETS
 
     @property
     def survivor_field(self) -> str | None:
@@ -146,7 +162,7 @@ class Config:
         batches would make the committed history unreadable (every retransmission would look new),
         so the commit log records them and a batch computed with different ones is refused."""
         identity: dict[str, Any] = {
-            "buckets": self.dedup.buckets,
+            "buckets": self.dedup.new_cache_buckets,
             "key_fields": list(self.key_fields),
             "normalize": list(self.dedup.normalize),
             "fingerprint_fields": list(self.dedup.fingerprint_fields),
@@ -259,8 +275,9 @@ def _validated(config: Config, source: str) -> Config:
     except InvalidNameError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     _check_prefixes_disjoint(layout_values, source)
-    if not 1 <= config.dedup.buckets <= 65536:
-        raise ConfigError(f"{source}: [dedup] buckets must be between 1 and 65536, got {config.dedup.buckets}")
+    if not 0 <= config.dedup.buckets <= 65536:
+        raise ConfigError(f"{source}: [dedup] buckets must be between 1 and 65536 (or 0, the default: the cache's own "
+                          f"count), got {config.dedup.buckets}")
     if config.dedup.window_hours < 1:
         raise ConfigError(f"{source}: [dedup] window_hours must be at least 1, got {config.dedup.window_hours}")
     if config.dedup.checkpoint_interval < 1:

@@ -19,7 +19,8 @@ def test_defaults_fill_everything_but_the_bucket(tmp_path: Path) -> None:
     assert config.s3.endpoint_url is None
     assert config.layout.output_prefix == "deduped/"
     assert config.events.id_field == "event_id" and config.events.time_field == "created_at"
-    assert config.dedup.buckets == 64 and config.dedup.window_hours == 168
+    assert config.dedup.buckets == 0 and config.dedup.window_hours == 168  # 0: the cache's own count
+    assert config.dedup.new_cache_buckets == 16
     assert config.spark.master == "local[*]" and config.spark.partitions == 0
 
 
@@ -33,7 +34,7 @@ def test_dedup_semantics_read_as_documented_and_key_fields_default_to_the_id_fie
     assert config.key_fields == ("user_id", "insert_id") and config.dedup.normalize == ("trim", "lower")
     assert config.dedup.fingerprint_exclude == ("collector_tstamp",) and config.dedup.changelog is True
     assert config.cache_identity() == {
-        "buckets": 64, "key_fields": ["user_id", "insert_id"], "normalize": ["trim", "lower"],
+        "buckets": 16, "key_fields": ["user_id", "insert_id"], "normalize": ["trim", "lower"],
         "fingerprint_fields": [], "fingerprint_exclude": ["collector_tstamp"], "time_field": "created_at"}
 
 
@@ -51,7 +52,7 @@ def test_environment_overrides_file_values_with_typed_values(tmp_path: Path) -> 
     ('[s3]\nbucket = "events"\n[dedup]\nbucketz = 3\n', "unknown key(s) ['bucketz'] in [dedup]"),
     ('[s3]\nendpoint_url = "http://x"\n', "[s3] bucket is required"),
     ('[s3]\nbucket = "events"\n[dedup]\nbuckets = "many"\n', "[dedup] buckets must be an integer"),
-    ('[s3]\nbucket = "events"\n[dedup]\nbuckets = 0\n', "buckets must be between 1 and 65536"),
+    ('[s3]\nbucket = "events"\n[dedup]\nbuckets = -1\n', "buckets must be between 1 and 65536 (or 0"),
     ('[s3]\nbucket = "events"\n[layout]\naudit_prefix = "deduped/audit/"\n', "lies inside output_prefix"),
     ('[s3]\nbucket = "events"\n[layout]\noutput_prefix = "../x"\n', "'..' path segment"),
     ('[s3]\nbucket = "events"\n[layout]\noutput_prefix = "my data/"\n', "space, control or non-ASCII"),

@@ -26,7 +26,8 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
                          cutovers: tuple[Cutover, ...] = ()) -> BucketEpochs:
     """Record this configuration's cache identity if none is recorded; refuse a different one.
     The identity holds the first bucket count; reshards (`cutovers`, from the commit log) change
-    it from an hour on, and the configured count must be the current one. Returns the epochs."""
+    it from an hour on, and a configured count must be the current one (unset, the cache's count
+    is taken). Returns the epochs."""
     wanted = config.cache_identity()
     key = layout.cache_identity()
     data = store.get_bytes_or_none(key)
@@ -48,12 +49,13 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
             + f" ({store.uri(key)}). Changing them would let every retransmission through as new; restore "
               "the recorded values or start a new cache (new cache and state prefixes)"
         )
-    if config.dedup.buckets != epochs.current:
+    if config.dedup.buckets and config.dedup.buckets != epochs.current:
         since = f" since hour {cutovers[-1][0]} (reshard)" if cutovers else ""
         raise ConfigError(
             f"the dedup cache has {epochs.current} buckets{since}, configured {config.dedup.buckets} "
-            f"({store.uri(key)}): set [dedup] buckets = {epochs.current}. Changing the count in the configuration "
-            "alone would let every retransmission through as new; grow it with `eventdedup reshard`"
+            f"({store.uri(key)}): set [dedup] buckets = {epochs.current}, or leave it unset to follow the cache. "
+            "Changing the count in the configuration alone would let every retransmission through as new; grow it "
+            "with `eventdedup reshard`"
         )
     return epochs
 

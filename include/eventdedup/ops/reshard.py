@@ -13,8 +13,8 @@ with one count only. Reruns of earlier batches read and write hours before the c
 their commits did, and group by the same (first) count: byte for byte the same.
 
 A reshard is committed like a batch (staged job result, journal, conditional commit), so a crash
-anywhere recovers like a promotion. Then set `[dedup] buckets = N`: until then, batches refuse to
-run with the old count.
+anywhere recovers like a promotion. A configuration that sets `[dedup] buckets` must then set N:
+until then, batches refuse to run with the old count; one that leaves it unset follows the cache.
 """
 from __future__ import annotations
 
