@@ -5,9 +5,9 @@ needs: a first task, a second core, and again after any task failure, since a wo
 raised is not reused. A plain daemon forks a bare interpreter and each worker then imports
 pyarrow, numpy, boto3, PySpark's worker and the job's modules itself, ~1.2 s of CPU every time.
 Importing them once here, before any fork, makes every worker start warm. Nothing here opens a
-connection or starts a thread, so forking after it is as safe as forking the plain daemon
-(PySpark's own daemon defers `pyspark.worker` for fear of imports that start threads; the
-imports here start none, which `tests/unit/test_spark_daemon.py` checks).
+connection or starts a thread (PySpark's own daemon defers `pyspark.worker` for fear of imports
+that start threads; the imports here start none, which `tests/unit/test_spark_daemon.py`
+checks), and each forked worker reseeds numpy's global generator, which pandas imports.
 
 Spark also puts its `pyspark.zip` first on the executors' path, and Python keeps no bytecode
 for modules imported from a zip: every daemon and every worker compiled PySpark's sources
@@ -20,7 +20,9 @@ the executors' Python, which the job needs anyway.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
+import importlib.machinery
+import os
 import re
 import sys
 import zipfile
@@ -35,33 +37,54 @@ def _version_of(source: bytes) -> bytes | None:
 
 
 def installed_copy_of_spark_zips(path: list[str]) -> set[str]:
-    """The entries of `path` that are Spark's python/lib zips of an installed pyspark package
-    which is itself importable from `path` with the same version: pyspark.zip, and the py4j zip
-    beside it when py4j is installed too. Importing the installed package instead changes no
-    code, only skips compiling it."""
-    redundant: set[str] = set()
+    """The entries of `path` that are Spark's python/lib zips of an installed pyspark package of
+    the same version, which `path` without them imports: pyspark.zip, and the py4j zip beside
+    it when the py4j that would be imported instead is that zip's version too. Importing the
+    installed packages instead changes no code, only skips compiling it. Anything else (a
+    cluster's Spark, another version, a copy earlier on the path) keeps the zips."""
+    real_path = {os.path.realpath(entry) for entry in path}
+    pyspark_zip, py4j_zips = None, []
     for entry in path:
         zip_path = Path(entry)
-        lib = zip_path.parent
-        package = lib.parent.parent  # <site>/pyspark/python/lib/pyspark.zip -> <site>/pyspark
-        site = package.parent
-        if zip_path.suffix != ".zip" or package.name != "pyspark" or str(site) not in path:
+        package = zip_path.parent.parent.parent  # <site>/pyspark/python/lib/pyspark.zip -> <site>/pyspark
+        if (zip_path.suffix != ".zip" or package.name != "pyspark"
+                or os.path.realpath(package.parent) not in real_path):
             continue
         if zip_path.name == "pyspark.zip":
-            try:
-                with zipfile.ZipFile(zip_path) as archive:
-                    zipped = _version_of(archive.read("pyspark/version.py"))
-                installed = _version_of((package / "version.py").read_bytes())
-            except (OSError, KeyError, zipfile.BadZipFile):
-                continue
-            if zipped is not None and zipped == installed:
-                redundant.add(entry)
-        elif zip_path.name.startswith("py4j-") and (site / "py4j" / "__init__.py").exists():
-            redundant.add(entry)
-    # py4j without pyspark's zip gone would mix the zip's pyspark with the installed py4j.
-    if not any(Path(entry).name == "pyspark.zip" for entry in redundant):
+            pyspark_zip = entry
+        elif zip_path.name.startswith("py4j-"):
+            py4j_zips.append(entry)
+    if pyspark_zip is None:
         return set()
+    trimmed = [entry for entry in path if entry not in {pyspark_zip, *py4j_zips}]
+    installed = _importable_version(trimmed, "pyspark", "version.py")
+    if installed is None or installed != _zipped_version(pyspark_zip, "pyspark/version.py"):
+        return set()
+    redundant = {pyspark_zip}
+    for entry in py4j_zips:
+        zipped_py4j = re.fullmatch(r"py4j-(.+?)(?:-src)?\.zip", Path(entry).name)
+        if zipped_py4j and _importable_version(trimmed, "py4j", "version.py") == zipped_py4j.group(1).encode():
+            redundant.add(entry)
     return redundant
+
+
+def _importable_version(path: list[str], package: str, version_file: str) -> bytes | None:
+    """The version of the package `import package` would find on `path`, if a directory."""
+    spec = importlib.machinery.PathFinder.find_spec(package, path)
+    if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
+        return None
+    try:
+        return _version_of((Path(spec.origin).parent / version_file).read_bytes())
+    except OSError:
+        return None
+
+
+def _zipped_version(zip_path: str, member: str) -> bytes | None:
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            return _version_of(archive.read(member))
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
 
 
 def warm_imports() -> None:
@@ -72,11 +95,22 @@ def warm_imports() -> None:
     import eventdedup.job.read_stage  # noqa: F401
     from eventdedup.tables import CHUNK_SCHEMA
 
-    if importlib.util.find_spec("psutil") is not None:  # optional: PySpark's shuffle does without it
-        importlib.import_module("psutil")  # imported by every worker's shuffle memory check
+    try:  # imported by every worker's shuffle memory check, which does without it (as here)
+        importlib.import_module("psutil")
+    except ImportError:
+        pass
 
     # pyarrow imports pandas (~0.4 s) on its first table built against a schema, if installed.
     CHUNK_SCHEMA.empty_table()
+    # pandas imports numpy.random, whose global generator is seeded once, at import; forked
+    # children would all draw the same numbers. Each worker gets its own seed, as Python's
+    # `random` does by itself after a fork.
+    os.register_at_fork(after_in_child=_reseed_numpy)
+
+
+def _reseed_numpy() -> None:
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
 
 
 if __name__ == "__main__":
