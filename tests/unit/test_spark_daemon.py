@@ -16,11 +16,9 @@ def _package(directory: Path, name: str, version: str) -> None:
 
 
 def _installed_pyspark(site: Path, installed: str, zipped: str, py4j: str | None = "0.10.9.9") -> tuple[str, str]:
-    package = site / "pyspark"
-    lib = package / "python" / "lib"
+    _package(site, "pyspark", installed)
+    lib = site / "pyspark" / "python" / "lib"
     lib.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "version.py").write_text(f"__version__: str = '{installed}'\n")
     pyspark_zip = lib / "pyspark.zip"
     with zipfile.ZipFile(pyspark_zip, "w") as archive:
         archive.writestr("pyspark/__init__.py", "")

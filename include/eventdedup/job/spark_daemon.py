@@ -57,32 +57,32 @@ def installed_copy_of_spark_zips(path: list[str]) -> set[str]:
     if pyspark_zip is None:
         return set()
     trimmed = [entry for entry in path if entry not in {pyspark_zip, *py4j_zips}]
-    installed = _importable_version(trimmed, "pyspark", "version.py")
-    if installed is None or installed != _zipped_version(pyspark_zip, "pyspark/version.py"):
+    installed = _importable_version(trimmed, "pyspark")
+    if installed is None or installed != _zipped_pyspark_version(pyspark_zip):
         return set()
     redundant = {pyspark_zip}
     for entry in py4j_zips:
         zipped_py4j = re.fullmatch(r"py4j-(.+?)(?:-src)?\.zip", Path(entry).name)
-        if zipped_py4j and _importable_version(trimmed, "py4j", "version.py") == zipped_py4j.group(1).encode():
+        if zipped_py4j and _importable_version(trimmed, "py4j") == zipped_py4j.group(1).encode():
             redundant.add(entry)
     return redundant
 
 
-def _importable_version(path: list[str], package: str, version_file: str) -> bytes | None:
-    """The version of the package `import package` would find on `path`, if a directory."""
+def _importable_version(path: list[str], package: str) -> bytes | None:
+    """The version (its version.py) of the package `import package` would find on `path`, if a directory."""
     spec = importlib.machinery.PathFinder.find_spec(package, path)
     if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
         return None
     try:
-        return _version_of((Path(spec.origin).parent / version_file).read_bytes())
+        return _version_of((Path(spec.origin).parent / "version.py").read_bytes())
     except OSError:
         return None
 
 
-def _zipped_version(zip_path: str, member: str) -> bytes | None:
+def _zipped_pyspark_version(zip_path: str) -> bytes | None:
     try:
         with zipfile.ZipFile(zip_path) as archive:
-            return _version_of(archive.read(member))
+            return _version_of(archive.read("pyspark/version.py"))
     except (OSError, KeyError, zipfile.BadZipFile):
         return None
 
