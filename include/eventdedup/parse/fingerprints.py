@@ -45,6 +45,12 @@ def fingerprint_of_canonical(canonical_payload: bytes) -> int:
 def fingerprint_digests(events: list[dict[str, Any]], rules: FingerprintRules) -> np.ndarray:
     """`rules.fingerprint` of many events as uint64, in one tight loop."""
     payloads = [rules.payload(event) for event in events] if rules.fields or rules.exclude else events
-    blake2b, dumps, sort_keys = hashlib.blake2b, orjson.dumps, orjson.OPT_SORT_KEYS
-    digests = b"".join([blake2b(dumps(p, option=sort_keys), digest_size=FINGERPRINT_BYTES).digest() for p in payloads])
-    return np.frombuffer(digests, f">u{FINGERPRINT_BYTES}").astype(np.uint64)
+    # Copying a fresh hasher costs ~0.25 us less than building one from its parameters, per event.
+    blank, dumps, sort_keys = hashlib.blake2b(digest_size=FINGERPRINT_BYTES), orjson.dumps, orjson.OPT_SORT_KEYS
+    digests: list[bytes] = []
+    append = digests.append
+    for payload in payloads:
+        hasher = blank.copy()
+        hasher.update(dumps(payload, option=sort_keys))
+        append(hasher.digest())
+    return np.frombuffer(b"".join(digests), f">u{FINGERPRINT_BYTES}").astype(np.uint64)
