@@ -41,7 +41,7 @@ from eventdedup.config import Config, config_from_mapping  # noqa: E402
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector  # noqa: E402
 from eventdedup.job.driver import run_dedup_job  # noqa: E402
-from eventdedup.job.spark_session import build_spark_session  # noqa: E402
+from eventdedup.job.spark_session import build_spark_context  # noqa: E402
 from eventdedup.layout import Layout  # noqa: E402
 from eventdedup.s3store import S3Store, make_client  # noqa: E402
 from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
@@ -146,8 +146,8 @@ class EventdedupBench:
 
     def start_spark(self) -> tuple[object, float]:
         started = time.perf_counter()
-        self.spark = build_spark_session(self.config.spark, "eventdedup-bench")
-        self.spark.sparkContext.parallelize([0], 1).count()  # executors and a Python worker up
+        self.spark = build_spark_context(self.config.spark, "eventdedup-bench")
+        self.spark.parallelize([0], 1).count()  # executors and a Python worker up
         return self.spark, time.perf_counter() - started
 
     def seed(self, workload: Workload) -> None:
@@ -284,7 +284,7 @@ def bench_default_buckets() -> int:
 def peak_memory(spark: object) -> dict:
     """Peak resident memory (VmHWM) of the driver's Python, its JVM and every Spark Python worker
     alive now (workers are reused, so those that ran the rounds): an upper bound on the job's peak."""
-    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[attr-defined]
+    jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[attr-defined]
     workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_worker(p)]
     return {"driver_python_bytes": _peak(os.getpid()), "jvm_bytes": _peak(int(jvm_pid)),
             "python_workers": len(workers), "python_workers_bytes": sum(_peak(pid) for pid in workers)}

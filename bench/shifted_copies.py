@@ -19,7 +19,7 @@ from run_bench import RESULTS, machine, parse_args, shifted_copies  # noqa: E402
 from workload import WorkloadSpec  # noqa: E402
 
 from eventdedup.config import SparkSettings  # noqa: E402
-from eventdedup.job.spark_session import build_spark_session  # noqa: E402
+from eventdedup.job.spark_session import build_spark_context  # noqa: E402
 from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS  # noqa: E402
 
 
@@ -28,7 +28,7 @@ def main() -> int:
     os.environ.update(LOCAL_CREDENTIALS)
     spec = WorkloadSpec(events=args.events, history_batches=args.history_batches,
                         history_batch_events=args.history_batch_events or args.events, seed=args.seed)
-    spark = build_spark_session(SparkSettings(master="local[2]", partitions=args.partitions), "eventdedup-bench")
+    spark = build_spark_context(SparkSettings(master="local[2]", partitions=args.partitions), "eventdedup-bench")
     measured = shifted_copies(args, spec, spark)
     rows = summarise_shifted(measured)
     print_shifted(rows)

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real S3-protocol server on 127.0.0.1 and one local SparkSession per test run."""
+"""Shared fixtures: a real S3-protocol server on 127.0.0.1 and one local SparkContext per test run."""
 from __future__ import annotations
 
 import itertools
@@ -71,8 +71,9 @@ def store(s3_server: LocalS3Process, config: Config) -> S3Store:
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     from eventdedup.config import SparkSettings
-    from eventdedup.job.spark_session import build_spark_session
+    from eventdedup.job.spark_session import build_spark_context
 
-    session = build_spark_session(SparkSettings(master="local[2]", partitions=4, driver_memory="2g"), "eventdedup-tests")
-    yield session
-    session.stop()
+    # A SparkContext, as the CLI starts: the job is RDD-only.
+    context = build_spark_context(SparkSettings(master="local[2]", partitions=4, driver_memory="2g"), "eventdedup-tests")
+    yield context
+    context.stop()

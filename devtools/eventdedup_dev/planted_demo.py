@@ -20,7 +20,7 @@ from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
 from eventdedup_dev.sample_events import PlantedBatch, SampleStream
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
 DEMO_BUCKET = "eventdedup-demo"
 DEMO_SEED = 20261122
@@ -44,7 +44,7 @@ def planted_batches(now: datetime) -> list[PlantedBatch]:
 
 
 def run_planted_batches(print_json: bool = False) -> int:
-    from eventdedup.job.spark_session import build_spark_session
+    from eventdedup.job.spark_session import build_spark_context
 
     os.environ.update(LOCAL_CREDENTIALS)
     now = datetime.now(timezone.utc)
@@ -53,12 +53,12 @@ def run_planted_batches(print_json: bool = False) -> int:
         config = demo_config(server.endpoint_url)
         store = S3Store(make_client(config.s3), DEMO_BUCKET)
         print(f"embedded S3 server on {server.endpoint_url}, bucket {DEMO_BUCKET}", flush=True)
-        sessions: list[SparkSession] = []
+        contexts: list[SparkContext] = []
 
-        def spark() -> SparkSession:
-            if not sessions:
-                sessions.append(build_spark_session(config.spark, "eventdedup-demo"))
-            return sessions[0]
+        def spark() -> SparkContext:
+            if not contexts:
+                contexts.append(build_spark_context(config.spark, "eventdedup-demo"))
+            return contexts[0]
 
         batches = planted_batches(now)
         for batch in batches:

@@ -18,7 +18,7 @@ from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import S3Store, make_client
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
 EXIT_FAILED = 1
 EXIT_INCONSISTENT = 3
@@ -121,13 +121,13 @@ def _store(config: Config) -> S3Store:
     return S3Store(make_client(config.s3), config.s3.bucket)
 
 
-def _spark_factory(config: Config) -> Callable[[], SparkSession]:
-    from eventdedup.job.spark_session import build_spark_session
+def _spark_factory(config: Config) -> Callable[[], SparkContext]:
+    from eventdedup.job.spark_session import build_spark_context
 
-    return lambda: build_spark_session(config.spark)
+    return lambda: build_spark_context(config.spark)
 
 
-def _early_spark(config: Config) -> Callable[[], SparkSession]:
+def _early_spark(config: Config) -> Callable[[], SparkContext]:
     """For a command that almost always runs a job: the session starts while it stages."""
     from eventdedup.job.spark_session import started_in_background
 

@@ -42,12 +42,12 @@ from eventdedup.parse.table_lines import is_parquet_key
 from eventdedup.s3store import ObjectInfo, S3Store, process_client
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
 log = logging.getLogger(__name__)
 
 
-def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResult:
+def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     store = S3Store(process_client(config.s3), config.s3.bucket)
     layout = Layout(config.layout)
     manifest = load_batch_manifest(store, layout, batch_id)
@@ -68,9 +68,9 @@ def run_dedup_job(spark: SparkSession, config: Config, batch_id: str) -> JobResu
     exclusions = load_exclusions(store, layout, batch_id)
     to_read = inputs_to_read(state, history, manifest)
     partitions = history.recorded_partitions or dedup_partitions(
-        config.spark.partitions, epochs.coarse, spark.sparkContext.defaultParallelism,
+        config.spark.partitions, epochs.coarse, sc.defaultParallelism,
         sum(info.size for _, info in to_read))
-    records = (_run_spark(spark, store, config, layout, manifest, state, history, exclusions, to_read, partitions,
+    records = (_run_spark(sc, store, config, layout, manifest, state, history, exclusions, to_read, partitions,
                           epochs) if to_read else [])
     result = _assemble_result(store, config, manifest, state, history, records, exclusions, to_read, partitions)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
@@ -111,7 +111,7 @@ def inputs_to_read(state: CommittedState, history: BatchHistory,
     return to_read
 
 
-def _run_spark(spark: SparkSession, store: S3Store, config: Config, layout: Layout, manifest: BatchManifest,
+def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout, manifest: BatchManifest,
                state: CommittedState, history: BatchHistory, exclusions: Mapping[str, ExcludedInput],
                inputs: list[tuple[int, ObjectInfo]], partitions: int, epochs: BucketEpochs) -> list[DriverRecord]:
     batch_id = manifest.batch_id
@@ -132,7 +132,6 @@ def _run_spark(spark: SparkSession, store: S3Store, config: Config, layout: Layo
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
         populate=manifest.selector.populate,
     )
-    sc = spark.sparkContext
 
     def splittable(index: int, info: ObjectInfo) -> bool:
         return (index not in excluded and info.size <= rules.max_object_bytes

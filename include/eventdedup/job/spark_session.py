@@ -1,4 +1,9 @@
-"""Build the SparkSession eventdedup jobs run in, after checking for the Java Spark needs.
+"""Build the SparkContext eventdedup jobs run in, after checking for the Java Spark needs.
+
+The job is RDD-only (`repartitionAndSortWithinPartitions` over Arrow chunks), so it starts a
+SparkContext and no SparkSession: creating a session's SQL side in the driver JVM cost 1.1-1.5 s
+of every batch's start-up on a 2-core host, for nothing the job uses. `build_spark_session`
+remains for what does use SQL (the benchmark's Spark peers).
 
 `python -m eventdedup.job.spark_session` is the Java check `make` runs before anything starts
 Spark: one check, in one place, with one message. With `--class-archive` it also writes the
@@ -31,49 +36,61 @@ from eventdedup.errors import EventDedupError
 MINIMUM_JAVA = 17
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 T = TypeVar("T")
 
 
-def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
-                        extra_conf: dict[str, str] | None = None) -> SparkSession:
+def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
+                        extra_conf: dict[str, str] | None = None) -> SparkContext:
     require_java()
     # PySpark's SparkContext starts workers with $PYSPARK_PYTHON or else "python3" from PATH;
     # the spark.pyspark.python setting below is read only by spark-submit. Without this, a
     # plain `eventdedup run-batch` would start workers that cannot import eventdedup.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+
+    conf = SparkConf().setAppName(app_name).setAll(list(_settings_conf(settings, extra_conf).items()))
+    context = SparkContext.getOrCreate(conf)
+    context.setLogLevel("ERROR")
+    return context
+
+
+def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
+                        extra_conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession on the same settings, for code that uses Spark SQL (the benchmark's peers)."""
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .config("spark.python.worker.reuse", "true")
+    return SparkSession(build_spark_context(settings, app_name, extra_conf))
+
+
+def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None) -> dict[str, str]:
+    conf = {
+        "spark.python.worker.reuse": "true",
         # Workers fork from a daemon that has already imported the job's modules (spark_daemon.py).
-        .config("spark.python.daemon.module", "eventdedup.job.spark_daemon")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
+        "spark.python.daemon.module": "eventdedup.job.spark_daemon",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.ui.showConsoleProgress": "false",
+    }
     if not launched_by_spark_submit():
         # Under spark-submit (Airflow's SparkSubmitOperator, a cluster) the master, driver memory,
         # host and interpreter come from spark-submit and its connection: do not override them.
-        builder = (
-            builder.master(settings.master)
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.memory", settings.driver_memory)
+        conf.update({
+            "spark.master": settings.master,
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": settings.driver_memory,
             # Workers must run this interpreter, the one with eventdedup and its dependencies.
-            .config("spark.pyspark.python", sys.executable)
+            "spark.pyspark.python": sys.executable,
             # Local mode stays on loopback: no listening on external interfaces.
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-        )
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+        })
         archive = class_archive_path()
         if archive.exists() and "spark.driver.extraJavaOptions" not in (extra_conf or {}):
-            builder = builder.config("spark.driver.extraJavaOptions", _use_archive(archive))
-    for key, value in (extra_conf or {}).items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+            conf["spark.driver.extraJavaOptions"] = _use_archive(archive)
+    conf.update(extra_conf or {})
+    return conf
 
 
 def started_in_background(start: Callable[[], T]) -> Callable[[], T]:
@@ -121,10 +138,10 @@ def write_class_archive() -> Path:
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_suffix(f".{os.getpid()}.partial")
     script = ("import sys; from eventdedup.config import SparkSettings; "
-              "from eventdedup.job.spark_session import build_spark_session; "
-              "s = build_spark_session(SparkSettings(master='local[1]'), 'eventdedup-class-archive', "
+              "from eventdedup.job.spark_session import build_spark_context; "
+              "s = build_spark_context(SparkSettings(master='local[1]'), 'eventdedup-class-archive', "
               "{'spark.driver.extraJavaOptions': sys.argv[1]}); "
-              "s.sparkContext.parallelize(range(8), 2).map(lambda x: (x, x)).partitionBy(2).count(); s.stop()")
+              "s.parallelize(range(8), 2).map(lambda x: (x, x)).partitionBy(2).count(); s.stop()")
     options = f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"
     subprocess.run([sys.executable, "-c", script, options], check=True, capture_output=True,
                    env={**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)})

@@ -28,15 +28,15 @@ from eventdedup.ops.timings import PhaseTimes
 from eventdedup.s3store import S3Store
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
 log = logging.getLogger(__name__)
 
 
 def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
-              spark: Callable[[], SparkSession], timings: PhaseTimes | None = None) -> PromotionOutcome:
+              spark: Callable[[], SparkContext], timings: PhaseTimes | None = None) -> PromotionOutcome:
     """Process one batch; rerunning a committed batch is a no-op that reports its commit.
-    `spark` is called only when the job must run; `timings` receives each phase's wall time."""
+    `spark` (it starts Spark) is called only when the job must run; `timings` receives each phase's wall time."""
     layout = Layout(config.layout)
     clock = timings or PhaseTimes()
     with clock.phase("staging"):
@@ -84,7 +84,7 @@ def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord
     return problems
 
 
-def verify_rerun(store: S3Store, config: Config, batch_id: str, spark: SparkSession) -> list[str]:
+def verify_rerun(store: S3Store, config: Config, batch_id: str, sc: SparkContext) -> list[str]:
     """Recompute a committed batch in staging and compare it with what was committed."""
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
@@ -95,7 +95,7 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, spark: SparkSess
     if record.is_operation:
         return [f"{batch_id} (log version {version}) is a {'retraction' if record.retracts else 'reshard'}, not a "
                 "batch: there is nothing to recompute"]
-    job = run_dedup_job(spark, config, batch_id)
+    job = run_dedup_job(sc, config, batch_id)
     try:
         epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
         return differences_from_commit(store, job, record, state.cache_heads, epochs.coarse)

@@ -31,7 +31,7 @@ from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
 log = logging.getLogger(__name__)
 POPULATE_ID_PREFIX = "populate-"
@@ -53,7 +53,7 @@ def populate_batch_id(store: S3Store, selector: InputSelector) -> str:
 
 
 def run_populate(store: S3Store, config: Config, source_prefix: str, now: datetime,
-                 spark: Callable[[], SparkSession], batch_id: str | None = None) -> PromotionOutcome:
+                 spark: Callable[[], SparkContext], batch_id: str | None = None) -> PromotionOutcome:
     """Stage, compute and commit the populate batch; a committed one is reported, not redone."""
     selector = populate_selector(Layout(config.layout), source_prefix)
     batch_id = validate_batch_id(batch_id) if batch_id else populate_batch_id(store, selector)
