@@ -1,6 +1,6 @@
 """Serve one Spark peer from its own process and JVM: commands on stdin, results on stdout.
 
-The benchmark's main process holds eventdedup's SparkSession; running the Spark peers in the
+The benchmark's main process holds eventdedup's SparkContext; running the Spark peers in the
 same JVM let their leftovers (garbage, RocksDB state-store maintenance) slow the next
 eventdedup run. Each peer gets its own long-lived process instead, so its JVM warms up across
 rounds just as eventdedup's does. Start-up is not timed.

@@ -7,6 +7,7 @@ test server: a crash loses what changed since the last snapshot.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import re
@@ -118,8 +119,7 @@ class _PartlyRead:
         self._part = b""
         if wanted is not None:
             with key.lock:  # moto's own getter reads under this lock
-                key._value_buffer.seek(wanted[0])
-                self._part = key._value_buffer.read(wanted[1] - wanted[0])
+                self._part = read_part(key._value_buffer, *wanted)
 
     def __len__(self) -> int:
         return self._size
@@ -134,6 +134,29 @@ class _PartlyRead:
     def whole(self) -> bytes:
         value: bytes = self._read_whole(self._key)
         return value
+
+
+def read_part(buffer: Any, start: int, stop: int) -> bytes:
+    """Bytes [start, stop) of a key's spooled buffer, without moving its shared position: moto
+    computes a key's ETag by seeking and reading the same buffer outside the key's lock, so a
+    seek-then-read here could return another offset's bytes under concurrent requests."""
+    inner = getattr(buffer, "_file", None)
+    if isinstance(inner, io.BytesIO):  # still in memory
+        with inner.getbuffer() as view:
+            return bytes(view[start:stop])
+    if inner is None:  # not a SpooledTemporaryFile as moto 5 makes it: as before
+        buffer.seek(start)
+        data: bytes = buffer.read(stop - start)
+        return data
+    inner.flush()  # rolled over to a file: what the buffered writer holds must reach it first
+    pieces, position = [], start
+    while position < stop:
+        piece = os.pread(inner.fileno(), stop - position, position)
+        if not piece:
+            break
+        pieces.append(piece)
+        position += len(piece)
+    return b"".join(pieces)
 
 
 def _wanted_part(header: str, size: int) -> tuple[int, int] | None:

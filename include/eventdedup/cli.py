@@ -128,7 +128,7 @@ def _spark_factory(config: Config) -> Callable[[], SparkContext]:
 
 
 def _early_spark(config: Config) -> Callable[[], SparkContext]:
-    """For a command that almost always runs a job: the session starts while it stages."""
+    """For a command that almost always runs a job: Spark starts while it stages."""
     from eventdedup.job.spark_session import started_in_background
 
     return started_in_background(_spark_factory(config))

@@ -1,10 +1,13 @@
 """The embedded S3 server: a real HTTP endpoint on loopback, with snapshots across restarts."""
 from __future__ import annotations
 
+import tempfile
+
+import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from eventdedup_dev.local_s3 import LocalS3Process, _wanted_part, serve_ranges_in_place
+from eventdedup_dev.local_s3 import LocalS3Process, _wanted_part, read_part, serve_ranges_in_place
 
 
 def test_data_dir_snapshot_survives_a_restart(tmp_path) -> None:
@@ -92,3 +95,32 @@ def test_the_part_read_is_the_part_moto_slices(size: int) -> None:
             assert (header, wanted) == (header, (int(start), int(last) + 1))
         else:  # moto answers these without a part (416, or the whole object)
             assert (header, wanted) == (header, None)
+
+
+@pytest.mark.parametrize("spool_limit", [1 << 20, 100])  # in memory; rolled over to a file
+def test_a_part_is_read_without_moving_the_buffers_shared_position(spool_limit: int) -> None:
+    """moto seeks and reads a key's buffer for its ETag outside the key's lock: the range must be
+    read at its own offsets, whatever the shared position is, and leave that position alone."""
+    body = bytes(range(256)) * 4
+    buffer = tempfile.SpooledTemporaryFile(spool_limit)
+    buffer.write(body)  # a rolled-over buffer may still hold part of this in its writer
+    buffer.seek(17)
+    assert read_part(buffer, 300, 700) == body[300:700]
+    assert read_part(buffer, 1000, 5000) == body[1000:]
+    assert buffer.tell() == 17
+    assert buffer.read(3) == body[17:20]
+
+
+def test_ranged_gets_of_an_object_spooled_to_disk(s3_server: LocalS3Process) -> None:
+    """moto keeps objects above ~5 MB in a file: ranges are read from it too."""
+    client = s3_server.client()
+    client.create_bucket(Bucket="spooled")
+    body = np.random.default_rng(1).bytes(6 * 1024 * 1024 + 7)
+    client.put_object(Bucket="spooled", Key="big", Body=body)
+    for header in ["bytes=0-0", f"bytes={len(body) - 10}-", "bytes=-4096", "bytes=5000000-5300000",
+                   f"bytes=0-{len(body)}"]:
+        status, part, content_range = expected_range_response(header, body)
+        response = client.get_object(Bucket="spooled", Key="big", Range=header)
+        assert (header, response["ResponseMetadata"]["HTTPStatusCode"], response.get("ContentRange")) == (
+            header, status, content_range)
+        assert response["Body"].read() == part, header

@@ -44,11 +44,7 @@ T = TypeVar("T")
 
 def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
                         extra_conf: dict[str, str] | None = None) -> SparkContext:
-    require_java()
-    # PySpark's SparkContext starts workers with $PYSPARK_PYTHON or else "python3" from PATH;
-    # the spark.pyspark.python setting below is read only by spark-submit. Without this, a
-    # plain `eventdedup run-batch` would start workers that cannot import eventdedup.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _prepare_for_spark()
     from pyspark import SparkConf, SparkContext
 
     conf = SparkConf().setAppName(app_name).setAll(list(_settings_conf(settings, extra_conf).items()))
@@ -60,9 +56,22 @@ def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
 def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
                         extra_conf: dict[str, str] | None = None) -> SparkSession:
     """A SparkSession on the same settings, for code that uses Spark SQL (the benchmark's peers)."""
+    _prepare_for_spark()
     from pyspark.sql import SparkSession
 
-    return SparkSession(build_spark_context(settings, app_name, extra_conf))
+    # The builder, not SparkSession(context): it applies the settings to a session that exists.
+    options: dict[str, bool | float | int | str | None] = {**_settings_conf(settings, extra_conf)}
+    session = SparkSession.builder.appName(app_name).config(map=options).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _prepare_for_spark() -> None:
+    require_java()
+    # PySpark's SparkContext starts workers with $PYSPARK_PYTHON or else "python3" from PATH;
+    # the spark.pyspark.python setting below is read only by spark-submit. Without this, a
+    # plain `eventdedup run-batch` would start workers that cannot import eventdedup.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None) -> dict[str, str]:
@@ -96,12 +105,12 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
 def started_in_background(start: Callable[[], T]) -> Callable[[], T]:
     """Call `start` now in a thread and return a function that waits for its result.
 
-    A command that will need Spark starts the session before staging and state loads: the
-    driver JVM's ~4 s start-up then overlaps work that waits on S3, instead of following it.
-    The thread is a daemon: a command that fails before it needs Spark exits at once, and the
-    JVM, whose stdin is our pipe, exits with us. A failed start is raised where the session is
-    first wanted, not lost in the thread. (PySpark installs its SIGINT handler only from the
-    main thread, so Ctrl-C still interrupts the command itself.)"""
+    A command that will need Spark starts it before staging and state loads: the driver JVM's
+    start-up then overlaps work that waits on S3, instead of following it. The thread is a
+    daemon: a command that fails before it needs Spark exits at once, and the JVM, whose stdin
+    is our pipe, exits with us. A failed start is raised where Spark is first wanted, not lost
+    in the thread. (PySpark installs its SIGINT handler only from the main thread, so Ctrl-C
+    still interrupts the command itself.)"""
     result: Future[T] = Future()
 
     def run() -> None:
