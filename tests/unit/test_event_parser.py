@@ -187,3 +187,20 @@ def test_repeated_key_detection_agrees_with_a_parser_that_sees_every_key(text: s
     except InvalidEvent:
         found = True
     assert found == repeats_a_key(text)
+
+
+def test_a_fingerprint_is_blake2b_64_of_canonical_json_one_by_one_and_in_bulk() -> None:
+    """Fingerprints are stored in the cache: their definition must never drift between the
+    per-event and the bulk path, or between versions."""
+    import hashlib
+
+    import orjson
+
+    from eventdedup.parse.fingerprints import FingerprintRules, fingerprint_digests
+
+    events = [{"b": 1, "a": [{"y": "é", "x": None}]}, {}, {"event_id": "e1", "n": 1.5e300}]
+    expected = [int.from_bytes(hashlib.blake2b(orjson.dumps(event, option=orjson.OPT_SORT_KEYS),
+                                               digest_size=8).digest(), "big") for event in events]
+    rules = FingerprintRules()
+    assert [rules.fingerprint(event) for event in events] == expected
+    assert fingerprint_digests(events, rules).tolist() == expected

@@ -37,16 +37,23 @@ class FingerprintRules:
         return fingerprint_of_canonical(orjson.dumps(self.payload(event), option=orjson.OPT_SORT_KEYS))
 
 
+# The fingerprint hash: 64-bit BLAKE2b (8 bytes beside the 16-byte key keeps entries at 24
+# bytes). Hashers are copied from this blank one: ~0.25 us an event less than building each
+# from its parameters, and the parameters live here only.
+_BLANK_HASHER = hashlib.blake2b(digest_size=FINGERPRINT_BYTES)
+
+
 def fingerprint_of_canonical(canonical_payload: bytes) -> int:
-    """64-bit BLAKE2b of canonical JSON; 8 bytes beside the 16-byte key keeps entries at 24 bytes."""
-    return int.from_bytes(hashlib.blake2b(canonical_payload, digest_size=FINGERPRINT_BYTES).digest(), "big")
+    """The fingerprint of canonical JSON."""
+    hasher = _BLANK_HASHER.copy()
+    hasher.update(canonical_payload)
+    return int.from_bytes(hasher.digest(), "big")
 
 
 def fingerprint_digests(events: list[dict[str, Any]], rules: FingerprintRules) -> np.ndarray:
     """`rules.fingerprint` of many events as uint64, in one tight loop."""
     payloads = [rules.payload(event) for event in events] if rules.fields or rules.exclude else events
-    # Copying a fresh hasher costs ~0.25 us less than building one from its parameters, per event.
-    blank, dumps, sort_keys = hashlib.blake2b(digest_size=FINGERPRINT_BYTES), orjson.dumps, orjson.OPT_SORT_KEYS
+    blank, dumps, sort_keys = _BLANK_HASHER, orjson.dumps, orjson.OPT_SORT_KEYS
     digests: list[bytes] = []
     append = digests.append
     for payload in payloads:
