@@ -31,3 +31,35 @@ def test_commands_start_a_spark_context_and_no_sql_session(spark, config) -> Non
     started = _spark_factory(config)()
     assert isinstance(started, SparkContext) and started is spark
     assert SparkSession._instantiatedSession is None and SparkSession.getActiveSession() is None
+
+
+_DRIVER = """
+import os, sys
+from eventdedup.config import SparkSettings
+from eventdedup.job.spark_session import build_spark_context
+
+context = build_spark_context(SparkSettings(master="local[1]"), "eventdedup-jvm-output")
+jvm = context._jvm
+pid = jvm.java.lang.ProcessHandle.current().pid()
+print("jvm", os.readlink(f"/proc/{pid}/fd/1"), os.readlink(f"/proc/{pid}/fd/2"))
+print("ours", os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2"))
+jvm.java.lang.System.err.println("written by the driver JVM")
+jvm.java.lang.System.err.flush()
+"""
+
+
+def test_the_driver_jvm_writes_through_our_relay_not_into_the_callers_pipes() -> None:
+    """A caller that reads a command's output to its end (Airflow, the bench) must not wait for
+    the driver JVM's shutdown after the command exits, yet sees what the JVM wrote."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run([sys.executable, "-c", _DRIVER], capture_output=True, text=True, env=env, check=True)
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("jvm ", "ours ")))
+    jvm_out, jvm_err = lines["jvm"].split()
+    ours_out, ours_err = lines["ours"].split()
+    assert jvm_out.startswith("pipe:") and jvm_err.startswith("pipe:")
+    assert {jvm_out, jvm_err}.isdisjoint({ours_out, ours_err})
+    assert "written by the driver JVM\n" in done.stderr

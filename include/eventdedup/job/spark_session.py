@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventdedup.config import SparkSettings
 from eventdedup.errors import EventDedupError
@@ -36,7 +36,7 @@ from eventdedup.errors import EventDedupError
 MINIMUM_JAVA = 17
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
 T = TypeVar("T")
@@ -48,9 +48,23 @@ def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
     from pyspark import SparkConf, SparkContext
 
     conf = SparkConf().setAppName(app_name).setAll(list(_settings_conf(settings, extra_conf).items()))
-    context = SparkContext.getOrCreate(conf)
+    if SparkContext._gateway is None and not launched_by_spark_submit():
+        # The first context of this process starts the driver JVM: with its output relayed,
+        # so that the command's end does not wait for the JVM's (eventdedup.job.jvm_output).
+        context = SparkContext(conf=conf, gateway=_relayed_gateway(conf))
+    else:
+        context = SparkContext.getOrCreate(conf)
     context.setLogLevel("ERROR")
     return context
+
+
+def _relayed_gateway(conf: SparkConf) -> Any:  # py4j's JavaGateway; py4j ships no types
+    from pyspark.java_gateway import launch_gateway
+
+    from eventdedup.job.jvm_output import relayed_launch
+
+    return relayed_launch(lambda stdout, stderr: launch_gateway(  # type: ignore[no-untyped-call]
+        conf, popen_kwargs={"stdout": stdout, "stderr": stderr}))
 
 
 def build_spark_session(settings: SparkSettings, app_name: str = "eventdedup",
