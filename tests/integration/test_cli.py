@@ -79,6 +79,39 @@ def test_a_refused_run_batch_exits_without_waiting_for_the_session_it_started(tm
     assert message in done.stderr.splitlines(), done.stderr[-3000:]
 
 
+_EXITING = """
+import atexit, sys, threading, time
+from eventdedup.cli import run
+
+print("buffered by main, not flushed")  # stdout is a pipe: block-buffered
+atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+if sys.argv[1] == "busy-thread":
+    def finish() -> None:
+        time.sleep(0.5)
+        print("the thread finished", flush=True)
+    threading.Thread(target=finish).start()
+sys.argv = ["eventdedup", "status", "--config", sys.argv[2]]
+run()
+"""
+
+
+def test_the_console_script_skips_teardown_but_not_what_exit_owes(tmp_path) -> None:
+    """`run` ends the process without Python's teardown: buffered output is still written,
+    atexit handlers still run, the exit code is main's; a running non-daemon thread gets
+    Python's own exit, which waits for it."""
+    import subprocess
+    import sys
+
+    missing = str(tmp_path / "missing.toml")
+    for mode in ("plain", "busy-thread"):
+        done = subprocess.run([sys.executable, "-c", _EXITING, mode, missing], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == EXIT_FAILED
+        expected_out = "buffered by main, not flushed\n" + ("the thread finished\n" if mode == "busy-thread" else "")
+        assert done.stdout == expected_out
+        assert done.stderr.startswith("eventdedup: ") and done.stderr.endswith("atexit ran\n")
+
+
 def test_retract_and_reshard_from_the_command_line(tmp_path, s3_server, bucket, store, spark, capsys) -> None:
     from eventdedup.config import load_config
     from eventdedup.inputs.selector import InputSelector
