@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard, guard_hashes
+from eventdedup.cache.guard import GuardProbe, IdGuard, decode_guard, encode_guard, guard_hashes
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE
 
@@ -41,6 +41,21 @@ def test_colliding_hashes_name_both_hours() -> None:
     guard = IdGuard.empty().with_ids(same, np.array([10, 20]))
     assert sorted(guard.candidate_hours(digests[:1])[1].tolist()) == [10, 20]
     assert guard_hashes(digests[:1])[0] == guard.hashes[0]
+
+
+def test_one_probe_serves_every_guard_it_is_held_against() -> None:
+    """A batch hashes and sorts a bucket's ids once and probes each day's guard with them."""
+    first, second = random_digests(4000, 11), random_digests(2000, 12)
+    day_one = IdGuard.empty().with_ids(first, np.full(4000, 10))
+    day_two = IdGuard.empty().with_ids(second, np.full(2000, 20)).with_ids(first[:500], np.full(500, 30))
+    queried = np.concatenate([second, first])  # query i < 2000: second[i]; else first[i - 2000]
+    probe = GuardProbe.of(queried)
+    expected_one = {(2000 + i, 10) for i in range(4000)}
+    expected_two = {(i, 20) for i in range(2000)} | {(2000 + i, 30) for i in range(500)}
+    for guard, expected in ((day_one, expected_one), (day_two, expected_two)):
+        query, hours = guard.candidate_hours(probe)
+        hits = set(zip(query.tolist(), hours.tolist(), strict=True))
+        assert hits >= expected and len(hits - expected) <= 2  # collisions of a 32-bit hash aside
 
 
 def test_a_day_holding_more_than_65536_hours_round_trips_with_wider_slots() -> None:

@@ -55,6 +55,21 @@ def guard_hashes(digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint32]:
 
 
 @dataclass(frozen=True)
+class GuardProbe:
+    """Queried ids as a guard probes them: their hashes, sorted (sorted probes walk a guard once,
+    cache-friendly), and each sorted hash's query index."""
+
+    order: npt.NDArray[np.intp]
+    sorted_hashes: npt.NDArray[np.uint32]
+
+    @classmethod
+    def of(cls, digests: npt.NDArray[np.bytes_]) -> GuardProbe:
+        wanted = guard_hashes(digests)
+        order = np.argsort(wanted, kind="stable")
+        return cls(order, wanted[order])
+
+
+@dataclass(frozen=True)
 class IdGuard:
     hours: Hours  # sorted, distinct
     hashes: npt.NDArray[np.uint32]  # sorted
@@ -85,14 +100,14 @@ class IdGuard:
         return IdGuard(distinct_hours.astype(np.int64), (packed >> _SLOT_BITS).astype(np.uint32),
                        (packed & _SLOT_MASK).astype(np.uint32))
 
-    def candidate_hours(self, digests: npt.NDArray[np.bytes_]) -> tuple[npt.NDArray[np.intp], Hours]:
-        """(query index, hour) for every hour that may hold a queried id; usually none or one each."""
-        wanted = guard_hashes(digests)
-        order = np.argsort(wanted, kind="stable")  # sorted probes walk the guard once, cache-friendly
-        low = np.searchsorted(self.hashes, wanted[order], side="left")
-        high = np.searchsorted(self.hashes, wanted[order], side="right")
+    def candidate_hours(self, digests: npt.NDArray[np.bytes_] | GuardProbe) -> tuple[npt.NDArray[np.intp], Hours]:
+        """(query index, hour) for every hour that may hold a queried id; usually none or one each.
+        Ids probed against several guards are hashed and sorted once: pass their GuardProbe."""
+        probe = digests if isinstance(digests, GuardProbe) else GuardProbe.of(digests)
+        low = np.searchsorted(self.hashes, probe.sorted_hashes, side="left")
+        high = np.searchsorted(self.hashes, probe.sorted_hashes, side="right")
         widths = high - low
-        query = np.repeat(order, widths)
+        query = np.repeat(probe.order, widths)
         starts = np.repeat(np.cumsum(widths) - widths, widths)
         position = np.repeat(low, widths) + (np.arange(len(query)) - starts)
         return query, self.hours[self.slots[position].astype(np.int64)]

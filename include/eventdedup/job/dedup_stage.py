@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from eventdedup.cache.epochs import BucketEpochs
-from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
+from eventdedup.cache.guard import GuardProbe, IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import copy_forward_segment, load_head_runs
 from eventdedup.cache.segment import CacheRun
 from eventdedup.cache.view import CacheView
@@ -298,8 +298,9 @@ def _key_hours(ctx: DedupContext, bucket: int, keys: npt.NDArray[np.bytes_], key
     row to its key): the hours its copies in the batch fall in, and every hour some guard of the
     window names for it."""
     key_parts, hour_parts = [key_of_row], [hours]
+    probe = GuardProbe.of(keys)
     for day in ctx.guard_days:
-        query, named = loader.guard(day, bucket).candidate_hours(keys)
+        query, named = loader.guard(day, bucket).candidate_hours(probe)
         key_parts.append(query)
         hour_parts.append(named)
     distinct_hours, distinct_keys = distinct_pairs(np.concatenate(hour_parts), np.concatenate(key_parts))
