@@ -93,7 +93,10 @@ def warm_imports() -> None:
 
     import eventdedup.job.dedup_stage  # noqa: F401
     import eventdedup.job.read_stage  # noqa: F401
+    from eventdedup.s3store import warm_service_models
     from eventdedup.tables import CHUNK_SCHEMA
+
+    warm_service_models()  # each worker's S3 client is then made in ms, not ~50-150 ms
 
     try:  # imported by every worker's shuffle memory check, which does without it (as here)
         importlib.import_module("psutil")
