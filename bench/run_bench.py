@@ -325,7 +325,9 @@ def cli_one_event_batch(spec: WorkloadSpec) -> dict:
             if done.returncode != 0:
                 raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
             walls.append(time.perf_counter() - started)
-            timings = json.loads(done.stderr.strip().splitlines()[-1])
+            # The JVM's output is relayed by a thread: a line of it may follow ours.
+            timings = next(json.loads(line) for line in reversed(done.stderr.splitlines())
+                           if line.startswith("{") and '"total"' in line)
             # What `main` does not see: the interpreter's start, imports before it, and the exit.
             timings["outside_main"] = walls[-1] - timings["total"]
             phases.append(timings)

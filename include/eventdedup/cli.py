@@ -54,10 +54,12 @@ def run() -> NoReturn:
         sys.exit(code)
     atexit._run_exitfuncs()  # logging's shutdown, our output relays' last copy
     for stream in (sys.stdout, sys.stderr):
+        if stream is None or stream.closed:  # started without it, or closed: Python skips it too
+            continue
         try:
             stream.flush()
-        except (OSError, ValueError):  # a reader that went away, or a stream closed: as at any exit
-            code = code or 120  # what Python's own exit returns when stdout cannot be flushed
+        except OSError:  # a reader that went away
+            code = code or 120  # what Python's own exit returns when it cannot flush
     os._exit(code)
 
 

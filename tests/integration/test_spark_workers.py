@@ -63,3 +63,13 @@ def test_the_driver_jvm_writes_through_our_relay_not_into_the_callers_pipes() ->
     assert jvm_out.startswith("pipe:") and jvm_err.startswith("pipe:")
     assert {jvm_out, jvm_err}.isdisjoint({ours_out, ours_err})
     assert "written by the driver JVM\n" in done.stderr
+
+
+def test_the_class_archive_is_whole_when_its_writer_returns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The JVM writes the archive as it exits, after the child's Python is gone: the writer must
+    wait for the JVM itself, not only for the child's output to end."""
+    from eventdedup.job.spark_session import write_class_archive
+
+    archive = write_class_archive(tmp_path / "classes.jsa")
+    assert archive == tmp_path / "classes.jsa" and archive.stat().st_size > 1_000_000
+    assert [path.name for path in tmp_path.iterdir()] == ["classes.jsa"]  # no partial left behind

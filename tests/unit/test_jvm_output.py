@@ -83,3 +83,29 @@ def test_the_child_gets_pipes_not_our_output() -> None:
         child_stdout = ours.read().decode().strip()
         assert child_stdout.startswith("pipe:")
         assert child_stdout != os.readlink(f"/proc/self/fd/{ours.fileno()}")
+
+
+def test_a_pipe_numbered_past_select_s_limit_is_relayed(tmp_path: Path) -> None:
+    """A long-lived process (a test session, an in-process scheduler) holds many descriptors:
+    the relay's pipe may be numbered 1024 or more, which select() refuses."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) is below what this test needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1030)]
+    try:
+        with open(tmp_path / "out", "wb+") as out:
+            relay = OutputRelay(out.fileno())
+            assert relay.write_fd >= 1024
+            relay.start()
+            child = _spawn(_WRITER, relay.write_fd, subprocess.DEVNULL)
+            relay.close_write_end()
+            assert child.wait() == 0
+            relay.drain()
+        assert (tmp_path / "out").read_bytes() == _HALF + _HALF
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

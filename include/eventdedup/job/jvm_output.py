@@ -7,7 +7,9 @@ its end, as the bench and Airflow's subprocess tasks do, waited for that on ever
 
 Relayed, the JVM writes into pipes a thread of ours copies to our stdout and stderr while we
 run; what is left in them when we exit is copied then. Whatever the JVM writes after we have
-exited (its shutdown, during which it cleans up on its own) reaches no one.
+exited (its shutdown, during which it cleans up on its own) reaches no one. Being copied by a
+thread, a JVM line may land after a line Python wrote later, and the JVM's stdout and stderr
+may interleave differently under `2>&1`: read our own output by its content, not its place.
 """
 from __future__ import annotations
 
@@ -44,23 +46,32 @@ class OutputRelay:
 
     def drain(self) -> None:
         """Copy what is already in the pipe and stop copying (at our exit, when the thread is
-        about to die with us; or after a failed launch). Only the thread closes the pipe: a
-        descriptor closed under its `select` could be reused by another file."""
+        about to die with us; or after a failed launch). Only the thread closes the pipe, and
+        only once it is finished: a descriptor closed under its `poll` could be reused by
+        another file, which a later read would then take from."""
         with self._lock:
             if not self._finished:
-                self._copy_available()
+                try:
+                    self._copy_available()
+                except OSError:
+                    pass  # nothing more to copy; exiting matters more
                 self._finished = True
 
     def _run(self) -> None:
+        # poll, not select: select refuses descriptors from 1024 up, which a long-lived process
+        # (a test session, an in-process scheduler) reaches.
+        poller = select.poll()
+        poller.register(self._read_fd, select.POLLIN)
         try:
             while True:
-                select.select([self._read_fd], [], [])
+                poller.poll()
                 with self._lock:
                     if self._finished or self._copy_available():
-                        self._finished = True
                         return
         finally:
-            os.close(self._read_fd)
+            with self._lock:
+                self._finished = True
+                os.close(self._read_fd)
 
     def _copy_available(self) -> bool:
         """Copy until the pipe is empty; True at its end (every writer closed)."""

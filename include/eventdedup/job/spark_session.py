@@ -155,10 +155,12 @@ def _use_archive(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def write_class_archive() -> Path:
-    """Write the archive, once: a session in a child process runs a task and stops, and its JVM
-    dumps the classes it loaded at exit. Written aside, then renamed: never half an archive."""
-    archive = class_archive_path()
+def write_class_archive(archive: Path | None = None) -> Path:
+    """Write the archive (by default `class_archive_path()`), once: a context in a child process
+    runs a task and stops, and its JVM dumps the classes it loaded as it exits, which the child
+    waits for (its output is relayed, so nothing else would wait for the JVM). Written aside,
+    then renamed: never half an archive."""
+    archive = archive or class_archive_path()
     if archive.exists():
         return archive
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -167,7 +169,8 @@ def write_class_archive() -> Path:
               "from eventdedup.job.spark_session import build_spark_context; "
               "s = build_spark_context(SparkSettings(master='local[1]'), 'eventdedup-class-archive', "
               "{'spark.driver.extraJavaOptions': sys.argv[1]}); "
-              "s.parallelize(range(8), 2).map(lambda x: (x, x)).partitionBy(2).count(); s.stop()")
+              "s.parallelize(range(8), 2).map(lambda x: (x, x)).partitionBy(2).count(); "
+              "jvm = type(s)._gateway.proc; s.stop(); jvm.stdin.close(); jvm.wait()")
     options = f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"
     subprocess.run([sys.executable, "-c", script, options], check=True, capture_output=True,
                    env={**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)})
