@@ -33,6 +33,34 @@ def test_commands_start_a_spark_context_and_no_sql_session(spark, config) -> Non
     assert SparkSession._instantiatedSession is None and SparkSession.getActiveSession() is None
 
 
+def _allocator_facts(_: Iterator[int]) -> Iterator[tuple[dict[str, str | None], int, int]]:
+    import os
+    import resource
+
+    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV
+
+    def faults_to_fill(size: int) -> int:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        block = bytearray(size)  # malloc, then every byte written
+        del block
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    size = 64 << 20  # above glibc's largest default mmap threshold (32 MiB)
+    faults_to_fill(size)
+    yield {name: os.environ.get(name) for name in WORKER_ALLOCATOR_ENV}, faults_to_fill(size), size // 4096
+
+
+def test_workers_keep_the_memory_they_free_for_their_next_allocation(spark) -> None:  # type: ignore[no-untyped-def]
+    """A 64 MiB block freed and allocated again costs no page faults the second time: without the
+    allocator settings glibc maps it afresh each time and faults in every one of its pages."""
+    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV
+
+    facts = spark.parallelize(range(2), 2).mapPartitions(_allocator_facts).collect()
+    assert [env for env, _, _ in facts] == [WORKER_ALLOCATOR_ENV] * 2
+    for _, refaulted, pages in facts:
+        assert refaulted < pages // 100, (refaulted, pages)
+
+
 _DRIVER = """
 import os, sys
 from eventdedup.config import SparkSettings

@@ -42,6 +42,20 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+# The local Python workers keep the memory they free for their next task instead of handing it
+# back to the kernel and faulting it in again, page by page: glibc's heap (Python's objects,
+# numpy) is neither trimmed nor bypassed with mmap, and mimalloc (pyarrow's pool) never purges.
+# Per 1M-event batch, 4 jobs alternating: the workers' minor faults 620k -> 235k, their CPU
+# 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s; their summed peak RSS 2.0 -> 2.6 GiB,
+# which is the price. Local mode only: on a cluster the executors' environment is the
+# deployment's (an executor JVM kept at its peak could outgrow its container's limit).
+WORKER_ALLOCATOR_ENV = {
+    "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
+    "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
+    "MIMALLOC_PURGE_DELAY": "-1",
+}
+
+
 def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
                         extra_conf: dict[str, str] | None = None) -> SparkContext:
     _prepare_for_spark()
@@ -112,6 +126,8 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
         })
+        conf.update({f"spark.executorEnv.{name}": value for name, value in WORKER_ALLOCATOR_ENV.items()
+                     if name not in os.environ})  # a variable the user set is theirs
         archive = class_archive_path()
         if archive.exists() and "spark.driver.extraJavaOptions" not in (extra_conf or {}):
             conf["spark.driver.extraJavaOptions"] = _use_archive(archive)
