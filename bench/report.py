@@ -142,6 +142,13 @@ def print_table(result: dict) -> None:
         if "median_phases" in cli:
             print("  its own breakdown (median, --timings): " + ", ".join(
                 f"{name} {seconds:.2f}s" for name, seconds in cli["median_phases"].items()))
+    if "cli_batch" in result:
+        cli = result["cli_batch"]
+        exact = all(rows == cli["expected_rows"] for rows in cli["output_rows"])
+        print(f"`eventdedup run-batch` of the {events:,}-event batch, a new process each (its JVM's and workers' "
+              f"first batch), wall: {statistics.median(cli['wall_seconds']):.2f}s, output "
+              f"{'exact' if exact else 'WRONG'}; its own breakdown (median, --timings): " + ", ".join(
+                  f"{name} {seconds:.2f}s" for name, seconds in cli["median_phases"].items()))
     if "peak_memory" in result:
         memory = result["peak_memory"]
         total = memory["driver_python_bytes"] + memory["jvm_bytes"] + memory["python_workers_bytes"]

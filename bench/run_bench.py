@@ -94,6 +94,7 @@ def main() -> int:
             result["batch_sizes"] = bench.batch_sizes(args.sizes, spec)
         result["history_scaling"] = history_scaling(args, spec, spark)
         result["cli_one_event"] = cli_one_event_batch(spec)
+        result["cli_batch"] = cli_full_batch(args, spec)
         if args.shift_hours:
             result["shifted_copies"] = shifted_copies(args, spec, spark)
     finally:
@@ -336,6 +337,49 @@ def cli_one_event_batch(spec: WorkloadSpec) -> dict:
         imports = time.perf_counter() - started
     breakdown = {name: statistics.median(p[name] for p in phases) for name in phases[0]}
     return {"wall_seconds": walls, "python_imports_seconds": imports, "phases": phases, "median_phases": breakdown}
+
+
+def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
+    """The measured batch through `eventdedup run-batch` as production runs every batch: a new
+    process whose JVM and Python workers run their first batch (the rounds above reuse one
+    context), on a fresh server holding the window's history. The workload is anchored at the
+    current hour, since the command judges the window by the clock. Wall time, the command's own
+    phases (--timings), and its output rows against the workload's unique events."""
+    anchored = replace(spec, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
+    workload = Workload(anchored)
+    lines = workload.batch_lines()
+    expected = workload.expected_counts()["unique_new"]
+    walls, phases, rows = [], [], []
+    for run in range(args.runs):
+        with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-cli-") as root:
+            config = bench_config(server.endpoint_url, args, anchored)
+            server.client().create_bucket(Bucket=config.s3.bucket)
+            store = S3Store(make_client(config.s3), config.s3.bucket)
+            seed_eventdedup(store, config, workload)
+            per = -(-len(lines) // args.objects)  # the objects the rounds above receive
+            for i in range(args.objects):
+                store.put_bytes(f"landing/cli/part-{i:03d}.jsonl", b"\n".join(lines[i * per:(i + 1) * per]) + b"\n")
+            toml = Path(root) / "eventdedup.toml"
+            toml.write_text(f'[s3]\nbucket = "{config.s3.bucket}"\nendpoint_url = "{server.endpoint_url}"\n'
+                            f"[dedup]\nwindow_hours = {anchored.window_hours}\n"
+                            + (f"buckets = {args.buckets}\n" if args.buckets else "")
+                            + (f"[spark]\npartitions = {args.partitions}\n" if args.partitions else ""))
+            started = time.perf_counter()
+            done = subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(toml),
+                                   "--batch-id", f"cli-batch-{run}", "--input-prefix", "landing/cli/", "--timings"],
+                                  capture_output=True, text=True)
+            walls.append(time.perf_counter() - started)
+            if done.returncode != 0:
+                raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
+            counts = next(json.loads(line.split(": ", 1)[1]) for line in done.stdout.splitlines()
+                          if line.startswith("batch "))
+            rows.append(counts["output_rows"])
+            phases.append(next(json.loads(line) for line in reversed(done.stderr.splitlines())
+                               if line.startswith("{") and '"total"' in line))
+        print(f"eventdedup run-batch {run}: {walls[-1]:.2f}s wall, {phases[-1]}", flush=True)
+    breakdown = {name: statistics.median(p[name] for p in phases) for name in phases[0]}
+    return {"wall_seconds": walls, "phases": phases, "median_phases": breakdown, "output_rows": rows,
+            "expected_rows": expected}
 
 
 def server_cpu_seconds(server: LocalS3Process) -> float:
