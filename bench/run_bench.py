@@ -340,9 +340,9 @@ def cli_one_event_batch(spec: WorkloadSpec) -> dict:
 
 
 def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
-    """The measured batch through `eventdedup run-batch` as production runs every batch: a new
+    """The measured batch through `eventdedup run-batch` as the CLI runs every batch: a new
     process whose JVM and Python workers run their first batch (the rounds above reuse one
-    context), on a fresh server holding the window's history. The workload is anchored at the
+    context), on a fresh server holding the window's history, configured by its file alone. The workload is anchored at the
     current hour, since the command judges the window by the clock. Wall time, the command's own
     phases (--timings), and its output rows against the workload's unique events."""
     anchored = replace(spec, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
@@ -365,15 +365,19 @@ def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
                             + (f"buckets = {args.buckets}\n" if args.buckets else "")
                             + (f"[spark]\npartitions = {args.partitions}\n" if args.partitions else ""))
             started = time.perf_counter()
+            # EVENTDEDUP_* variables would override the file: the rounds above ignore them.
+            environment = {name: value for name, value in os.environ.items() if not name.startswith("EVENTDEDUP_")}
             done = subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(toml),
                                    "--batch-id", f"cli-batch-{run}", "--input-prefix", "landing/cli/", "--timings"],
-                                  capture_output=True, text=True)
+                                  capture_output=True, text=True, env=environment)
             walls.append(time.perf_counter() - started)
             if done.returncode != 0:
                 raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
             counts = next(json.loads(line.split(": ", 1)[1]) for line in done.stdout.splitlines()
                           if line.startswith("batch "))
             rows.append(counts["output_rows"])
+            if rows[-1] != expected:
+                raise SystemExit(f"run-batch emitted {rows[-1]:,} rows; the workload has {expected:,} unique events")
             phases.append(next(json.loads(line) for line in reversed(done.stderr.splitlines())
                                if line.startswith("{") and '"total"' in line))
         print(f"eventdedup run-batch {run}: {walls[-1]:.2f}s wall, {phases[-1]}", flush=True)

@@ -1,6 +1,7 @@
 """What the executors' Python workers run with, in a real local Spark."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 
@@ -55,10 +56,30 @@ def test_workers_keep_the_memory_they_free_for_their_next_allocation(spark) -> N
     allocator settings glibc maps it afresh each time and faults in every one of its pages."""
     from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV
 
+    # A variable the environment already sets is the user's: the workers inherit it instead.
+    expected = {name: os.environ.get(name, value) for name, value in WORKER_ALLOCATOR_ENV.items()}
     facts = spark.parallelize(range(2), 2).mapPartitions(_allocator_facts).collect()
-    assert [env for env, _, _ in facts] == [WORKER_ALLOCATOR_ENV] * 2
-    for _, refaulted, pages in facts:
-        assert refaulted < pages // 100, (refaulted, pages)
+    assert [env for env, _, _ in facts] == [expected] * 2
+    if expected == WORKER_ALLOCATOR_ENV:
+        for _, refaulted, pages in facts:
+            assert refaulted < pages // 100, (refaulted, pages)
+
+
+def test_the_allocator_settings_yield_to_the_users_and_stay_off_spark_submit(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from eventdedup.config import SparkSettings
+    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV, _settings_conf
+
+    for name in WORKER_ALLOCATOR_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("MIMALLOC_PURGE_DELAY", "10")
+    local = _settings_conf(SparkSettings(), None)
+    assert {key: value for key, value in local.items() if key.startswith("spark.executorEnv.")} == {
+        f"spark.executorEnv.{name}": value for name, value in WORKER_ALLOCATOR_ENV.items()
+        if name != "MIMALLOC_PURGE_DELAY"}
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # how spark-submit starts a driver's Python
+    submitted = _settings_conf(SparkSettings(), None)
+    assert not [key for key in submitted if key.startswith("spark.executorEnv.")]
 
 
 _DRIVER = """

@@ -46,9 +46,11 @@ T = TypeVar("T")
 # back to the kernel and faulting it in again, page by page: glibc's heap (Python's objects,
 # numpy) is neither trimmed nor bypassed with mmap, and mimalloc (pyarrow's pool) never purges.
 # Per 1M-event batch, 4 jobs alternating: the workers' minor faults 620k -> 235k, their CPU
-# 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s; their summed peak RSS 2.0 -> 2.6 GiB,
-# which is the price. Local mode only: on a cluster the executors' environment is the
-# deployment's (an executor JVM kept at its peak could outgrow its container's limit).
+# 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s. The price is memory: a worker keeps
+# its peak for life (summed peak RSS 2.0 -> 2.6 GiB), and over many jobs in one context its heap
+# fragments and creeps; a command runs one batch per process. Never under spark-submit, even
+# on a local master (Airflow's operator): on a cluster the executors' environment is the
+# deployment's, and an executor JVM kept at its peak could outgrow its container's limit.
 WORKER_ALLOCATOR_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
     "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
