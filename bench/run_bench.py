@@ -158,10 +158,7 @@ class EventdedupBench:
               f"{time.perf_counter() - started:.1f}s", flush=True)
 
     def upload(self, prefix: str, lines: list[bytes], objects: int = 0) -> None:
-        objects = objects or self.args.objects
-        per = -(-len(lines) // objects)
-        for i in range(objects):
-            self.store.put_bytes(f"{prefix}part-{i:03d}.jsonl", b"\n".join(lines[i * per:(i + 1) * per]) + b"\n")
+        upload_lines(self.store, prefix, lines, objects or self.args.objects)
 
     def run_job(self, prefix: str, batch_id: str, config: Config | None = None) -> dict:
         config = config or self.config
@@ -305,6 +302,34 @@ def _peak(pid: int) -> int:
     return 0
 
 
+def upload_lines(store: S3Store, prefix: str, lines: list[bytes], objects: int) -> None:
+    """The lines as `objects` landing objects of about equal length, in order."""
+    per = -(-len(lines) // objects)
+    for i in range(objects):
+        store.put_bytes(f"{prefix}part-{i:03d}.jsonl", b"\n".join(lines[i * per:(i + 1) * per]) + b"\n")
+
+
+def run_batch_command(config: Path, batch_id: str, prefix: str,
+                      env: dict[str, str] | None = None) -> tuple[float, str, dict]:
+    """`eventdedup run-batch --timings` as a new process: its wall seconds, its stdout, and the
+    phases it timed itself."""
+    started = time.perf_counter()
+    done = subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(config),
+                           "--batch-id", batch_id, "--input-prefix", prefix, "--timings"],
+                          capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
+    # The JVM's output is relayed by a thread: a line of it may follow ours.
+    timings = next(json.loads(line) for line in reversed(done.stderr.splitlines())
+                   if line.startswith("{") and '"total"' in line)
+    return wall, done.stdout, timings
+
+
+def median_phases(phases: list[dict]) -> dict:
+    return {name: statistics.median(p[name] for p in phases) for name in phases[0]}
+
+
 def cli_one_event_batch(spec: WorkloadSpec) -> dict:
     """`eventdedup run-batch` of a one-event batch as a user runs it: a new process, Spark start-up,
     staging, the job and the promotion, wall time; its own phase breakdown (`--timings`, measured
@@ -319,31 +344,23 @@ def cli_one_event_batch(spec: WorkloadSpec) -> dict:
         walls, phases = [], []
         for run in range(3):
             store.put_bytes(f"landing/cli-{run}/part-0.jsonl", line + b"\n")
-            started = time.perf_counter()
-            done = subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(config),
-                                   "--batch-id", f"cli-{run}", "--input-prefix", f"landing/cli-{run}/", "--timings"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            if done.returncode != 0:
-                raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
-            walls.append(time.perf_counter() - started)
-            # The JVM's output is relayed by a thread: a line of it may follow ours.
-            timings = next(json.loads(line) for line in reversed(done.stderr.splitlines())
-                           if line.startswith("{") and '"total"' in line)
+            wall, _, timings = run_batch_command(config, f"cli-{run}", f"landing/cli-{run}/")
+            walls.append(wall)
             # What `main` does not see: the interpreter's start, imports before it, and the exit.
             timings["outside_main"] = walls[-1] - timings["total"]
             phases.append(timings)
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import eventdedup.cli, pyspark.sql"], check=True)
         imports = time.perf_counter() - started
-    breakdown = {name: statistics.median(p[name] for p in phases) for name in phases[0]}
-    return {"wall_seconds": walls, "python_imports_seconds": imports, "phases": phases, "median_phases": breakdown}
+    return {"wall_seconds": walls, "python_imports_seconds": imports, "phases": phases,
+            "median_phases": median_phases(phases)}
 
 
 def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
     """The measured batch through `eventdedup run-batch` as the CLI runs every batch: a new
     process whose JVM and Python workers run their first batch (the rounds above reuse one
-    context), on a fresh server holding the window's history, configured by its file alone. The workload is anchored at the
-    current hour, since the command judges the window by the clock. Wall time, the command's own
+    context), on a fresh server holding the window's history, configured by its file alone. The
+    workload is anchored at the current hour, since the command judges the window by the clock. Wall time, the command's own
     phases (--timings), and its output rows against the workload's unique events."""
     anchored = replace(spec, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
     workload = Workload(anchored)
@@ -356,33 +373,23 @@ def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
             server.client().create_bucket(Bucket=config.s3.bucket)
             store = S3Store(make_client(config.s3), config.s3.bucket)
             seed_eventdedup(store, config, workload)
-            per = -(-len(lines) // args.objects)  # the objects the rounds above receive
-            for i in range(args.objects):
-                store.put_bytes(f"landing/cli/part-{i:03d}.jsonl", b"\n".join(lines[i * per:(i + 1) * per]) + b"\n")
+            upload_lines(store, "landing/cli/", lines, args.objects)  # as the rounds above receive it
             toml = Path(root) / "eventdedup.toml"
             toml.write_text(f'[s3]\nbucket = "{config.s3.bucket}"\nendpoint_url = "{server.endpoint_url}"\n'
                             f"[dedup]\nwindow_hours = {anchored.window_hours}\n"
                             + (f"buckets = {args.buckets}\n" if args.buckets else "")
                             + (f"[spark]\npartitions = {args.partitions}\n" if args.partitions else ""))
-            started = time.perf_counter()
             # EVENTDEDUP_* variables would override the file: the rounds above ignore them.
             environment = {name: value for name, value in os.environ.items() if not name.startswith("EVENTDEDUP_")}
-            done = subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(toml),
-                                   "--batch-id", f"cli-batch-{run}", "--input-prefix", "landing/cli/", "--timings"],
-                                  capture_output=True, text=True, env=environment)
-            walls.append(time.perf_counter() - started)
-            if done.returncode != 0:
-                raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
-            counts = next(json.loads(line.split(": ", 1)[1]) for line in done.stdout.splitlines()
-                          if line.startswith("batch "))
+            wall, stdout, timings = run_batch_command(toml, f"cli-batch-{run}", "landing/cli/", environment)
+            walls.append(wall)
+            phases.append(timings)
+            counts = next(json.loads(line.split(": ", 1)[1]) for line in stdout.splitlines() if line.startswith("batch "))
             rows.append(counts["output_rows"])
             if rows[-1] != expected:
                 raise SystemExit(f"run-batch emitted {rows[-1]:,} rows; the workload has {expected:,} unique events")
-            phases.append(next(json.loads(line) for line in reversed(done.stderr.splitlines())
-                               if line.startswith("{") and '"total"' in line))
         print(f"eventdedup run-batch {run}: {walls[-1]:.2f}s wall, {phases[-1]}", flush=True)
-    breakdown = {name: statistics.median(p[name] for p in phases) for name in phases[0]}
-    return {"wall_seconds": walls, "phases": phases, "median_phases": breakdown, "output_rows": rows,
+    return {"wall_seconds": walls, "phases": phases, "median_phases": median_phases(phases), "output_rows": rows,
             "expected_rows": expected}
 
 
