@@ -91,7 +91,18 @@ if sys.argv[1] == "no-stdout":  # what Python sets when it starts with descripto
     sys.stdout.flush()
     sys.stdout = None
 if sys.argv[1] == "busy-thread":
+    # The thread works on for a while after main returns, however long main took: a fast exit
+    # would kill it before it prints, so the test fails on one; Python's exit waits for it.
+    import eventdedup.cli as cli
+    returned, real_main = threading.Event(), cli.main
+    def main_then_signal() -> int:
+        try:
+            return real_main()
+        finally:
+            returned.set()
+    cli.main = main_then_signal
     def finish() -> None:
+        returned.wait()
         time.sleep(0.5)
         print("the thread finished", flush=True)
     threading.Thread(target=finish).start()
