@@ -65,7 +65,8 @@ def test_workers_keep_the_memory_they_free_for_their_next_allocation(spark) -> N
             assert refaulted < pages // 100, (refaulted, pages)
 
 
-def test_the_allocator_settings_yield_to_the_users_and_stay_off_spark_submit(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_allocator_settings_yield_to_the_users_and_a_submitted_driver_adds_none(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Under spark-submit the submit carries them, for a local master only (eventdedup.job.deployment)."""
     from eventdedup.config import SparkSettings
     from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV, _settings_conf
 
@@ -77,6 +78,8 @@ def test_the_allocator_settings_yield_to_the_users_and_stay_off_spark_submit(mon
     assert {key: value for key, value in local.items() if key.startswith("spark.executorEnv.")} == {
         f"spark.executorEnv.{name}": value for name, value in WORKER_ALLOCATOR_ENV.items()
         if name != "MIMALLOC_PURGE_DELAY"}
+    on_a_cluster = _settings_conf(SparkSettings(master="spark://spark-master:7077"), None)
+    assert not [key for key in on_a_cluster if key.startswith("spark.executorEnv.")]  # the deployment's
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # how spark-submit starts a driver's Python
     submitted = _settings_conf(SparkSettings(), None)
     assert not [key for key in submitted if key.startswith("spark.executorEnv.")]
@@ -122,3 +125,45 @@ def test_the_class_archive_is_whole_when_its_writer_returns(tmp_path) -> None:  
     archive = write_class_archive(tmp_path / "classes.jsa")
     assert archive == tmp_path / "classes.jsa" and archive.stat().st_size > 1_000_000
     assert [path.name for path in tmp_path.iterdir()] == ["classes.jsa"]  # no partial left behind
+
+
+_SUBMITTED_APP = """
+import os
+from eventdedup.config import SparkSettings
+from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV, build_spark_context
+
+context = build_spark_context(SparkSettings(), "eventdedup-local-submit")
+arguments = context._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+print("jvm", " ".join(str(argument) for argument in arguments))
+for facts in context.parallelize(range(2), 2).map(
+        lambda _: sorted((name, os.environ.get(name)) for name in WORKER_ALLOCATOR_ENV)).collect():
+    print("worker", facts)
+"""
+
+
+def test_a_local_spark_submit_runs_with_the_settings_a_cli_run_starts_its_own_driver_with(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Airflow's operator starts the job with spark-submit on a local master: its workers keep the
+    memory they free and its driver JVM maps the class archive, as under `eventdedup run-batch`."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from eventdedup.job.deployment import submit_shape
+    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV, class_archive_path
+
+    app = tmp_path / "app.py"
+    app.write_text(_SUBMITTED_APP)
+    shape = submit_shape("local[2]", sys.executable)
+    # the operator's command: the provider's hook renders each conf as one --conf argument
+    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
+    for key, value in shape.conf.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {key: value for key, value in os.environ.items() if key != "PYSPARK_GATEWAY_PORT"}
+    done = subprocess.run([*command, str(app)], capture_output=True, text=True, env={**env, **shape.env}, check=True)
+    lines = done.stdout.splitlines()
+    expected = sorted((name, os.environ.get(name, value)) for name, value in WORKER_ALLOCATOR_ENV.items())
+    assert [line for line in lines if line.startswith("worker ")] == [f"worker {expected}"] * 2
+    jvm_arguments = next(line for line in lines if line.startswith("jvm ")).split()
+    # `make` writes the archive before the tests run (its Java check)
+    assert class_archive_path().exists()
+    assert f"-XX:SharedArchiveFile={class_archive_path()}" in jvm_arguments

@@ -1,23 +1,53 @@
 """The spark-submit shape for local mode and for a cluster (eventdedup.job.deployment)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from eventdedup.errors import EventDedupError
+from eventdedup.job import spark_session
 from eventdedup.job.deployment import submit_shape
 
 PYTHON = "/srv/airflow/venv/bin/python"
 
 
+ALLOCATOR = {"MALLOC_TRIM_THRESHOLD_": str(4 << 30), "MALLOC_MMAP_THRESHOLD_": str(4 << 30), "MIMALLOC_PURGE_DELAY": "-1"}
+
+
+@pytest.fixture
+def no_class_archive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(spark_session, "class_archive_path", lambda: tmp_path / "absent.jsa")
+    for name in ALLOCATOR:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]"])
-def test_local_mode_runs_this_interpreter_on_loopback(master: str) -> None:
+def test_local_mode_runs_this_interpreter_on_loopback(master: str, no_class_archive: None) -> None:
     shape = submit_shape(master, PYTHON, job_archive="/ignored.tar.gz", driver_host="10.1.2.3")
     assert shape.archives is None
-    assert shape.conf == {"spark.pyspark.python": PYTHON, "spark.pyspark.driver.python": PYTHON}
+    # and its workers keep the memory they free, as a local job the CLI starts does
+    assert shape.conf == {"spark.pyspark.python": PYTHON, "spark.pyspark.driver.python": PYTHON,
+                          **{f"spark.executorEnv.{name}": value for name, value in ALLOCATOR.items()}}
     assert shape.env == {"PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
-def test_a_cluster_ships_the_archive_and_never_pins_loopback() -> None:
+def test_a_local_submit_maps_the_class_archive_and_leaves_the_users_allocator_variable(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_class_archive: None) -> None:
+    archive = tmp_path / "spark.jsa"
+    archive.write_bytes(b"archive")
+    monkeypatch.setattr(spark_session, "class_archive_path", lambda: archive)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # the user's: spark-submit's workers inherit it
+    conf = submit_shape("local[*]", PYTHON).conf
+    assert conf["spark.driver.extraJavaOptions"].split()[0] == f"-XX:SharedArchiveFile={archive}"
+    assert {key: value for key, value in conf.items() if key.startswith("spark.executorEnv.")} == {
+        "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(4 << 30), "spark.executorEnv.MIMALLOC_PURGE_DELAY": "-1"}
+
+
+def test_a_cluster_ships_the_archive_and_never_pins_loopback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the local settings never reach a cluster, even where this host has a class archive
+    (tmp_path / "spark.jsa").write_bytes(b"archive")
+    monkeypatch.setattr(spark_session, "class_archive_path", lambda: tmp_path / "spark.jsa")
     shape = submit_shape("spark://master:7077", PYTHON, job_archive="s3://b/job/env.tar.gz")
     assert shape.archives == "s3://b/job/env.tar.gz#environment"
     assert shape.conf == {"spark.pyspark.python": "./environment/bin/python", "spark.pyspark.driver.python": PYTHON}

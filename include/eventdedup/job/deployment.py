@@ -1,7 +1,8 @@
 """How a spark-submit of the dedup job is shaped for where it runs: local mode or a cluster.
 
 Local mode (`local`, `local[N]`) is the machine the scheduler runs on: the driver stays on
-loopback and the workers run the submitting interpreter, which has eventdedup installed.
+loopback and the workers run the submitting interpreter, which has eventdedup installed; the
+job runs with the local settings a CLI run starts its own driver with (`local_driver_conf`).
 
 On a cluster (standalone `spark://`, YARN, Kubernetes) none of that holds. Executor hosts have
 neither this interpreter's path nor eventdedup, so the job ships its own environment: the
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eventdedup.errors import EventDedupError
+from eventdedup.job.spark_session import is_local_master, local_driver_conf
 
 # The fragment after '#' is the directory Spark unpacks the archive into on every executor.
 ENVIRONMENT_DIR = "environment"
@@ -32,17 +34,17 @@ class SubmitShape:
     archives: str | None = None
 
 
-def is_local_master(master: str) -> bool:
-    return master == "local" or master.startswith("local[")
-
-
 def submit_shape(master: str, interpreter: str, job_archive: str | None = None,
                  driver_host: str | None = None) -> SubmitShape:
     """The settings for `master`. `job_archive` is the packaged environment (a path or URL the
     driver can read); `driver_host` the address executors reach the driver at."""
     if is_local_master(master):
         return SubmitShape(
-            conf={"spark.pyspark.python": interpreter, "spark.pyspark.driver.python": interpreter},
+            # and what a local job started by the CLI runs with: workers that keep the memory
+            # they free, the driver JVM's class-data archive (spark-submit reads the driver's
+            # Java options from its --conf in client mode, the only mode of a local master)
+            conf={"spark.pyspark.python": interpreter, "spark.pyspark.driver.python": interpreter,
+                  **local_driver_conf(master)},
             env={"PYSPARK_PYTHON": interpreter, "PYSPARK_DRIVER_PYTHON": interpreter,
                  # local mode listens on loopback only
                  "SPARK_LOCAL_IP": "127.0.0.1"})

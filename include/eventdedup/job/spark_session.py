@@ -48,9 +48,9 @@ T = TypeVar("T")
 # Per 1M-event batch, 4 jobs alternating: the workers' minor faults 620k -> 235k, their CPU
 # 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s. The price is memory: a worker keeps
 # its peak for life (summed peak RSS 2.0 -> 2.6 GiB), and over many jobs in one context its heap
-# fragments and creeps; a command runs one batch per process. Never under spark-submit, even
-# on a local master (Airflow's operator): on a cluster the executors' environment is the
-# deployment's, and an executor JVM kept at its peak could outgrow its container's limit.
+# fragments and creeps; a command (and a spark-submit) runs one batch per process. Local masters
+# only (local_driver_conf), whoever starts the driver: on a cluster the executors' environment is
+# the deployment's, and an executor kept at its peak could outgrow its container's limit.
 WORKER_ALLOCATOR_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
     "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
@@ -117,7 +117,8 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
     }
     if not launched_by_spark_submit():
         # Under spark-submit (Airflow's SparkSubmitOperator, a cluster) the master, driver memory,
-        # host and interpreter come from spark-submit and its connection: do not override them.
+        # host and interpreter come from spark-submit and its connection: do not override them
+        # (on a local master the submit carries local_driver_conf itself: eventdedup.job.deployment).
         conf.update({
             "spark.master": settings.master,
             "spark.ui.enabled": "false",
@@ -128,12 +129,30 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
         })
+        conf.update(local_driver_conf(settings.master))
+    conf.update(extra_conf or {})  # the caller's JVM options, say, replace ours whole
+    return conf
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def local_driver_conf(master: str) -> dict[str, str]:
+    """What a driver this host starts runs with on top of the job's settings, whoever starts it:
+    this process (the CLI, the bench) or a local-master spark-submit (Airflow's operator,
+    eventdedup.job.deployment). The driver JVM maps its classes from this environment's
+    class-data archive when there is one; on a local master its workers also keep the memory
+    they free (WORKER_ALLOCATOR_ENV; a variable the user has set is theirs, inherited instead).
+    Never the workers' settings on a cluster: there the executors' environment is the
+    deployment's."""
+    conf: dict[str, str] = {}
+    if is_local_master(master):
         conf.update({f"spark.executorEnv.{name}": value for name, value in WORKER_ALLOCATOR_ENV.items()
-                     if name not in os.environ})  # a variable the user set is theirs
-        archive = class_archive_path()
-        if archive.exists() and "spark.driver.extraJavaOptions" not in (extra_conf or {}):
-            conf["spark.driver.extraJavaOptions"] = _use_archive(archive)
-    conf.update(extra_conf or {})
+                     if name not in os.environ})
+    archive = class_archive_path()
+    if archive.exists():
+        conf["spark.driver.extraJavaOptions"] = _use_archive(archive)
     return conf
 
 
