@@ -149,6 +149,11 @@ def print_table(result: dict) -> None:
               f"first batch), wall: {statistics.median(cli['wall_seconds']):.2f}s, output "
               f"{'exact' if exact else 'WRONG'}; its own breakdown (median, --timings): " + ", ".join(
                   f"{name} {seconds:.2f}s" for name, seconds in cli["median_phases"].items()))
+    if "airflow_dedup_step" in result:
+        walls = result["airflow_dedup_step"]["wall_seconds"]
+        print(f"the DAG's dedup task as Airflow's operator submits it (spark-submit, local[*], a new process each), "
+              f"wall: one event {statistics.median(walls['one_event']):.2f}s, the {events:,}-event batch "
+              f"{statistics.median(walls['batch']):.2f}s, output exact")
     if "peak_memory" in result:
         memory = result["peak_memory"]
         total = memory["driver_python_bytes"] + memory["jvm_bytes"] + memory["python_workers_bytes"]

@@ -48,6 +48,7 @@ from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E
 from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
@@ -95,6 +96,7 @@ def main() -> int:
         result["history_scaling"] = history_scaling(args, spec, spark)
         result["cli_one_event"] = cli_one_event_batch(spec)
         result["cli_batch"] = cli_full_batch(args, spec)
+        result["airflow_dedup_step"] = airflow_dedup_step(args, spec)
         if args.shift_hours:
             result["shifted_copies"] = shifted_copies(args, spec, spark)
     finally:
@@ -374,14 +376,8 @@ def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
             store = S3Store(make_client(config.s3), config.s3.bucket)
             seed_eventdedup(store, config, workload)
             upload_lines(store, "landing/cli/", lines, args.objects)  # as the rounds above receive it
-            toml = Path(root) / "eventdedup.toml"
-            toml.write_text(f'[s3]\nbucket = "{config.s3.bucket}"\nendpoint_url = "{server.endpoint_url}"\n'
-                            f"[dedup]\nwindow_hours = {anchored.window_hours}\n"
-                            + (f"buckets = {args.buckets}\n" if args.buckets else "")
-                            + (f"[spark]\npartitions = {args.partitions}\n" if args.partitions else ""))
-            # EVENTDEDUP_* variables would override the file: the rounds above ignore them.
-            environment = {name: value for name, value in os.environ.items() if not name.startswith("EVENTDEDUP_")}
-            wall, stdout, timings = run_batch_command(toml, f"cli-batch-{run}", "landing/cli/", environment)
+            toml = command_config(Path(root), config, args, anchored)
+            wall, stdout, timings = run_batch_command(toml, f"cli-batch-{run}", "landing/cli/", command_environment())
             walls.append(wall)
             phases.append(timings)
             counts = next(json.loads(line.split(": ", 1)[1]) for line in stdout.splitlines() if line.startswith("batch "))
@@ -391,6 +387,69 @@ def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
         print(f"eventdedup run-batch {run}: {walls[-1]:.2f}s wall, {phases[-1]}", flush=True)
     return {"wall_seconds": walls, "phases": phases, "median_phases": median_phases(phases), "output_rows": rows,
             "expected_rows": expected}
+
+
+def command_config(root: Path, config: Config, args: argparse.Namespace, spec: WorkloadSpec) -> Path:
+    """The bench's settings as the configuration file a command reads."""
+    toml = root / "eventdedup.toml"
+    toml.write_text(f'[s3]\nbucket = "{config.s3.bucket}"\nendpoint_url = "{config.s3.endpoint_url}"\n'
+                    f"[dedup]\nwindow_hours = {spec.window_hours}\n"
+                    + (f"buckets = {args.buckets}\n" if args.buckets else "")
+                    + (f"[spark]\npartitions = {args.partitions}\n" if args.partitions else ""))
+    return toml
+
+
+def command_environment() -> dict[str, str]:
+    # EVENTDEDUP_* variables would override the file: the rounds above ignore them.
+    return {name: value for name, value in os.environ.items() if not name.startswith("EVENTDEDUP_")}
+
+
+def airflow_dedup_step(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
+    """The pipeline DAG's Spark task as Airflow's operator submits it on its default master:
+    `spark-submit spark_jobs/dedup_batch.py` (a new driver JVM and new workers every batch) with
+    the operator's shape for `local[*]` (eventdedup.job.deployment), wall time, for a one-event
+    batch and the measured batch, alternating. One server holds the window's history; the step
+    only stages its result, so every run sees the same history. Staging and promotion are tasks
+    of their own and are not in these figures."""
+    from eventdedup.job.deployment import submit_shape
+
+    anchored = replace(spec, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
+    workload = Workload(anchored)
+    lines = workload.batch_lines()
+    expected = {"one_event": 1, "batch": workload.expected_counts()["unique_new"]}
+    shape = submit_shape("local[*]", sys.executable)
+    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[*]",
+               "--name", "eventdedup-dedup-batch"]
+    for key, value in {"spark.ui.enabled": "false", **shape.conf}.items():  # the operator's conf
+        command += ["--conf", f"{key}={value}"]
+    walls: dict[str, list[float]] = {"one_event": [], "batch": []}
+    with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-submit-") as root:
+        config = bench_config(server.endpoint_url, args, anchored)
+        server.client().create_bucket(Bucket=config.s3.bucket)
+        store = S3Store(make_client(config.s3), config.s3.bucket)
+        seed_eventdedup(store, config, workload)
+        upload_lines(store, "landing/batch/", lines, args.objects)
+        # an id of its own, a minute before the anchor: one new event (as cli_one_event_batch's)
+        upload_lines(store, "landing/one_event/", [event_line(bytes(range(16)), anchored.anchor_us - 60_000_000)], 1)
+        toml = command_config(Path(root), config, args, anchored)
+        for run in range(args.runs):
+            for size in ("one_event", "batch"):
+                batch_id = f"submit-{size.replace('_', '-')}-{run}"
+                freeze_batch_inputs(store, config, batch_id, InputSelector(input_prefix=f"landing/{size}/"),
+                                    anchored.anchor)
+                started = time.perf_counter()
+                done = subprocess.run([*command, str(ROOT / "spark_jobs" / "dedup_batch.py"), "--config", str(toml),
+                                       "--batch-id", batch_id], capture_output=True, text=True,
+                                      env={**command_environment(), **shape.env})
+                walls[size].append(time.perf_counter() - started)
+                if done.returncode != 0:
+                    raise SystemExit(f"spark-submit of the dedup step failed: {done.stderr[-3000:]}")
+                counts = json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith("{")))
+                if counts["output_rows"] != expected[size]:
+                    raise SystemExit(f"the submitted dedup step emitted {counts['output_rows']:,} rows; "
+                                     f"the {size} batch has {expected[size]:,} unique events")
+                print(f"spark-submit dedup step, {size} {run}: {walls[size][-1]:.2f}s wall", flush=True)
+    return {"wall_seconds": walls, "output_rows_exact": True}
 
 
 def server_cpu_seconds(server: LocalS3Process) -> float:
