@@ -417,7 +417,7 @@ def airflow_dedup_step(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
     workload = Workload(anchored)
     lines = workload.batch_lines()
     expected = {"one_event": 1, "batch": workload.expected_counts()["unique_new"]}
-    shape = submit_shape("local[*]", sys.executable)
+    shape = submit_shape("local[*]", sys.executable, environ=command_environment())
     command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[*]",
                "--name", "eventdedup-dedup-batch"]
     for key, value in {"spark.ui.enabled": "false", **shape.conf}.items():  # the operator's conf

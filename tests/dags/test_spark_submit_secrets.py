@@ -76,3 +76,24 @@ def test_the_command_line_watcher_sees_a_secret_on_a_short_lived_process() -> No
             sleeper.kill()
             sleeper.wait()
     assert len(hits) >= 1 and SECRET_KEY in hits[0]
+
+
+def test_a_local_submit_carries_the_local_start_and_leaves_the_users_settings(monkeypatch, airflow_db) -> None:  # type: ignore[no-untyped-def]
+    """What the provider's hook puts on spark-submit's command line for a local master: the
+    workers' allocator and our Java options, but never over the user's own settings on the
+    operator (its conf, its env_vars)."""
+    from eventdedup_airflow import EventDedupSparkSubmitOperator
+
+    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    operator = EventDedupSparkSubmitOperator(
+        task_id="dedup_batch", batch_id="b1", conn_id="spark_local", env_vars={"MIMALLOC_PURGE_DELAY": "10"},
+        conf={"spark.driver.extraJavaOptions": "-Dsite.flag=1 -Xss4m"})
+    operator.prepare_submit()
+    argv = operator._get_hook()._build_spark_submit_command(operator.application)
+    confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
+    assert {key: value for key, value in confs.items() if key.startswith("spark.executorEnv.")} == {
+        "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(4 << 30), "spark.executorEnv.MALLOC_MMAP_THRESHOLD_": str(4 << 30)}
+    assert confs["spark.driver.extraJavaOptions"] == "-Dsite.flag=1 -Xss4m"  # one argument, whole
+    assert "-XX:SharedArchiveFile=" in confs["spark.driver.defaultJavaOptions"]  # `make` wrote the archive

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def _worker_facts(_: Iterator[int]) -> Iterator[tuple[str, bool]]:
@@ -38,7 +39,7 @@ def _allocator_facts(_: Iterator[int]) -> Iterator[tuple[dict[str, str | None], 
     import os
     import resource
 
-    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV
+    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
 
     def faults_to_fill(size: int) -> int:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -54,7 +55,7 @@ def _allocator_facts(_: Iterator[int]) -> Iterator[tuple[dict[str, str | None], 
 def test_workers_keep_the_memory_they_free_for_their_next_allocation(spark) -> None:  # type: ignore[no-untyped-def]
     """A 64 MiB block freed and allocated again costs no page faults the second time: without the
     allocator settings glibc maps it afresh each time and faults in every one of its pages."""
-    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV
+    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
 
     # A variable the environment already sets is the user's: the workers inherit it instead.
     expected = {name: os.environ.get(name, value) for name, value in WORKER_ALLOCATOR_ENV.items()}
@@ -68,7 +69,8 @@ def test_workers_keep_the_memory_they_free_for_their_next_allocation(spark) -> N
 def test_the_allocator_settings_yield_to_the_users_and_a_submitted_driver_adds_none(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Under spark-submit the submit carries them, for a local master only (eventdedup.job.deployment)."""
     from eventdedup.config import SparkSettings
-    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV, _settings_conf
+    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+    from eventdedup.job.spark_session import _settings_conf
 
     for name in WORKER_ALLOCATOR_ENV:
         monkeypatch.delenv(name, raising=False)
@@ -130,40 +132,76 @@ def test_the_class_archive_is_whole_when_its_writer_returns(tmp_path) -> None:  
 _SUBMITTED_APP = """
 import os
 from eventdedup.config import SparkSettings
-from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV, build_spark_context
+from eventdedup.job.spark_session import build_spark_context
 
 context = build_spark_context(SparkSettings(), "eventdedup-local-submit")
 arguments = context._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
 print("jvm", " ".join(str(argument) for argument in arguments))
-for facts in context.parallelize(range(2), 2).map(
-        lambda _: sorted((name, os.environ.get(name)) for name in WORKER_ALLOCATOR_ENV)).collect():
-    print("worker", facts)
+names = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY")
+for facts in context.parallelize(range(2), 2).map(lambda _: [os.environ.get(name) for name in names]).collect():
+    print("worker", " ".join(map(str, facts)))
 """
 
 
-def test_a_local_spark_submit_runs_with_the_settings_a_cli_run_starts_its_own_driver_with(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Airflow's operator starts the job with spark-submit on a local master: its workers keep the
-    memory they free and its driver JVM maps the class archive, as under `eventdedup run-batch`."""
+def _submit(app: str, tmp_path: Path, environ: dict[str, str]) -> list[str]:
+    """spark-submit of `app` on local[2] as the operator shapes it for `environ`, its stdout lines."""
     import subprocess
     import sys
-    from pathlib import Path
 
     from eventdedup.job.deployment import submit_shape
-    from eventdedup.job.spark_session import WORKER_ALLOCATOR_ENV, class_archive_path
 
-    app = tmp_path / "app.py"
-    app.write_text(_SUBMITTED_APP)
-    shape = submit_shape("local[2]", sys.executable)
-    # the operator's command: the provider's hook renders each conf as one --conf argument
+    shape = submit_shape("local[2]", sys.executable, environ=environ)
+    # as the provider's hook renders the operator's conf: each setting one --conf argument
     command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
     for key, value in shape.conf.items():
         command += ["--conf", f"{key}={value}"]
-    env = {key: value for key, value in os.environ.items() if key != "PYSPARK_GATEWAY_PORT"}
-    done = subprocess.run([*command, str(app)], capture_output=True, text=True, env={**env, **shape.env}, check=True)
-    lines = done.stdout.splitlines()
-    expected = sorted((name, os.environ.get(name, value)) for name, value in WORKER_ALLOCATOR_ENV.items())
-    assert [line for line in lines if line.startswith("worker ")] == [f"worker {expected}"] * 2
+    script = tmp_path / "app.py"
+    script.write_text(app)
+    done = subprocess.run([*command, str(script)], capture_output=True, text=True, env={**environ, **shape.env},
+                          check=True)
+    return done.stdout.splitlines()
+
+
+def _environ_without_ours() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items()
+            if key not in ("PYSPARK_GATEWAY_PORT", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+                           "MIMALLOC_PURGE_DELAY")}
+
+
+def test_a_local_spark_submit_runs_with_the_settings_a_cli_run_starts_its_own_driver_with(  # type: ignore[no-untyped-def]
+        tmp_path, monkeypatch) -> None:
+    """Airflow's operator starts the job with spark-submit on a local master: its workers keep the
+    memory they free and its driver JVM maps its classes from the archive, as under `eventdedup
+    run-batch`. The archive sits under a path with a space, which Spark's launcher would split
+    on unless it is quoted."""
+    import shutil
+
+    from eventdedup.job import driver_start
+
+    archive = tmp_path / "jvm classes" / "spark.jsa"
+    archive.parent.mkdir()
+    shutil.copy(driver_start.class_archive_path(os.environ), archive)  # `make` wrote it (its Java check)
+    monkeypatch.setattr(driver_start, "class_archive_path", lambda environ: archive)
+    loaded = tmp_path / "loaded"
+    loaded.mkdir()
+    environ = _environ_without_ours()
+    environ["JDK_JAVA_OPTIONS"] = f"-Xlog:class+load:file={loaded}/%p.log"  # every JVM: which classes, whence
+    lines = _submit(_SUBMITTED_APP, tmp_path, environ)
+    assert [line for line in lines if line.startswith("worker ")] == [f"worker {4 << 30} {4 << 30} -1"] * 2
+    from_archive = max(log.read_text().count("source: shared objects file (top)") for log in loaded.iterdir())
+    assert from_archive > 1000, from_archive  # ~6,500 of Spark's classes mapped from the archive
+
+
+def test_a_local_spark_submit_keeps_what_the_sites_spark_defaults_set(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A `--conf` replaces a spark-defaults.conf setting whole: the submit leaves the site's
+    allocator variable alone and its Java options come after the site's."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "spark-defaults.conf").write_text("spark.executorEnv.MIMALLOC_PURGE_DELAY 25\n"
+                                              "spark.driver.defaultJavaOptions -Dsite.default=1\n"
+                                              "spark.driver.extraJavaOptions -Dsite.extra=1\n")
+    lines = _submit(_SUBMITTED_APP, tmp_path, {**_environ_without_ours(), "SPARK_CONF_DIR": str(site)})
+    assert [line for line in lines if line.startswith("worker ")] == [f"worker {4 << 30} {4 << 30} 25"] * 2
     jvm_arguments = next(line for line in lines if line.startswith("jvm ")).split()
-    # `make` writes the archive before the tests run (its Java check)
-    assert class_archive_path().exists()
-    assert f"-XX:SharedArchiveFile={class_archive_path()}" in jvm_arguments
+    assert {"-Dsite.default=1", "-Dsite.extra=1"} <= set(jvm_arguments)
+    assert any(argument.startswith("-XX:SharedArchiveFile=") for argument in jvm_arguments)

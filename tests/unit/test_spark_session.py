@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from eventdedup.errors import EventDedupError
-from eventdedup.job.spark_session import require_java
+from eventdedup.job.java import require_java
 
 
 def test_missing_java_is_named_by_the_python_check(tmp_path) -> None:

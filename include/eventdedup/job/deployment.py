@@ -2,7 +2,7 @@
 
 Local mode (`local`, `local[N]`) is the machine the scheduler runs on: the driver stays on
 loopback and the workers run the submitting interpreter, which has eventdedup installed; the
-job runs with the local settings a CLI run starts its own driver with (`local_driver_conf`).
+job runs with the local settings a CLI run starts its own driver with (eventdedup.job.driver_start).
 
 On a cluster (standalone `spark://`, YARN, Kubernetes) none of that holds. Executor hosts have
 neither this interpreter's path nor eventdedup, so the job ships its own environment: the
@@ -15,10 +15,11 @@ default. Credentials are not part of the submit at all: executors take them from
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from eventdedup.errors import EventDedupError
-from eventdedup.job.spark_session import is_local_master, local_driver_conf
+from eventdedup.job.driver_start import driver_start_conf, is_local_master
 
 # The fragment after '#' is the directory Spark unpacks the archive into on every executor.
 ENVIRONMENT_DIR = "environment"
@@ -35,16 +36,16 @@ class SubmitShape:
 
 
 def submit_shape(master: str, interpreter: str, job_archive: str | None = None,
-                 driver_host: str | None = None) -> SubmitShape:
+                 driver_host: str | None = None, *, environ: Mapping[str, str]) -> SubmitShape:
     """The settings for `master`. `job_archive` is the packaged environment (a path or URL the
-    driver can read); `driver_host` the address executors reach the driver at."""
+    driver can read); `driver_host` the address executors reach the driver at; `environ` the
+    environment spark-submit will run in (the user's settings there come first)."""
     if is_local_master(master):
         return SubmitShape(
-            # and what a local job started by the CLI runs with: workers that keep the memory
-            # they free, the driver JVM's class-data archive (spark-submit reads the driver's
-            # Java options from its --conf in client mode, the only mode of a local master)
+            # and what a driver the CLI starts on this host runs with (spark-submit applies the
+            # driver's Java options from its --conf in client mode, the only mode of a local master)
             conf={"spark.pyspark.python": interpreter, "spark.pyspark.driver.python": interpreter,
-                  **local_driver_conf(master)},
+                  **driver_start_conf(master, environ)},
             env={"PYSPARK_PYTHON": interpreter, "PYSPARK_DRIVER_PYTHON": interpreter,
                  # local mode listens on loopback only
                  "SPARK_LOCAL_IP": "127.0.0.1"})

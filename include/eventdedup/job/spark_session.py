@@ -7,21 +7,16 @@ remains for what does use SQL (the benchmark's Spark peers).
 
 `python -m eventdedup.job.spark_session` is the Java check `make` runs before anything starts
 Spark: one check, in one place, with one message. With `--class-archive` it also writes the
-driver JVM's class-data archive (below) when the environment has none yet.
+driver JVM's class-data archive (eventdedup.job.driver_start) when the environment has none yet.
 
-Starting the driver JVM loads ~10,000 of Spark's classes, most of the ~6 s a local session
-takes to start, paid by every batch. Java's application class-data sharing (JEP 350) maps
-them from an archive written once by a session that ran a task: `class_archive_path()`, in
-the virtualenv whose jars it holds, named for the pyspark and Java versions. A local session
-uses it when it exists; a JVM that finds it does not match its class path simply loads the
-classes itself. Under spark-submit (a cluster) the driver's options are the deployment's.
+A driver this process starts also gets what eventdedup.job.driver_start adds for a driver
+started on this host (the driver JVM's class-data archive, the local workers' allocator);
+under spark-submit those come with the submit (eventdedup.job.deployment, a local master) or
+are the deployment's (a cluster).
 """
 from __future__ import annotations
 
-import functools
 import os
-import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -32,30 +27,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventdedup.config import SparkSettings
 from eventdedup.errors import EventDedupError
-
-MINIMUM_JAVA = 17
+from eventdedup.job.driver_start import class_archive_path, driver_start_conf
+from eventdedup.job.java import require_java
 
 if TYPE_CHECKING:
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
 T = TypeVar("T")
-
-
-# The local Python workers keep the memory they free for their next task instead of handing it
-# back to the kernel and faulting it in again, page by page: glibc's heap (Python's objects,
-# numpy) is neither trimmed nor bypassed with mmap, and mimalloc (pyarrow's pool) never purges.
-# Per 1M-event batch, 4 jobs alternating: the workers' minor faults 620k -> 235k, their CPU
-# 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s. The price is memory: a worker keeps
-# its peak for life (summed peak RSS 2.0 -> 2.6 GiB), and over many jobs in one context its heap
-# fragments and creeps; a command (and a spark-submit) runs one batch per process. Local masters
-# only (local_driver_conf), whoever starts the driver: on a cluster the executors' environment is
-# the deployment's, and an executor kept at its peak could outgrow its container's limit.
-WORKER_ALLOCATOR_ENV = {
-    "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
-    "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
-    "MIMALLOC_PURGE_DELAY": "-1",
-}
 
 
 def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
@@ -118,7 +97,7 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
     if not launched_by_spark_submit():
         # Under spark-submit (Airflow's SparkSubmitOperator, a cluster) the master, driver memory,
         # host and interpreter come from spark-submit and its connection: do not override them
-        # (on a local master the submit carries local_driver_conf itself: eventdedup.job.deployment).
+        # (on a local master the submit carries driver_start_conf itself: eventdedup.job.deployment).
         conf.update({
             "spark.master": settings.master,
             "spark.ui.enabled": "false",
@@ -129,30 +108,8 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
         })
-        conf.update(local_driver_conf(settings.master))
+        conf.update(driver_start_conf(settings.master, os.environ))
     conf.update(extra_conf or {})  # the caller's JVM options, say, replace ours whole
-    return conf
-
-
-def is_local_master(master: str) -> bool:
-    return master == "local" or master.startswith("local[")
-
-
-def local_driver_conf(master: str) -> dict[str, str]:
-    """What a driver this host starts runs with on top of the job's settings, whoever starts it:
-    this process (the CLI, the bench) or a local-master spark-submit (Airflow's operator,
-    eventdedup.job.deployment). The driver JVM maps its classes from this environment's
-    class-data archive when there is one; on a local master its workers also keep the memory
-    they free (WORKER_ALLOCATOR_ENV; a variable the user has set is theirs, inherited instead).
-    Never the workers' settings on a cluster: there the executors' environment is the
-    deployment's."""
-    conf: dict[str, str] = {}
-    if is_local_master(master):
-        conf.update({f"spark.executorEnv.{name}": value for name, value in WORKER_ALLOCATOR_ENV.items()
-                     if name not in os.environ})
-    archive = class_archive_path()
-    if archive.exists():
-        conf["spark.driver.extraJavaOptions"] = _use_archive(archive)
     return conf
 
 
@@ -177,27 +134,12 @@ def started_in_background(start: Callable[[], T]) -> Callable[[], T]:
     return result.result
 
 
-@functools.cache
-def class_archive_path() -> Path:
-    """Where this environment's driver class-data archive lives (it may not exist)."""
-    from importlib.metadata import version
-
-    java = _java_version_text(_java_binary(os.environ))
-    name = f"spark-{version('pyspark')}-java-{re.sub(r'[^0-9A-Za-z.]+', '_', java)}.jsa"
-    return Path(sys.prefix) / "share" / "eventdedup" / name
-
-
-def _use_archive(archive: Path) -> str:
-    # -Xlog:cds=off: a stale archive (another class path) is skipped without a warning on stdout.
-    return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
-
-
 def write_class_archive(archive: Path | None = None) -> Path:
-    """Write the archive (by default `class_archive_path()`), once: a context in a child process
+    """Write the archive (by default `class_archive_path`'s), once: a context in a child process
     runs a task and stops, and its JVM dumps the classes it loaded as it exits, which the child
     waits for (its output is relayed, so nothing else would wait for the JVM). Written aside,
     then renamed: never half an archive."""
-    archive = archive or class_archive_path()
+    archive = archive or class_archive_path(os.environ)
     if archive.exists():
         return archive
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +147,7 @@ def write_class_archive(archive: Path | None = None) -> Path:
     script = ("import sys; from eventdedup.config import SparkSettings; "
               "from eventdedup.job.spark_session import build_spark_context; "
               "s = build_spark_context(SparkSettings(master='local[1]'), 'eventdedup-class-archive', "
-              "{'spark.driver.extraJavaOptions': sys.argv[1]}); "
+              "{'spark.driver.defaultJavaOptions': sys.argv[1]}); "
               "s.parallelize(range(8), 2).map(lambda x: (x, x)).partitionBy(2).count(); "
               "jvm = type(s)._gateway.proc; s.stop(); jvm.stdin.close(); jvm.wait()")
     options = f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -220,34 +162,6 @@ def write_class_archive(archive: Path | None = None) -> Path:
 def launched_by_spark_submit(environ: Mapping[str, str] | None = None) -> bool:
     """spark-submit starts a Python application with the gateway to its JVM in the environment."""
     return "PYSPARK_GATEWAY_PORT" in (os.environ if environ is None else environ)
-
-
-def _java_binary(env: Mapping[str, str]) -> str:
-    java_home = env.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java", path=env.get("PATH"))
-    if not java or not os.path.exists(java):
-        raise EventDedupError(f"Java {MINIMUM_JAVA}+ is required by Spark but no 'java' was found "
-                              f"(JAVA_HOME={java_home or 'unset'}); install openjdk-17-jre-headless or set JAVA_HOME")
-    return java
-
-
-@functools.cache
-def _java_version_text(java: str) -> str:
-    """`java -version`'s version string, e.g. "17.0.15" (once per binary: it costs a JVM start)."""
-    output = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "([^"]+)"', output)
-    return match.group(1) if match else "unknown"
-
-
-def require_java(environ: Mapping[str, str] | None = None) -> int:
-    """Spark 4 needs Java 17+; say so plainly instead of the JVM launcher's obscure failure."""
-    env = os.environ if environ is None else environ
-    java = _java_binary(env)
-    match = re.match(r"(\d+)", _java_version_text(java))
-    version = int(match.group(1)) if match else 0
-    if version < MINIMUM_JAVA:
-        raise EventDedupError(f"Java {MINIMUM_JAVA}+ is required by Spark; {java} is version {version or 'unknown'}")
-    return version
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""What a Spark driver started on this host runs with beyond the job's own settings, whoever
+starts it: the CLI and the bench (eventdedup.job.spark_session), or Airflow's operator through
+a local-master spark-submit (eventdedup.job.deployment). One home, so the two never differ.
+
+- **The class-data archive.** Starting the driver JVM loads ~10,000 of Spark's classes, most of
+  the ~6 s a local session took to start, paid by every batch. Java's application class-data
+  sharing (JEP 350) maps them from an archive written once by a session that ran a task
+  (`make`'s Java check: spark_session.write_class_archive), in the virtualenv whose jars it
+  holds, named for the pyspark and Java versions. A JVM that finds it does not match its class
+  path loads the classes itself.
+- **The workers' allocator**, on a local master only (WORKER_ALLOCATOR_ENV below). On a cluster
+  the executors' environment is the deployment's, and an executor kept at its peak could
+  outgrow its container's limit.
+
+What the user has set comes first. An allocator variable in the environment the driver starts
+in is inherited by the workers instead; one in the site's spark-defaults.conf is left alone
+(a `--conf` would replace it). Our Java options go in `spark.driver.defaultJavaOptions`, which
+Spark puts before `spark.driver.extraJavaOptions`, so a user's or site's extra options are kept
+whole and, where a flag is set twice, win; a site's own default options follow ours.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from eventdedup.errors import EventDedupError
+from eventdedup.job.java import java_binary, java_version_text
+
+# The local Python workers keep the memory they free for their next task instead of handing it
+# back to the kernel and faulting it in again, page by page: glibc's heap (Python's objects,
+# numpy) is neither trimmed nor bypassed with mmap, and mimalloc (pyarrow's pool) never purges.
+# Per 1M-event batch, 4 jobs alternating: the workers' minor faults 620k -> 235k, their CPU
+# 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s. The price is memory: a worker keeps
+# its peak for life (summed peak RSS 2.0 -> 2.6 GiB), and over many jobs in one context its heap
+# fragments and creeps; a command (and a spark-submit) runs one batch per process.
+WORKER_ALLOCATOR_ENV = {
+    "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
+    "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
+    "MIMALLOC_PURGE_DELAY": "-1",
+}
+DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def driver_start_conf(master: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The settings a driver this host starts under `environ` (the environment spark-submit, or
+    the driver JVM pyspark launches, runs in) adds to the job's, for `master`."""
+    site = site_spark_defaults(environ)
+    conf: dict[str, str] = {}
+    if is_local_master(master):
+        conf.update({f"spark.executorEnv.{name}": value for name, value in WORKER_ALLOCATOR_ENV.items()
+                     if name not in environ and f"spark.executorEnv.{name}" not in site})
+    options = " ".join(filter(None, [driver_java_options(environ), site.get(DEFAULT_JAVA_OPTIONS, "")]))
+    if options:
+        conf[DEFAULT_JAVA_OPTIONS] = options
+    return conf
+
+
+def driver_java_options(environ: Mapping[str, str]) -> str:
+    """The archive's option when there is one for the Java `environ` runs. Without a Java to ask
+    there is no archive to name: the launcher that follows will say Java is missing."""
+    try:
+        archive = class_archive_path(environ)
+    except EventDedupError:
+        return ""
+    return archive_option(archive) if archive.exists() else ""
+
+
+def class_archive_path(environ: Mapping[str, str]) -> Path:
+    """Where this environment's driver class-data archive for the Java of `environ` lives (it
+    may not exist)."""
+    from importlib.metadata import version
+
+    java = java_version_text(java_binary(environ))
+    name = f"spark-{version('pyspark')}-java-{re.sub(r'[^0-9A-Za-z.]+', '_', java)}.jsa"
+    return Path(sys.prefix) / "share" / "eventdedup" / name
+
+
+def archive_option(archive: Path) -> str:
+    # Quoted: Spark's launcher splits Java options on whitespace, and a virtualenv's path may hold
+    # a space. -Xlog:cds=off: a stale archive (another class path) is skipped without a warning.
+    return f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off'
+
+
+def site_spark_defaults(environ: Mapping[str, str]) -> dict[str, str]:
+    """The spark-defaults.conf spark-submit reads under `environ`: $SPARK_CONF_DIR's, else
+    $SPARK_HOME/conf's, else the installed pyspark's (a pip-installed Spark's home)."""
+    conf_dir = environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        spark_home = environ.get("SPARK_HOME")
+        if not spark_home:
+            spec = importlib.util.find_spec("pyspark")
+            spark_home = str(Path(spec.origin).parent) if spec and spec.origin else ""
+        conf_dir = str(Path(spark_home) / "conf") if spark_home else ""
+    path = Path(conf_dir) / "spark-defaults.conf"
+    try:
+        return java_properties(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return {}
+
+
+def java_properties(text: str) -> dict[str, str]:
+    """Keys and values of a Java properties file as Spark reads spark-defaults.conf: comments
+    (# !), continued lines (a trailing backslash), a key ending at '=', ':' or whitespace, and
+    values trimmed. Escapes other than continuation are kept as written (Spark's keys have none)."""
+    properties: dict[str, str] = {}
+    logical = ""
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not logical and (not stripped or stripped[0] in "#!"):
+            continue
+        if (len(stripped) - len(stripped.rstrip("\\"))) % 2:  # an odd run of backslashes continues
+            logical += stripped[:-1]
+            continue
+        logical += stripped
+        match = re.match(r"([^\s=:]+)\s*[=:]?\s*(.*)", logical)
+        if match:
+            properties[match.group(1)] = match.group(2).strip()
+        logical = ""
+    return properties

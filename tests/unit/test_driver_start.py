@@ -1,0 +1,75 @@
+"""What a driver started on this host adds to a job's settings, and what it leaves to the user
+(eventdedup.job.driver_start)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventdedup.job import driver_start
+from eventdedup.job.driver_start import driver_start_conf, java_properties
+
+TRIM, MMAP, PURGE = "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY"
+ALLOCATOR = {f"spark.executorEnv.{TRIM}": str(4 << 30), f"spark.executorEnv.{MMAP}": str(4 << 30),
+             f"spark.executorEnv.{PURGE}": "-1"}
+
+
+@pytest.fixture
+def archive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    path = tmp_path / "jvm classes" / "spark.jsa"  # a space: the launcher splits options on whitespace
+    path.parent.mkdir()
+    path.write_bytes(b"archive")
+    monkeypatch.setattr(driver_start, "class_archive_path", lambda environ: path)
+    return path
+
+
+def site(tmp_path: Path, text: str) -> dict[str, str]:
+    (tmp_path / "spark-defaults.conf").write_text(text)
+    return {"SPARK_CONF_DIR": str(tmp_path)}
+
+
+def test_a_local_driver_gets_the_allocator_and_the_archive(archive: Path, tmp_path: Path) -> None:
+    conf = driver_start_conf("local[*]", site(tmp_path, ""))
+    assert conf == {**ALLOCATOR, "spark.driver.defaultJavaOptions":
+                    f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off'}
+
+
+def test_a_cluster_driver_gets_the_archive_and_its_executors_nothing(archive: Path, tmp_path: Path) -> None:
+    conf = driver_start_conf("spark://spark-master:7077", site(tmp_path, ""))
+    assert list(conf) == ["spark.driver.defaultJavaOptions"]
+
+
+def test_the_users_environment_and_the_sites_defaults_come_first(archive: Path, tmp_path: Path) -> None:
+    environ = {**site(tmp_path, "# the site's\n"
+                                "spark.executorEnv.MIMALLOC_PURGE_DELAY   25\n"
+                                "spark.driver.defaultJavaOptions = -Dsite.default=1 \\\n"
+                                "    -Xss4m\n"), TRIM: "65536"}
+    conf = driver_start_conf("local[2]", environ)
+    # the workers inherit the environment's TRIM; spark-defaults sets PURGE; MMAP is ours
+    assert {key: value for key, value in conf.items() if key.startswith("spark.executorEnv.")} == {
+        f"spark.executorEnv.{MMAP}": str(4 << 30)}
+    # the site's default options kept whole, after ours: a flag set twice is the site's
+    assert conf["spark.driver.defaultJavaOptions"].endswith(' -Xlog:cds+dynamic=off -Dsite.default=1 -Xss4m')
+
+
+def test_without_a_java_to_ask_there_is_no_archive_and_no_error(tmp_path: Path) -> None:
+    environ = {**site(tmp_path, ""), "PATH": str(tmp_path)}  # no java on it, no JAVA_HOME
+    assert driver_start_conf("local[2]", environ) == ALLOCATOR
+
+
+def test_an_archive_not_yet_written_is_not_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(driver_start, "class_archive_path", lambda environ: tmp_path / "absent.jsa")
+    assert driver_start_conf("local[2]", site(tmp_path, "")) == ALLOCATOR
+
+
+def test_spark_defaults_are_read_as_java_properties() -> None:
+    text = ("# comment\n! also a comment\n\n"
+            "spark.a  1\n"
+            "spark.b=2\n"
+            "spark.c : three words here  \n"
+            "spark.d = first \\\n"
+            "          second\n"
+            "   spark.e\t5\n"
+            "spark.f\n")
+    assert java_properties(text) == {"spark.a": "1", "spark.b": "2", "spark.c": "three words here",
+                                     "spark.d": "first second", "spark.e": "5", "spark.f": ""}
