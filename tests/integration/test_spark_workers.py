@@ -119,6 +119,14 @@ def test_the_driver_jvm_writes_through_our_relay_not_into_the_callers_pipes() ->
     assert "written by the driver JVM\n" in done.stderr
 
 
+def test_the_driver_jvm_compiles_with_c1_only(spark) -> None:  # type: ignore[no-untyped-def]
+    """A driver the CLI starts lives for one batch: its JIT stops at C1 (eventdedup.job.driver_start)."""
+    jvm = spark._jvm
+    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == "1"
+
+
 def test_the_class_archive_is_whole_when_its_writer_returns(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The JVM writes the archive as it exits, after the child's Python is gone: the writer must
     wait for the JVM itself, not only for the child's output to end."""
@@ -203,5 +211,5 @@ def test_a_local_spark_submit_keeps_what_the_sites_spark_defaults_set(tmp_path) 
     lines = _submit(_SUBMITTED_APP, tmp_path, {**_environ_without_ours(), "SPARK_CONF_DIR": str(site)})
     assert [line for line in lines if line.startswith("worker ")] == [f"worker {4 << 30} {4 << 30} 25"] * 2
     jvm_arguments = next(line for line in lines if line.startswith("jvm ")).split()
-    assert {"-Dsite.default=1", "-Dsite.extra=1"} <= set(jvm_arguments)
+    assert {"-Dsite.default=1", "-Dsite.extra=1", "-XX:TieredStopAtLevel=1"} <= set(jvm_arguments)
     assert any(argument.startswith("-XX:SharedArchiveFile=") for argument in jvm_arguments)

@@ -22,7 +22,8 @@ def test_local_mode_runs_this_interpreter_on_loopback(master: str, monkeypatch: 
     assert shape.archives is None
     # and its workers keep the memory they free, as a local job the CLI starts does (driver_start)
     assert shape.conf == {"spark.pyspark.python": PYTHON, "spark.pyspark.driver.python": PYTHON,
-                          **{f"spark.executorEnv.{name}": value for name, value in ALLOCATOR.items()}}
+                          **{f"spark.executorEnv.{name}": value for name, value in ALLOCATOR.items()},
+                          "spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=1"}
     assert shape.env == {"PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 

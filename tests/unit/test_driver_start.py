@@ -31,7 +31,7 @@ def site(tmp_path: Path, text: str) -> dict[str, str]:
 def test_a_local_driver_gets_the_allocator_and_the_archive(archive: Path, tmp_path: Path) -> None:
     conf = driver_start_conf("local[*]", site(tmp_path, ""))
     assert conf == {**ALLOCATOR, "spark.driver.defaultJavaOptions":
-                    f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off'}
+                    f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off -XX:TieredStopAtLevel=1'}
 
 
 def test_a_cluster_driver_gets_the_archive_and_its_executors_nothing(archive: Path, tmp_path: Path) -> None:
@@ -49,17 +49,20 @@ def test_the_users_environment_and_the_sites_defaults_come_first(archive: Path, 
     assert {key: value for key, value in conf.items() if key.startswith("spark.executorEnv.")} == {
         f"spark.executorEnv.{MMAP}": str(4 << 30)}
     # the site's default options kept whole, after ours: a flag set twice is the site's
-    assert conf["spark.driver.defaultJavaOptions"].endswith(' -Xlog:cds+dynamic=off -Dsite.default=1 -Xss4m')
+    assert conf["spark.driver.defaultJavaOptions"].endswith(' -XX:TieredStopAtLevel=1 -Dsite.default=1 -Xss4m')
+
+
+C1_ONLY = {"spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 def test_without_a_java_to_ask_there_is_no_archive_and_no_error(tmp_path: Path) -> None:
     environ = {**site(tmp_path, ""), "PATH": str(tmp_path)}  # no java on it, no JAVA_HOME
-    assert driver_start_conf("local[2]", environ) == ALLOCATOR
+    assert driver_start_conf("local[2]", environ) == {**ALLOCATOR, **C1_ONLY}
 
 
 def test_an_archive_not_yet_written_is_not_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(driver_start, "class_archive_path", lambda environ: tmp_path / "absent.jsa")
-    assert driver_start_conf("local[2]", site(tmp_path, "")) == ALLOCATOR
+    assert driver_start_conf("local[2]", site(tmp_path, "")) == {**ALLOCATOR, **C1_ONLY}
 
 
 def test_spark_defaults_are_read_as_java_properties() -> None:
@@ -73,3 +76,9 @@ def test_spark_defaults_are_read_as_java_properties() -> None:
             "spark.f\n")
     assert java_properties(text) == {"spark.a": "1", "spark.b": "2", "spark.c": "three words here",
                                      "spark.d": "first second", "spark.e": "5", "spark.f": ""}
+
+
+def test_a_sql_session_keeps_sparks_own_jit(archive: Path, tmp_path: Path) -> None:
+    conf = driver_start_conf("local[2]", site(tmp_path, ""), c1_only=False)
+    assert conf["spark.driver.defaultJavaOptions"] == (
+        f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off')
