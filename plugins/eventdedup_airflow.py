@@ -108,7 +108,8 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         master = self._get_hook()._connection["master"]
         shape = submit_shape(master, sys.executable, os.environ.get("EVENTDEDUP_SPARK_JOB_ARCHIVE") or None,
                              os.environ.get("EVENTDEDUP_SPARK_DRIVER_HOST") or None,
-                             environ={**os.environ, **(self.env_vars or {})})  # spark-submit's, but for ours
+                             # what spark-submit will run with, but for ours: the user's settings come first
+                             environ={**os.environ, **(self.env_vars or {})}, properties_file=self.properties_file)
         self.conf = {**shape.conf, **(self.conf or {})}
         self._archives = shape.archives or self._archives
         hook = AwsBaseHook(aws_conn_id=aws_conn_id(), client_type="s3")

@@ -78,22 +78,32 @@ def test_the_command_line_watcher_sees_a_secret_on_a_short_lived_process() -> No
     assert len(hits) >= 1 and SECRET_KEY in hits[0]
 
 
-def test_a_local_submit_carries_the_local_start_and_leaves_the_users_settings(monkeypatch, airflow_db) -> None:  # type: ignore[no-untyped-def]
+def test_a_local_submit_carries_the_local_start_and_leaves_the_users_settings(  # type: ignore[no-untyped-def]
+        monkeypatch, airflow_db, tmp_path) -> None:
     """What the provider's hook puts on spark-submit's command line for a local master: the
     workers' allocator and our Java options, but never over the user's own settings on the
-    operator (its conf, its env_vars)."""
+    operator (its conf, its env_vars, its properties file)."""
     from eventdedup_airflow import EventDedupSparkSubmitOperator
 
-    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY"):
+    from eventdedup.job import driver_start
+
+    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY", "SPARK_HOME"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # no site file: the runner's never counts
+    archive = tmp_path / "spark.jsa"
+    archive.write_bytes(b"archive")
+    monkeypatch.setattr(driver_start, "class_archive_path", lambda environ: archive)
+    properties = tmp_path / "job.properties"
+    properties.write_text("spark.executorEnv.MALLOC_MMAP_THRESHOLD_ 65536\n")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     operator = EventDedupSparkSubmitOperator(
         task_id="dedup_batch", batch_id="b1", conn_id="spark_local", env_vars={"MIMALLOC_PURGE_DELAY": "10"},
-        conf={"spark.driver.extraJavaOptions": "-Dsite.flag=1 -Xss4m"})
+        conf={"spark.driver.extraJavaOptions": "-Dsite.flag=1 -Xss4m"}, properties_file=str(properties))
     operator.prepare_submit()
     argv = operator._get_hook()._build_spark_submit_command(operator.application)
     confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
     assert {key: value for key, value in confs.items() if key.startswith("spark.executorEnv.")} == {
-        "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(4 << 30), "spark.executorEnv.MALLOC_MMAP_THRESHOLD_": str(4 << 30)}
+        "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
     assert confs["spark.driver.extraJavaOptions"] == "-Dsite.flag=1 -Xss4m"  # one argument, whole
-    assert "-XX:SharedArchiveFile=" in confs["spark.driver.defaultJavaOptions"]  # `make` wrote the archive
+    assert confs["spark.driver.defaultJavaOptions"] == (
+        f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off -XX:TieredStopAtLevel=1')

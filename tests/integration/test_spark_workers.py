@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 
 def _worker_facts(_: Iterator[int]) -> Iterator[tuple[str, bool]]:
@@ -99,32 +102,36 @@ print("jvm", os.readlink(f"/proc/{pid}/fd/1"), os.readlink(f"/proc/{pid}/fd/2"))
 print("ours", os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2"))
 jvm.java.lang.System.err.println("written by the driver JVM")
 jvm.java.lang.System.err.flush()
+diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+    jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+print("TieredStopAtLevel", diagnostics.getVMOption("TieredStopAtLevel").getValue())
 """
 
 
-def test_the_driver_jvm_writes_through_our_relay_not_into_the_callers_pipes() -> None:
-    """A caller that reads a command's output to its end (Airflow, the bench) must not wait for
-    the driver JVM's shutdown after the command exits, yet sees what the JVM wrote."""
-    import os
-    import subprocess
+@pytest.fixture(scope="module")
+def cli_driver() -> subprocess.CompletedProcess[str]:
+    """A driver JVM started as the CLI starts one, in a process of its own, without the tests'
+    own JVM options."""
     import sys
 
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run([sys.executable, "-c", _DRIVER], capture_output=True, text=True, env=env, check=True)
-    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("jvm ", "ours ")))
+    env = {**_environ_without_ours(), "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run([sys.executable, "-c", _DRIVER], capture_output=True, text=True, env=env, check=True)
+
+
+def test_the_driver_jvm_writes_through_our_relay_not_into_the_callers_pipes(cli_driver) -> None:  # type: ignore[no-untyped-def]
+    """A caller that reads a command's output to its end (Airflow, the bench) must not wait for
+    the driver JVM's shutdown after the command exits, yet sees what the JVM wrote."""
+    lines = dict(line.split(" ", 1) for line in cli_driver.stdout.splitlines() if line.startswith(("jvm ", "ours ")))
     jvm_out, jvm_err = lines["jvm"].split()
     ours_out, ours_err = lines["ours"].split()
     assert jvm_out.startswith("pipe:") and jvm_err.startswith("pipe:")
     assert {jvm_out, jvm_err}.isdisjoint({ours_out, ours_err})
-    assert "written by the driver JVM\n" in done.stderr
+    assert "written by the driver JVM\n" in cli_driver.stderr
 
 
-def test_the_driver_jvm_compiles_with_c1_only(spark) -> None:  # type: ignore[no-untyped-def]
-    """A driver the CLI starts lives for one batch: its JIT stops at C1 (eventdedup.job.driver_start)."""
-    jvm = spark._jvm
-    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
-        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
-    assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == "1"
+def test_the_driver_jvm_the_cli_starts_compiles_with_c1_only(cli_driver) -> None:  # type: ignore[no-untyped-def]
+    """It lives for one batch (eventdedup.job.driver_start); read from the JVM's own diagnostics."""
+    assert "TieredStopAtLevel 1" in cli_driver.stdout.splitlines()
 
 
 def test_the_class_archive_is_whole_when_its_writer_returns(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -153,7 +160,6 @@ for facts in context.parallelize(range(2), 2).map(lambda _: [os.environ.get(name
 
 def _submit(app: str, tmp_path: Path, environ: dict[str, str]) -> list[str]:
     """spark-submit of `app` on local[2] as the operator shapes it for `environ`, its stdout lines."""
-    import subprocess
     import sys
 
     from eventdedup.job.deployment import submit_shape
@@ -171,9 +177,11 @@ def _submit(app: str, tmp_path: Path, environ: dict[str, str]) -> list[str]:
 
 
 def _environ_without_ours() -> dict[str, str]:
+    """The runner's environment without what would decide these tests for them: the allocator
+    variables, the tests' own JVM options (C1-only, conftest), a site's Spark configuration."""
     return {key: value for key, value in os.environ.items()
             if key not in ("PYSPARK_GATEWAY_PORT", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
-                           "MIMALLOC_PURGE_DELAY")}
+                           "MIMALLOC_PURGE_DELAY", "JDK_JAVA_OPTIONS", "SPARK_CONF_DIR", "SPARK_HOME")}
 
 
 def test_a_local_spark_submit_runs_with_the_settings_a_cli_run_starts_its_own_driver_with(  # type: ignore[no-untyped-def]

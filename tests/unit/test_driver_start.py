@@ -82,3 +82,29 @@ def test_a_sql_session_keeps_sparks_own_jit(archive: Path, tmp_path: Path) -> No
     conf = driver_start_conf("local[2]", site(tmp_path, ""), c1_only=False)
     assert conf["spark.driver.defaultJavaOptions"] == (
         f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off')
+
+
+def test_the_properties_reader_agrees_with_java_properties_load(tmp_path: Path) -> None:
+    """The cases where a naive reader loses the site's settings: a byte that is not UTF-8 (Spark
+    replaces it), a continuation on the very last line, CRLF line ends, escapes in values."""
+    (tmp_path / "spark-defaults.conf").write_bytes(
+        b"# owner: J\xfcrgen\r\n"
+        b"spark.executorEnv.MIMALLOC_PURGE_DELAY 25\r\n"
+        b"spark.driver.defaultJavaOptions -Dpath=C:\\\\tmp -Dtab=a\\tb -Dletter=\\u0041 -Dq=\\q\r\n"
+        b"spark\\ spaced\\:key = value\r\n"
+        b"spark.last = one \\\n"
+        b"   two \\")
+    assert driver_start.site_spark_defaults({"SPARK_CONF_DIR": str(tmp_path)}) == {
+        "spark.executorEnv.MIMALLOC_PURGE_DELAY": "25",
+        "spark.driver.defaultJavaOptions": "-Dpath=C:\\tmp -Dtab=a\tb -Dletter=A -Dq=q",
+        "spark spaced:key": "value",
+        "spark.last": "one two"}
+
+
+def test_a_submits_properties_file_is_read_instead_of_spark_defaults(archive: Path, tmp_path: Path) -> None:
+    named = tmp_path / "job.properties"
+    named.write_text("spark.executorEnv.MALLOC_TRIM_THRESHOLD_ 1\n")
+    environ = site(tmp_path, "spark.executorEnv.MIMALLOC_PURGE_DELAY 25\n")  # not read: the file is named
+    conf = driver_start_conf("local[2]", environ, properties_file=str(named))
+    assert {key for key in conf if key.startswith("spark.executorEnv.")} == {
+        f"spark.executorEnv.{MMAP}", f"spark.executorEnv.{PURGE}"}

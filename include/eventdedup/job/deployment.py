@@ -36,16 +36,18 @@ class SubmitShape:
 
 
 def submit_shape(master: str, interpreter: str, job_archive: str | None = None,
-                 driver_host: str | None = None, *, environ: Mapping[str, str]) -> SubmitShape:
+                 driver_host: str | None = None, *, environ: Mapping[str, str],
+                 properties_file: str | None = None) -> SubmitShape:
     """The settings for `master`. `job_archive` is the packaged environment (a path or URL the
     driver can read); `driver_host` the address executors reach the driver at; `environ` the
-    environment spark-submit will run in (the user's settings there come first)."""
+    environment spark-submit will run in and `properties_file` its --properties-file, if any
+    (the user's settings in either come first)."""
     if is_local_master(master):
         return SubmitShape(
             # and what a driver the CLI starts on this host runs with (spark-submit applies the
             # driver's Java options from its --conf in client mode, the only mode of a local master)
             conf={"spark.pyspark.python": interpreter, "spark.pyspark.driver.python": interpreter,
-                  **driver_start_conf(master, environ)},
+                  **driver_start_conf(master, environ, properties_file=properties_file)},
             env={"PYSPARK_PYTHON": interpreter, "PYSPARK_DRIVER_PYTHON": interpreter,
                  # local mode listens on loopback only
                  "SPARK_LOCAL_IP": "127.0.0.1"})

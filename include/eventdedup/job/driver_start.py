@@ -49,11 +49,13 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
-def driver_start_conf(master: str, environ: Mapping[str, str], c1_only: bool = True) -> dict[str, str]:
+def driver_start_conf(master: str, environ: Mapping[str, str], c1_only: bool = True,
+                      properties_file: str | None = None) -> dict[str, str]:
     """The settings a driver this host starts under `environ` (the environment spark-submit, or
-    the driver JVM pyspark launches, runs in) adds to the job's, for `master`; `c1_only=False`
-    leaves the JIT Spark's (a SQL session: the bench's peers)."""
-    site = site_spark_defaults(environ)
+    the driver JVM pyspark launches, runs in) adds to the job's, for `master`. `c1_only=False`
+    leaves the JIT Spark's (a SQL session: the bench's peers); `properties_file` is the submit's
+    --properties-file, read instead of spark-defaults.conf as spark-submit does."""
+    site = site_spark_defaults(environ, properties_file)
     conf: dict[str, str] = {}
     if is_local_master(master):
         conf.update({f"spark.executorEnv.{name}": value for name, value in WORKER_ALLOCATOR_ENV.items()
@@ -101,39 +103,63 @@ def archive_option(archive: Path) -> str:
     return f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off'
 
 
-def site_spark_defaults(environ: Mapping[str, str]) -> dict[str, str]:
-    """The spark-defaults.conf spark-submit reads under `environ`: $SPARK_CONF_DIR's, else
-    $SPARK_HOME/conf's, else the installed pyspark's (a pip-installed Spark's home)."""
-    conf_dir = environ.get("SPARK_CONF_DIR")
-    if not conf_dir:
-        spark_home = environ.get("SPARK_HOME")
-        if not spark_home:
-            spec = importlib.util.find_spec("pyspark")
-            spark_home = str(Path(spec.origin).parent) if spec and spec.origin else ""
-        conf_dir = str(Path(spark_home) / "conf") if spark_home else ""
-    path = Path(conf_dir) / "spark-defaults.conf"
+def site_spark_defaults(environ: Mapping[str, str], properties_file: str | None = None) -> dict[str, str]:
+    """The settings file spark-submit reads under `environ`: `properties_file` when the submit
+    names one (--properties-file), else spark-defaults.conf in $SPARK_CONF_DIR, $SPARK_HOME/conf,
+    or the installed pyspark's conf (a pip-installed Spark's home)."""
+    if properties_file:
+        path = Path(properties_file)
+    else:
+        conf_dir = environ.get("SPARK_CONF_DIR")
+        if not conf_dir:
+            spark_home = environ.get("SPARK_HOME")
+            if not spark_home:
+                spec = importlib.util.find_spec("pyspark")
+                spark_home = str(Path(spec.origin).parent) if spec and spec.origin else ""
+            conf_dir = str(Path(spark_home) / "conf") if spark_home else ""
+        path = Path(conf_dir) / "spark-defaults.conf"
     try:
-        return java_properties(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
+        # as Spark reads it: UTF-8, a byte that is not replaced, never the whole file lost
+        return java_properties(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
         return {}
 
 
 def java_properties(text: str) -> dict[str, str]:
-    """Keys and values of a Java properties file as Spark reads spark-defaults.conf: comments
-    (# !), continued lines (a trailing backslash), a key ending at '=', ':' or whitespace, and
-    values trimmed. Escapes other than continuation are kept as written (Spark's keys have none)."""
+    """Keys and values of a Java properties file as Spark reads spark-defaults.conf
+    (java.util.Properties.load, values trimmed): comments (# !), continued lines (an odd run of
+    trailing backslashes), a key ending at an unescaped '=', ':' or whitespace, and escapes
+    (\\t \\n \\r \\f \\uXXXX; any other escaped character is itself)."""
     properties: dict[str, str] = {}
     logical = ""
-    for line in text.splitlines():
-        stripped = line.lstrip()
+    for line in re.split(r"\r\n|\r|\n", text):
+        stripped = line.lstrip(" \t\f")
         if not logical and (not stripped or stripped[0] in "#!"):
             continue
-        if (len(stripped) - len(stripped.rstrip("\\"))) % 2:  # an odd run of backslashes continues
+        if (len(stripped) - len(stripped.rstrip("\\"))) % 2:
             logical += stripped[:-1]
             continue
-        logical += stripped
-        match = re.match(r"([^\s=:]+)\s*[=:]?\s*(.*)", logical)
-        if match:
-            properties[match.group(1)] = match.group(2).strip()
+        _add_property(properties, logical + stripped)
         logical = ""
+    if logical:  # a continuation on the last line ends the file's last property
+        _add_property(properties, logical)
     return properties
+
+
+_PROPERTY = re.compile(r"((?:\\.|[^\s=:\\])+)[ \t\f]*[=:]?[ \t\f]*(.*)", re.DOTALL)
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_ESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _add_property(properties: dict[str, str], logical: str) -> None:
+    match = _PROPERTY.match(logical)
+    if match:
+        properties[_unescape(match.group(1))] = _unescape(match.group(2)).strip()
+
+
+def _unescape(text: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        return chr(int(code[1:], 16)) if code[0] == "u" and len(code) == 5 else _ESCAPED.get(code, code)
+
+    return _ESCAPE.sub(one, text)
