@@ -7,7 +7,8 @@ a local-master spark-submit (eventdedup.job.deployment). One home, so the two ne
   sharing (JEP 350) maps them from an archive written once by a session that ran a task
   (`make`'s Java check: spark_session.write_class_archive), in the virtualenv whose jars it
   holds, named for the pyspark and Java versions. A JVM that finds it does not match its class
-  path loads the classes itself.
+  path loads the classes itself: so does one whose class path starts with a $SPARK_CONF_DIR
+  of the user's (Spark's launcher puts the configuration directory first on it).
 - **C1 only**: the driver JVM's just-in-time compilation stops at its first tier (JIT_OPTION).
 - **The workers' allocator**, on a local master only (WORKER_ALLOCATOR_ENV below). On a cluster
   the executors' environment is the deployment's, and an executor kept at its peak could

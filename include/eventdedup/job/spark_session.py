@@ -112,7 +112,7 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
             "spark.driver.bindAddress": "127.0.0.1",
         })
         conf.update(driver_start_conf(settings.master, os.environ, c1_only))
-    conf.update(extra_conf or {})  # the caller's JVM options, say, replace ours whole
+    conf.update(extra_conf or {})  # the caller's settings win
     return conf
 
 
