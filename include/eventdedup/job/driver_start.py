@@ -38,10 +38,15 @@ from eventdedup.job.java import java_binary, java_version_text
 # 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s. The price is memory: a worker keeps
 # its peak for life (summed peak RSS 2.0 -> 2.6 GiB), and over many jobs in one context its heap
 # fragments and creeps; a command (and a spark-submit) runs one batch per process.
+# pyarrow allocates from that same glibc heap (its "system" pool) instead of mimalloc, whose
+# first use in a new worker is costly: a new context's first 1M job, 3 pairs alternating, wall
+# 7.75-8.07 -> 6.73-6.93 s, the workers' CPU 10.8-11.4 -> 8.9-9.3 s; warm jobs 5.45-5.53 against
+# 5.52-5.74 s (a command's batch is always a new context's first).
 WORKER_ALLOCATOR_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
     "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
-    "MIMALLOC_PURGE_DELAY": "-1",
+    "MIMALLOC_PURGE_DELAY": "-1",  # for a user who sets the mimalloc pool back
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
 }
 DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 
