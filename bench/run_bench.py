@@ -13,6 +13,7 @@ same round, the systems taking turns) and the median of those ratios is reported
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -364,19 +366,13 @@ def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
     context), on a fresh server holding the window's history, configured by its file alone. The
     workload is anchored at the current hour, since the command judges the window by the clock. Wall time, the command's own
     phases (--timings), and its output rows against the workload's unique events."""
-    anchored = replace(spec, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
-    workload = Workload(anchored)
+    workload = Workload(anchored_now(spec))
     lines = workload.batch_lines()
     expected = workload.expected_counts()["unique_new"]
     walls, phases, rows = [], [], []
     for run in range(args.runs):
-        with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-cli-") as root:
-            config = bench_config(server.endpoint_url, args, anchored)
-            server.client().create_bucket(Bucket=config.s3.bucket)
-            store = S3Store(make_client(config.s3), config.s3.bucket)
-            seed_eventdedup(store, config, workload)
+        with server_with_history(args, workload) as (_, store, toml):
             upload_lines(store, "landing/cli/", lines, args.objects)  # as the rounds above receive it
-            toml = command_config(Path(root), config, args, anchored)
             wall, stdout, timings = run_batch_command(toml, f"cli-batch-{run}", "landing/cli/", command_environment())
             walls.append(wall)
             phases.append(timings)
@@ -387,6 +383,23 @@ def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
         print(f"eventdedup run-batch {run}: {walls[-1]:.2f}s wall, {phases[-1]}", flush=True)
     return {"wall_seconds": walls, "phases": phases, "median_phases": median_phases(phases), "output_rows": rows,
             "expected_rows": expected}
+
+
+def anchored_now(spec: WorkloadSpec) -> WorkloadSpec:
+    """The workload anchored at the current hour: a command judges the window by the clock."""
+    return replace(spec, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
+
+
+@contextlib.contextmanager
+def server_with_history(args: argparse.Namespace, workload: Workload) -> Iterator[tuple[Config, S3Store, Path]]:
+    """A fresh S3 server holding the workload's window of history, and the configuration file a
+    command run against it reads."""
+    with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-command-") as root:
+        config = bench_config(server.endpoint_url, args, workload.spec)
+        server.client().create_bucket(Bucket=config.s3.bucket)
+        store = S3Store(make_client(config.s3), config.s3.bucket)
+        seed_eventdedup(store, config, workload)
+        yield config, store, command_config(Path(root), config, args, workload.spec)
 
 
 def command_config(root: Path, config: Config, args: argparse.Namespace, spec: WorkloadSpec) -> Path:
@@ -413,7 +426,7 @@ def airflow_dedup_step(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
     of their own and are not in these figures."""
     from eventdedup.job.deployment import submit_shape
 
-    anchored = replace(spec, anchor=datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0))
+    anchored = anchored_now(spec)
     workload = Workload(anchored)
     lines = workload.batch_lines()
     expected = {"one_event": 1, "batch": workload.expected_counts()["unique_new"]}
@@ -423,15 +436,10 @@ def airflow_dedup_step(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
     for key, value in {"spark.ui.enabled": "false", **shape.conf}.items():  # the operator's conf
         command += ["--conf", f"{key}={value}"]
     walls: dict[str, list[float]] = {"one_event": [], "batch": []}
-    with LocalS3Process() as server, tempfile.TemporaryDirectory(prefix="eventdedup-submit-") as root:
-        config = bench_config(server.endpoint_url, args, anchored)
-        server.client().create_bucket(Bucket=config.s3.bucket)
-        store = S3Store(make_client(config.s3), config.s3.bucket)
-        seed_eventdedup(store, config, workload)
+    with server_with_history(args, workload) as (config, store, toml):
         upload_lines(store, "landing/batch/", lines, args.objects)
         # an id of its own, a minute before the anchor: one new event (as cli_one_event_batch's)
         upload_lines(store, "landing/one_event/", [event_line(bytes(range(16)), anchored.anchor_us - 60_000_000)], 1)
-        toml = command_config(Path(root), config, args, anchored)
         for run in range(args.runs):
             for size in ("one_event", "batch"):
                 batch_id = f"submit-{size.replace('_', '-')}-{run}"
