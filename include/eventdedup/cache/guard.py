@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE
+from eventdedup.sorting import distinct_sorted
 
 MAGIC = b"EDGD"
 FORMAT_VERSION = 1
@@ -91,8 +92,8 @@ class IdGuard:
         # Renumbering the slots keeps the order: hours are sorted, so slots map monotonically.
         old_slots = np.searchsorted(distinct_hours, self.hours)[self.slots.astype(np.int64)]
         old = (self.hashes.astype(np.int64) << _SLOT_BITS) | old_slots
-        added = np.unique((guard_hashes(digests).astype(np.int64) << _SLOT_BITS)
-                          | np.searchsorted(distinct_hours, hours.astype(np.int64)))
+        added = distinct_sorted((guard_hashes(digests).astype(np.int64) << _SLOT_BITS)
+                                | np.searchsorted(distinct_hours, hours.astype(np.int64)))
         position = np.searchsorted(old, added)
         present = position < len(old)
         present[present] = old[position[present]] == added[present]

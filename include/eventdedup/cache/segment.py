@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
+from eventdedup.sorting import lex_order
 
 MAGIC = b"EDCS"
 FORMAT_VERSION = 1
@@ -44,7 +45,7 @@ class CacheRun:
 
     @classmethod
     def build(cls, owner: str, digests: npt.NDArray[np.bytes_], fingerprints: npt.NDArray[np.uint64]) -> CacheRun:
-        order = np.argsort(digests, kind="stable")
+        order = lex_order(digests)
         return cls(owner, digests[order], fingerprints[order].astype(np.uint64))
 
     def __len__(self) -> int:

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from eventdedup.cache.segment import CacheRun
 from eventdedup.cache.view import CacheView, IndexArray
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
+from eventdedup.sorting import unique_inverse
 
 Digests = npt.NDArray[np.bytes_]
 Fingerprints = npt.NDArray[np.uint64]
@@ -140,12 +141,11 @@ def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: n
     any hour of the view."""
     n = len(digests)
     pairs = pair_bytes(digests, fingerprints)
-    _, pair_of_row = np.unique(pairs, return_inverse=True)
-    pair_of_row = pair_of_row.reshape(-1)
+    _, pair_of_row = unique_inverse(pairs)
     # The representative of each distinct pair is its preferred copy.
     by_pair = np.lexsort((priorities, pair_of_row))
     pair_rep = by_pair[np.r_[True, pair_of_row[by_pair][1:] != pair_of_row[by_pair][:-1]]] if n else by_pair
-    key_of_pair = np.unique(digests[pair_rep], return_inverse=True)[1].reshape(-1)
+    key_of_pair = unique_inverse(digests[pair_rep])[1]
     queries_by_hour = None if key_hours is None else key_hours.queries_by_hour(digests[pair_rep])
     found = cache.lookup(digests[pair_rep], fingerprints[pair_rep], queries_by_hour)
     best = _best_new_pair_per_key(key_of_pair, priorities[pair_rep], found.pair_hit)

@@ -43,6 +43,7 @@ from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, Ra
 from eventdedup.keys import CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store, process_client
+from eventdedup.sorting import distinct_sorted, unique_inverse
 from eventdedup.tables import (
     AUDIT_SCHEMA,
     OUTPUT_SCHEMA,
@@ -211,7 +212,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
     # as its loads land, and its segments are written while the next is decided.
     loader = _CacheLoader(store, cache_heads, pool)
     for bucket, rows in groups.items():
-        loader.prefetch(ctx.epochs, bucket, np.unique(hours[rows]).tolist(), ctx.guard_days)
+        loader.prefetch(ctx.epochs, bucket, distinct_sorted(hours[rows]).tolist(), ctx.guard_days)
     outputs: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     audits: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     for bucket, rows in groups.items():
@@ -224,7 +225,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
             writes.append(pool.submit(_stage_guard, store, ctx, bucket, result.guard))
     output_rows, output = _in_input_order(outputs)
     output_hours = hours[output_rows]
-    for hour in [] if ctx.populate else np.unique(output_hours).tolist():
+    for hour in [] if ctx.populate else distinct_sorted(output_hours).tolist():
         in_hour = output_hours == hour
         rows_of_hour = output_rows[in_hour]
         data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour)
@@ -257,11 +258,10 @@ def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _Cac
     hours = table.column("cache_hour").to_numpy()
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
-    own_hours = [int(hour) for hour in np.unique(hours)]
+    own_hours = [int(hour) for hour in distinct_sorted(hours)]
     segments = {(hour, fine): loader.runs(hour, fine) for hour in own_hours
                 for fine in ctx.epochs.fine_of(bucket, hour)}
-    keys, key_of_row = np.unique(digests, return_inverse=True)
-    key_of_row = key_of_row.reshape(-1)
+    keys, key_of_row = unique_inverse(digests)
     key_hours = _key_hours(ctx, bucket, keys, key_of_row, hours, loader)
     other_hours = set(key_hours.hours) - set(own_hours)
     for hour in sorted(other_hours):
@@ -327,7 +327,7 @@ def distinct_pairs(major: npt.NDArray[np.integer[Any]],
     if major_span * minor_span >= 1 << 62:
         rows = np.unique(np.stack([first, second], axis=1), axis=0)
         return rows[:, 0], rows[:, 1]
-    packed = np.unique((first - major_low) * minor_span + (second - minor_low))
+    packed = distinct_sorted((first - major_low) * minor_span + (second - minor_low))
     return packed // minor_span + major_low, packed % minor_span + minor_low
 
 

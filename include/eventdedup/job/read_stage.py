@@ -33,6 +33,7 @@ from eventdedup.parse.input_lines import object_too_large, split_input, split_in
 from eventdedup.parse.object_parser import ObjectParse, parse_lines, quarantined_whole
 from eventdedup.parse.table_lines import is_parquet_key, parquet_lines
 from eventdedup.s3store import S3Store, process_client
+from eventdedup.sorting import distinct_sorted
 from eventdedup.tables import split_seq, table_to_ipc
 
 
@@ -122,6 +123,6 @@ def _chunks_by_partition(table: pa.Table, hours: npt.NDArray[np.int64], buckets:
         yield 0, EventChunk(first_seq, table_to_ipc(table))
         return
     partition = partition_of_bucket(bucket_array(digest_array(table.column("key_digest")), buckets), partitions)
-    for target in np.unique(partition).tolist():
+    for target in distinct_sorted(partition).tolist():
         rows = table.filter(pa.array(partition == target))
         yield int(target), EventChunk(int(rows.column("seq")[0].as_py()), table_to_ipc(rows))

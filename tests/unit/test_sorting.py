@@ -1,0 +1,47 @@
+"""Sorting fixed-width byte strings: the word-wise fast path orders exactly as the bytes compare,
+ties kept in input order, whatever the strings share (first words, whole strings, zero bytes)."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eventdedup.sorting import distinct_sorted, lex_order, unique_inverse
+
+
+def _strings(width: int) -> st.SearchStrategy[list[bytes]]:
+    # A two-letter alphabet with a zero byte makes shared first words, shared whole strings and
+    # trailing zeros (which numpy's S type strips) common, not luck.
+    byte = st.sampled_from([0, 1, 255])
+    return st.lists(st.lists(byte, min_size=width, max_size=width).map(bytes), max_size=40)
+
+
+def _array(strings: list[bytes], width: int) -> np.ndarray:
+    return np.frombuffer(b"".join(strings), f"S{width}", len(strings)) if strings else np.zeros(0, f"S{width}")
+
+
+@given(st.sampled_from([8, 16, 24, 12]).flatmap(lambda width: st.tuples(st.just(width), _strings(width))))
+def test_lex_order_sorts_by_bytes_and_keeps_ties_in_input_order(case: tuple[int, list[bytes]]) -> None:
+    width, strings = case
+    expected = sorted(range(len(strings)), key=lambda i: (strings[i], i))
+    assert lex_order(_array(strings, width)).tolist() == expected
+
+
+@given(st.sampled_from([16, 24]).flatmap(lambda width: st.tuples(st.just(width), _strings(width))))
+def test_unique_inverse_gives_the_sorted_distinct_strings_and_each_ones_index(case: tuple[int, list[bytes]]) -> None:
+    width, strings = case
+    distinct = sorted(set(strings))
+    values, inverse = unique_inverse(_array(strings, width))
+    assert [bytes(value).ljust(width, b"\0") for value in values.tolist()] == distinct
+    assert inverse.tolist() == [distinct.index(s) for s in strings]
+
+
+def test_strings_sharing_their_first_word_are_ordered_by_the_rest() -> None:
+    shared = b"\x07" * 8
+    strings = [shared + b"\x02" * 8, shared + b"\x01" * 8, b"\x00" * 16, shared + b"\x02" * 8]
+    assert lex_order(_array(strings, 16)).tolist() == [2, 1, 0, 3]
+
+
+@given(st.lists(st.integers(-(1 << 62), 1 << 62) | st.integers(0, 5), max_size=60))
+def test_distinct_sorted_is_the_sorted_set(values: list[int]) -> None:
+    assert distinct_sorted(np.array(values, np.int64)).tolist() == sorted(set(values))
