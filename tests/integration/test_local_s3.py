@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import tempfile
+from typing import Any
 
 import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from eventdedup_dev.local_s3 import LocalS3Process, _wanted_part, read_part, serve_ranges_in_place
+from eventdedup_dev.local_s3 import LocalS3Process, LocalS3Server, _wanted_part, read_part, serve_ranges_in_place
 
 
 def test_data_dir_snapshot_survives_a_restart(tmp_path) -> None:
@@ -111,12 +112,38 @@ def test_a_part_is_read_without_moving_the_buffers_shared_position(spool_limit: 
     assert buffer.read(3) == body[17:20]
 
 
-def test_ranged_gets_of_an_object_spooled_to_disk(s3_server: LocalS3Process) -> None:
-    """moto keeps objects above ~5 MB in a file: ranges are read from it too."""
-    client = s3_server.client()
-    client.create_bucket(Bucket="spooled")
-    body = np.random.default_rng(1).bytes(6 * 1024 * 1024 + 7)
-    client.put_object(Bucket="spooled", Key="big", Body=body)
+def test_ranged_gets_of_an_object_spooled_to_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto keeps objects above its buffer size in a file: ranges are read from it too (the
+    server keeps objects up to IN_MEMORY_OBJECT_BYTES in memory; this one is told 1 MiB)."""
+    monkeypatch.setenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(1 << 20))
+    with LocalS3Server() as server:
+        client = server.client()
+        client.create_bucket(Bucket="spooled")
+        body = np.random.default_rng(1).bytes(6 * 1024 * 1024 + 7)
+        client.put_object(Bucket="spooled", Key="big", Body=body)
+        assert _stored_key("spooled", "big")._value_buffer._rolled  # the case under test: in a file
+        _assert_ranges_served(client, body)
+
+
+def test_objects_up_to_the_in_memory_size_stay_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # set, then removed: the variable the server sets is removed again after the test
+    monkeypatch.setenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", "0")
+    monkeypatch.delenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE")
+    with LocalS3Server() as server:
+        client = server.client()
+        client.create_bucket(Bucket="in-memory")
+        client.put_object(Bucket="in-memory", Key="data", Body=bytes(6 * 1024 * 1024 + 7))
+        assert not _stored_key("in-memory", "data")._value_buffer._rolled
+
+
+def _stored_key(bucket: str, key: str) -> Any:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    return s3_backends[DEFAULT_ACCOUNT_ID]["aws"].buckets[bucket].keys[key]
+
+
+def _assert_ranges_served(client: Any, body: bytes) -> None:
     for header in ["bytes=0-0", f"bytes={len(body) - 10}-", "bytes=-4096", "bytes=5000000-5300000",
                    f"bytes=0-{len(body)}"]:
         status, part, content_range = expected_range_response(header, body)
