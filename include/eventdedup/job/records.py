@@ -23,7 +23,7 @@ _LINES, _STATS, _CHUNK = 0, 1, 2
 
 @dataclass(frozen=True)
 class EventChunk:
-    """Parsed events of one read range bound for one dedup partition, in input order, as LZ4
+    """Parsed events of one read range bound for one dedup partition, in input order, as zstd
     Arrow IPC (SHUFFLE_SCHEMA: the parsed columns and each event's cache hour)."""
 
     first_seq: int  # ranges never interleave: chunks in order of their first seq are in input order
