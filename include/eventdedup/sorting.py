@@ -69,6 +69,21 @@ def distinct_sorted(values: npt.NDArray[Integers]) -> npt.NDArray[Integers]:
     return distinct
 
 
+def order_by_group_then_rank(groups: npt.NDArray[np.integer[Any]], ranks: npt.NDArray[np.integer[Any]]) -> Order:
+    """The indexes that sort rows by group, then by rank: `np.lexsort((ranks, groups))`, for
+    non-negative integers with distinct ranks (a survivor priority is a row's place in the
+    preference order). Each row's (group, rank) packs into one distinct integer, and sorting
+    distinct integers needs no stable sort: a quarter of lexsort's two stable passes."""
+    if len(groups) == 0:
+        return np.zeros(0, np.intp)
+    bound = int(ranks.max()) + 1
+    if (int(groups.max()) + 1) * bound >= 1 << 62:
+        fallback: Order = np.lexsort((ranks, groups))
+        return fallback
+    order: Order = np.argsort(groups.astype(np.int64) * bound + ranks)
+    return order
+
+
 def _words(values: npt.NDArray[np.bytes_]) -> list[npt.NDArray[np.uint64]]:
     """Each string's 8-byte words, read big-endian (so they compare as the bytes do), in order."""
     raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(values), -1)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from eventdedup.cache.guard import GuardProbe, IdGuard, decode_guard, encode_guard, guard_hashes
 from eventdedup.errors import CorruptStateError
@@ -93,3 +95,18 @@ def test_adding_batch_by_batch_equals_building_the_guard_at_once() -> None:
     for guard in (stepwise, at_once):
         entries = sorted(zip(guard.hashes.tolist(), guard.hours[guard.slots.astype(np.int64)].tolist(), strict=True))
         assert entries == expected
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), max_size=30, unique=True),
+       st.lists(st.integers(0, 6), max_size=20))
+def test_a_probe_names_exactly_the_hours_of_the_entries_sharing_its_hash(entries: list[tuple[int, int]],
+                                                                         wanted: list[int]) -> None:
+    """Entries with few distinct hashes (runs of equal hashes, at either end of the guard)."""
+    hours = np.array([100, 200, 300, 400], np.int64)
+    ordered = sorted(entries)
+    guard = IdGuard(hours, np.array([h for h, _ in ordered], np.uint32), np.array([s for _, s in ordered], np.uint32))
+    order = np.argsort(np.array(wanted, np.uint32), kind="stable")
+    probe = GuardProbe(order, np.array(wanted, np.uint32)[order])
+    query, named = guard.candidate_hours(probe)
+    expected = sorted((q, int(hours[slot])) for q, value in enumerate(wanted) for h, slot in entries if h == value)
+    assert sorted(zip(query.tolist(), named.tolist(), strict=True)) == expected

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventdedup.sorting import distinct_sorted, lex_order, unique_inverse
+from eventdedup.sorting import distinct_sorted, lex_order, order_by_group_then_rank, unique_inverse
 
 
 def _strings(width: int) -> st.SearchStrategy[list[bytes]]:
@@ -45,3 +45,16 @@ def test_strings_sharing_their_first_word_are_ordered_by_the_rest() -> None:
 @given(st.lists(st.integers(-(1 << 62), 1 << 62) | st.integers(0, 5), max_size=60))
 def test_distinct_sorted_is_the_sorted_set(values: list[int]) -> None:
     assert distinct_sorted(np.array(values, np.int64)).tolist() == sorted(set(values))
+
+
+@given(st.lists(st.integers(0, 6), max_size=60).flatmap(
+    lambda groups: st.tuples(st.just(groups), st.permutations(range(len(groups))))))
+def test_rows_ordered_by_group_then_rank(case: tuple[list[int], list[int]]) -> None:
+    groups, ranks = case
+    expected = sorted(range(len(groups)), key=lambda row: (groups[row], ranks[row]))
+    assert order_by_group_then_rank(np.array(groups, np.int64), np.array(ranks, np.int64)).tolist() == expected
+
+
+def test_groups_too_wide_to_pack_are_still_ordered() -> None:
+    groups, ranks = np.array([1 << 61, 0, 1 << 61], np.int64), np.array([2, 1, 0], np.int64)
+    assert order_by_group_then_rank(groups, ranks).tolist() == [1, 2, 0]

@@ -66,7 +66,7 @@ class GuardProbe:
     @classmethod
     def of(cls, digests: npt.NDArray[np.bytes_]) -> GuardProbe:
         wanted = guard_hashes(digests)
-        order = np.argsort(wanted, kind="stable")
+        order = np.argsort(wanted)  # equal hashes in any order: a hit is reported per query
         return cls(order, wanted[order])
 
 
@@ -106,12 +106,25 @@ class IdGuard:
         Ids probed against several guards are hashed and sorted once: pass their GuardProbe."""
         probe = digests if isinstance(digests, GuardProbe) else GuardProbe.of(digests)
         low = np.searchsorted(self.hashes, probe.sorted_hashes, side="left")
-        high = np.searchsorted(self.hashes, probe.sorted_hashes, side="right")
-        widths = high - low
+        widths = self._equal_run_lengths(low, probe.sorted_hashes)
         query = np.repeat(probe.order, widths)
         starts = np.repeat(np.cumsum(widths) - widths, widths)
         position = np.repeat(low, widths) + (np.arange(len(query)) - starts)
         return query, self.hours[self.slots[position].astype(np.int64)]
+
+
+    def _equal_run_lengths(self, low: npt.NDArray[np.intp], wanted: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
+        """How many entries from each `low` on hold the wanted hash: a second binary search
+        (side="right") costs as much as the first, and a probe almost always matches 0 or 1."""
+        widths = np.zeros(len(low), np.intp)
+        open_rows = np.arange(len(low))
+        while len(open_rows):
+            at = low[open_rows] + widths[open_rows]
+            inside = at < len(self.hashes)
+            open_rows, at = open_rows[inside], at[inside]
+            open_rows = open_rows[self.hashes[at] == wanted[open_rows]]
+            widths[open_rows] += 1
+        return widths
 
 
 def encode_guard(guard: IdGuard) -> bytes:

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from eventdedup.cache.segment import CacheRun
 from eventdedup.cache.view import CacheView, IndexArray
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
-from eventdedup.sorting import unique_inverse
+from eventdedup.sorting import order_by_group_then_rank, unique_inverse
 
 Digests = npt.NDArray[np.bytes_]
 Fingerprints = npt.NDArray[np.uint64]
@@ -143,7 +143,7 @@ def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: n
     pairs = pair_bytes(digests, fingerprints)
     _, pair_of_row = unique_inverse(pairs)
     # The representative of each distinct pair is its preferred copy.
-    by_pair = np.lexsort((priorities, pair_of_row))
+    by_pair = order_by_group_then_rank(pair_of_row, priorities)
     pair_rep = by_pair[np.r_[True, pair_of_row[by_pair][1:] != pair_of_row[by_pair][:-1]]] if n else by_pair
     key_of_pair = unique_inverse(digests[pair_rep])[1]
     queries_by_hour = None if key_hours is None else key_hours.queries_by_hour(digests[pair_rep])
@@ -164,7 +164,7 @@ def _best_new_pair_per_key(key_of_pair: npt.NDArray[np.intp], rep_priority: npt.
     best = np.zeros(len(key_of_pair), bool)
     candidates = np.flatnonzero(~pair_hit)
     if len(candidates):
-        ordered = candidates[np.lexsort((rep_priority[candidates], key_of_pair[candidates]))]
+        ordered = candidates[order_by_group_then_rank(key_of_pair[candidates], rep_priority[candidates])]
         keys = key_of_pair[ordered]
         best[ordered[np.r_[True, keys[1:] != keys[:-1]]]] = True
     return best
