@@ -103,14 +103,16 @@ def pair_bytes(digests: Digests, fingerprints: Fingerprints) -> npt.NDArray[np.b
 
 @dataclass(frozen=True)
 class KeyHours:
-    """Which hours may hold each key: `keys` sorted and distinct, and per hour a mask over them."""
+    """Which hours may hold each key of the rows being decided: `keys` sorted and distinct,
+    `key_of_row` each row's index in them, and per hour a mask over them."""
 
     keys: Digests
+    key_of_row: npt.NDArray[np.intp]
     hours: dict[int, Mask]
 
-    def queries_by_hour(self, queried: Digests) -> dict[int, npt.NDArray[np.intp]]:
-        index = np.searchsorted(self.keys, queried)
-        return {hour: np.flatnonzero(mask[index]) for hour, mask in self.hours.items()}
+    def queries_by_hour(self, queried_keys: npt.NDArray[np.intp]) -> dict[int, npt.NDArray[np.intp]]:
+        """Per hour, the queries (given as key indexes) whose key it may hold."""
+        return {hour: np.flatnonzero(mask[queried_keys]) for hour, mask in self.hours.items()}
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,10 @@ def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: n
     # The representative of each distinct pair is its preferred copy.
     by_pair = order_by_group_then_rank(pair_of_row, priorities)
     pair_rep = by_pair[np.r_[True, pair_of_row[by_pair][1:] != pair_of_row[by_pair][:-1]]] if n else by_pair
-    key_of_pair = unique_inverse(digests[pair_rep])[1]
-    queries_by_hour = None if key_hours is None else key_hours.queries_by_hour(digests[pair_rep])
+    # Every key has a pair, so numbering the pairs' keys is numbering the rows' keys.
+    key_of_row = unique_inverse(digests)[1] if key_hours is None else key_hours.key_of_row
+    key_of_pair = key_of_row[pair_rep]
+    queries_by_hour = None if key_hours is None else key_hours.queries_by_hour(key_of_pair)
     found = cache.lookup(digests[pair_rep], fingerprints[pair_rep], queries_by_hour)
     best = _best_new_pair_per_key(key_of_pair, priorities[pair_rep], found.pair_hit)
     rep, rest = _classify_pairs(found.pair_hit, found.pair_owner, found.key_hit, found.key_first, found.key_last,

@@ -310,7 +310,7 @@ def _key_hours(ctx: DedupContext, bucket: int, keys: npt.NDArray[np.bytes_], key
         mask = np.zeros(len(keys), bool)
         mask[distinct_keys[start:stop]] = True
         by_hour[int(distinct_hours[start])] = mask
-    return KeyHours(keys, by_hour)
+    return KeyHours(keys, key_of_row, by_hour)
 
 
 def distinct_pairs(major: npt.NDArray[np.integer[Any]],
