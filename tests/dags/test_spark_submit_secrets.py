@@ -87,8 +87,7 @@ def test_a_local_submit_carries_the_local_start_and_leaves_the_users_settings(  
 
     from eventdedup.job import driver_start
 
-    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY", "ARROW_DEFAULT_MEMORY_POOL",
-                 "SPARK_HOME"):
+    for name in (*driver_start.WORKER_ALLOCATOR_ENV, "SPARK_HOME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # no site file: the runner's never counts
     archive = tmp_path / "spark.jsa"
@@ -104,7 +103,8 @@ def test_a_local_submit_carries_the_local_start_and_leaves_the_users_settings(  
     argv = operator._get_hook()._build_spark_submit_command(operator.application)
     confs = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--conf")
     assert {key: value for key, value in confs.items() if key.startswith("spark.executorEnv.")} == {
-        "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(4 << 30), "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system"}
+        "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(4 << 30), "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
+        "spark.executorEnv.MALLOC_ARENA_MAX": "2"}
     assert confs["spark.driver.extraJavaOptions"] == "-Dsite.flag=1 -Xss4m"  # one argument, whole
     assert confs["spark.driver.defaultJavaOptions"] == (
         f'-XX:SharedArchiveFile="{archive}" -Xlog:cds=off -Xlog:cds+dynamic=off -XX:TieredStopAtLevel=1')

@@ -11,7 +11,7 @@ from eventdedup.job.deployment import submit_shape
 
 PYTHON = "/srv/airflow/venv/bin/python"
 ALLOCATOR = {"MALLOC_TRIM_THRESHOLD_": str(4 << 30), "MALLOC_MMAP_THRESHOLD_": str(4 << 30), "MIMALLOC_PURGE_DELAY": "-1",
-             "ARROW_DEFAULT_MEMORY_POOL": "system"}
+             "ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2"}
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]"])
@@ -36,7 +36,7 @@ def test_a_local_submit_leaves_the_allocator_variable_spark_submit_will_inherit(
                                                     "SPARK_CONF_DIR": str(tmp_path)}).conf
     assert {key: value for key, value in conf.items() if key.startswith("spark.executorEnv.")} == {
         "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(4 << 30), "spark.executorEnv.MIMALLOC_PURGE_DELAY": "-1",
-        "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system"}
+        "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system", "spark.executorEnv.MALLOC_ARENA_MAX": "2"}
 
 
 def test_a_cluster_ships_the_archive_and_never_pins_loopback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

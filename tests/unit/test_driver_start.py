@@ -11,7 +11,8 @@ from eventdedup.job.driver_start import driver_start_conf, java_properties
 
 TRIM, MMAP, PURGE = "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY"
 ALLOCATOR = {f"spark.executorEnv.{TRIM}": str(4 << 30), f"spark.executorEnv.{MMAP}": str(4 << 30),
-             f"spark.executorEnv.{PURGE}": "-1", "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system"}
+             f"spark.executorEnv.{PURGE}": "-1", "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
+             "spark.executorEnv.MALLOC_ARENA_MAX": "2"}
 
 
 @pytest.fixture
@@ -47,7 +48,8 @@ def test_the_users_environment_and_the_sites_defaults_come_first(archive: Path, 
     conf = driver_start_conf("local[2]", environ)
     # the workers inherit the environment's TRIM; spark-defaults sets PURGE; MMAP is ours
     assert {key: value for key, value in conf.items() if key.startswith("spark.executorEnv.")} == {
-        f"spark.executorEnv.{MMAP}": str(4 << 30), "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system"}
+        f"spark.executorEnv.{MMAP}": str(4 << 30), "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
+        "spark.executorEnv.MALLOC_ARENA_MAX": "2"}
     # the site's default options kept whole, after ours: a flag set twice is the site's
     assert conf["spark.driver.defaultJavaOptions"].endswith(' -XX:TieredStopAtLevel=1 -Dsite.default=1 -Xss4m')
 
@@ -107,4 +109,5 @@ def test_a_submits_properties_file_is_read_instead_of_spark_defaults(archive: Pa
     environ = site(tmp_path, "spark.executorEnv.MIMALLOC_PURGE_DELAY 25\n")  # not read: the file is named
     conf = driver_start_conf("local[2]", environ, properties_file=str(named))
     assert {key for key in conf if key.startswith("spark.executorEnv.")} == {
-        f"spark.executorEnv.{MMAP}", f"spark.executorEnv.{PURGE}", "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"}
+        f"spark.executorEnv.{MMAP}", f"spark.executorEnv.{PURGE}", "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL",
+        "spark.executorEnv.MALLOC_ARENA_MAX"}

@@ -47,6 +47,11 @@ WORKER_ALLOCATOR_ENV = {
     "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
     "MIMALLOC_PURGE_DELAY": "-1",  # for a user who sets the mimalloc pool back
     "ARROW_DEFAULT_MEMORY_POOL": "system",
+    # glibc gives each thread that allocates its own arena (up to 8 per core), and with trimming
+    # off every arena keeps its own peak: a worker's 16 I/O threads made its heap grow with every
+    # batch (the workers' summed peak 1.8 -> 3.1 GiB over 6 warm 1M jobs). Two arenas: 1.4 -> 1.8
+    # GiB, flat after the second job, and no slower.
+    "MALLOC_ARENA_MAX": "2",
 }
 DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
 
