@@ -149,6 +149,12 @@ def print_table(result: dict) -> None:
               f"first batch), wall: {statistics.median(cli['wall_seconds']):.2f}s, output "
               f"{'exact' if exact else 'WRONG'}; its own breakdown (median, --timings): " + ", ".join(
                   f"{name} {seconds:.2f}s" for name, seconds in cli["median_phases"].items()))
+        if cli.get("peak_memory"):
+            peak = max(cli["peak_memory"], key=lambda sample: sample["total_bytes"])
+            print(f"  its process tree's peak memory (resident, summed, sampled every 50 ms; the largest of "
+                  f"{len(cli['peak_memory'])} runs): {peak['total_bytes'] / 2**30:.2f} GiB = the command's Python "
+                  f"{peak['command_python_bytes'] / 2**20:,.0f} MiB + JVM {peak['jvm_bytes'] / 2**20:,.0f} MiB + "
+                  f"{peak['python_workers']} Spark Python processes {peak['python_workers_bytes'] / 2**20:,.0f} MiB")
     if "airflow_dedup_step" in result:
         walls = result["airflow_dedup_step"]["wall_seconds"]
         print(f"the DAG's dedup task as Airflow's operator submits it (spark-submit, local[*], a new process each), "

@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, replace
@@ -293,8 +294,11 @@ def peak_memory(spark: object) -> dict:
 
 
 def _is_worker(proc: Path) -> bool:
+    """Spark's Python daemon or a worker it forked (`python -m eventdedup.job.spark_daemon`). The
+    JVM's own command line names the daemon module too, as a --conf: until 2026-11-25 the JVM
+    was counted here as well as apart, so earlier "workers" figures hold it twice."""
     try:
-        return b"eventdedup.job.spark_daemon" in (proc / "cmdline").read_bytes()
+        return b"-m\x00eventdedup.job.spark_daemon" in (proc / "cmdline").read_bytes()
     except OSError:
         return False
 
@@ -306,6 +310,71 @@ def _peak(pid: int) -> int:
     return 0
 
 
+class TreeMemory:
+    """The peak of a process tree's summed resident memory, sampled every `interval` seconds (a
+    spike shorter than that can be missed; pages a forked worker shares with its parent count in
+    both, so the sum errs high), and the tree's make-up at that peak: the command's own Python,
+    its JVM, Spark's Python daemon and workers."""
+
+    def __init__(self, root: int, interval: float = 0.05) -> None:
+        self.root, self.interval = root, interval
+        self.peak = {"total_bytes": 0, "command_python_bytes": 0, "jvm_bytes": 0, "python_workers_bytes": 0,
+                     "python_workers": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            parts = {"command_python_bytes": 0, "jvm_bytes": 0, "python_workers_bytes": 0, "python_workers": 0}
+            for pid in _descendants(self.root):
+                rss = _resident(pid)
+                if pid == self.root:
+                    parts["command_python_bytes"] += rss
+                elif _is_worker(Path(f"/proc/{pid}")):
+                    parts["python_workers_bytes"] += rss
+                    parts["python_workers"] += 1
+                else:  # the JVM (and nothing else the command starts)
+                    parts["jvm_bytes"] += rss
+            total = parts["command_python_bytes"] + parts["jvm_bytes"] + parts["python_workers_bytes"]
+            if total > self.peak["total_bytes"]:
+                self.peak = {"total_bytes": total, **parts}
+
+
+def _descendants(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = [root], [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        tree.extend(children)
+        frontier.extend(children)
+    return tree
+
+
+def _resident(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def upload_lines(store: S3Store, prefix: str, lines: list[bytes], objects: int) -> None:
     """The lines as `objects` landing objects of about equal length, in order."""
     per = -(-len(lines) // objects)
@@ -314,20 +383,22 @@ def upload_lines(store: S3Store, prefix: str, lines: list[bytes], objects: int) 
 
 
 def run_batch_command(config: Path, batch_id: str, prefix: str,
-                      env: dict[str, str] | None = None) -> tuple[float, str, dict]:
-    """`eventdedup run-batch --timings` as a new process: its wall seconds, its stdout, and the
-    phases it timed itself."""
+                      env: dict[str, str] | None = None) -> tuple[float, str, dict, dict]:
+    """`eventdedup run-batch --timings` as a new process: its wall seconds, its stdout, the
+    phases it timed itself, and its process tree's peak memory (TreeMemory)."""
     started = time.perf_counter()
-    done = subprocess.run([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(config),
-                           "--batch-id", batch_id, "--input-prefix", prefix, "--timings"],
-                          capture_output=True, text=True, env=env)
+    process = subprocess.Popen([str(Path(sys.executable).parent / "eventdedup"), "run-batch", "--config", str(config),
+                                "--batch-id", batch_id, "--input-prefix", prefix, "--timings"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with TreeMemory(process.pid) as memory:
+        stdout, stderr = process.communicate()
     wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"run-batch failed: {done.stderr[-3000:]}")
+    if process.returncode != 0:
+        raise SystemExit(f"run-batch failed: {stderr[-3000:]}")
     # The JVM's output is relayed by a thread: a line of it may follow ours.
-    timings = next(json.loads(line) for line in reversed(done.stderr.splitlines())
+    timings = next(json.loads(line) for line in reversed(stderr.splitlines())
                    if line.startswith("{") and '"total"' in line)
-    return wall, done.stdout, timings
+    return wall, stdout, timings, memory.peak
 
 
 def median_phases(phases: list[dict]) -> dict:
@@ -348,7 +419,7 @@ def cli_one_event_batch(spec: WorkloadSpec) -> dict:
         walls, phases = [], []
         for run in range(3):
             store.put_bytes(f"landing/cli-{run}/part-0.jsonl", line + b"\n")
-            wall, _, timings = run_batch_command(config, f"cli-{run}", f"landing/cli-{run}/")
+            wall, _, timings, _ = run_batch_command(config, f"cli-{run}", f"landing/cli-{run}/")
             walls.append(wall)
             # What `main` does not see: the interpreter's start, imports before it, and the exit.
             timings["outside_main"] = walls[-1] - timings["total"]
@@ -369,20 +440,23 @@ def cli_full_batch(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
     workload = Workload(anchored_now(spec))
     lines = workload.batch_lines()
     expected = workload.expected_counts()["unique_new"]
-    walls, phases, rows = [], [], []
+    walls, phases, rows, memory = [], [], [], []
     for run in range(args.runs):
         with server_with_history(args, workload) as (_, store, toml):
             upload_lines(store, "landing/cli/", lines, args.objects)  # as the rounds above receive it
-            wall, stdout, timings = run_batch_command(toml, f"cli-batch-{run}", "landing/cli/", command_environment())
+            wall, stdout, timings, peak = run_batch_command(toml, f"cli-batch-{run}", "landing/cli/",
+                                                            command_environment())
             walls.append(wall)
             phases.append(timings)
+            memory.append(peak)
             counts = next(json.loads(line.split(": ", 1)[1]) for line in stdout.splitlines() if line.startswith("batch "))
             rows.append(counts["output_rows"])
             if rows[-1] != expected:
                 raise SystemExit(f"run-batch emitted {rows[-1]:,} rows; the workload has {expected:,} unique events")
-        print(f"eventdedup run-batch {run}: {walls[-1]:.2f}s wall, {phases[-1]}", flush=True)
+        print(f"eventdedup run-batch {run}: {walls[-1]:.2f}s wall, {phases[-1]}, peak memory "
+              f"{memory[-1]['total_bytes'] / 2**30:.2f} GiB", flush=True)
     return {"wall_seconds": walls, "phases": phases, "median_phases": median_phases(phases), "output_rows": rows,
-            "expected_rows": expected}
+            "expected_rows": expected, "peak_memory": memory}
 
 
 def anchored_now(spec: WorkloadSpec) -> WorkloadSpec:
