@@ -285,11 +285,12 @@ def bench_default_buckets() -> int:
 
 
 def peak_memory(spark: object) -> dict:
-    """Peak resident memory (VmHWM) of the driver's Python, its JVM and every Spark Python worker
-    alive now (workers are reused, so those that ran the rounds): an upper bound on the job's peak."""
-    jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[attr-defined]
-    workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _is_worker(p)]
-    return {"driver_python_bytes": _peak(os.getpid()), "jvm_bytes": _peak(int(jvm_pid)),
+    """Peak resident memory (VmHWM) of the driver's Python, its JVM and every Spark Python process
+    of that JVM alive now (workers are reused, so those that ran the rounds): an upper bound on
+    the job's peak (pages a forked worker shares with the daemon count in both)."""
+    jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
+    workers = [pid for pid in _descendants(jvm_pid) if _is_worker(Path(f"/proc/{pid}"))]
+    return {"driver_python_bytes": _peak(os.getpid()), "jvm_bytes": _peak(jvm_pid),
             "python_workers": len(workers), "python_workers_bytes": sum(_peak(pid) for pid in workers)}
 
 
@@ -304,9 +305,17 @@ def _is_worker(proc: Path) -> bool:
 
 
 def _peak(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
+    return _status_bytes(pid, "VmHWM:")
+
+
+def _status_bytes(pid: int, field: str) -> int:
+    """A memory field of /proc/<pid>/status in bytes; 0 once the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return 0
 
 
@@ -366,13 +375,7 @@ def _descendants(root: int) -> list[int]:
 
 
 def _resident(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _status_bytes(pid, "VmRSS:")
 
 
 def upload_lines(store: S3Store, prefix: str, lines: list[bytes], objects: int) -> None:

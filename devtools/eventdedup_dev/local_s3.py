@@ -25,6 +25,7 @@ import orjson
 log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 IN_MEMORY_OBJECT_BYTES = 128 << 20
+BUFFER_SIZE_VARIABLE = "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"  # moto reads it at each object's PUT
 READY_LINE = "local S3 server on "
 # Credentials for the local server only; moto accepts any, real AWS none of these.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "eventdedup-local", "AWS_SECRET_ACCESS_KEY": "eventdedup-local"}
@@ -220,14 +221,19 @@ class LocalS3Server(_LoopbackS3):
     def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
         super().__init__(port, data_dir, host)
         self._server: Any = None
+        self._buffer_set = False
 
     def start(self) -> LocalS3Server:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
         # moto spools an object larger than ~5 MB to a temporary file, copying it there on its
         # PUT: a batch's data files cost the server ~0.25 s of CPU that way (of ~1.8 s a 1M
-        # batch). Objects up to IN_MEMORY_OBJECT_BYTES stay in memory; a setting of the
-        # variable wins.
-        os.environ.setdefault("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", str(IN_MEMORY_OBJECT_BYTES))
+        # batch). A server without a data directory lives for one run (tests, the bench, the
+        # demo): its objects up to IN_MEMORY_OBJECT_BYTES stay in memory. One with a data
+        # directory (the stack's, `make airflow`'s) keeps data for long, so moto's spooling
+        # stays. A setting of the variable wins; ours is removed again at stop.
+        if self.data_dir is None and BUFFER_SIZE_VARIABLE not in os.environ:
+            os.environ[BUFFER_SIZE_VARIABLE] = str(IN_MEMORY_OBJECT_BYTES)
+            self._buffer_set = True
         serve_ranges_in_place()
         self._server = _s3_only_server(self.host, self.port)
         self._server.start()
@@ -243,6 +249,9 @@ class LocalS3Server(_LoopbackS3):
             self._snapshot()
         self._server.stop()
         self._server = None
+        if self._buffer_set:
+            os.environ.pop(BUFFER_SIZE_VARIABLE, None)
+            self._buffer_set = False
 
     def _snapshot(self) -> None:
         assert self.data_dir is not None

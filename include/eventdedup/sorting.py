@@ -70,17 +70,27 @@ def distinct_sorted(values: npt.NDArray[Integers]) -> npt.NDArray[Integers]:
 
 
 def order_by_group_then_rank(groups: npt.NDArray[np.integer[Any]], ranks: npt.NDArray[np.integer[Any]]) -> Order:
-    """The indexes that sort rows by group, then by rank: `np.lexsort((ranks, groups))`, for
-    non-negative integers with distinct ranks (a survivor priority is a row's place in the
-    preference order). Each row's (group, rank) packs into one distinct integer, and sorting
-    distinct integers needs no stable sort: a quarter of lexsort's two stable passes."""
+    """The indexes that sort rows by group, then by rank: `np.lexsort((ranks, groups))`.
+
+    Made for non-negative integers with distinct ranks (a survivor priority is a row's place in
+    the preference order): each row's (group, rank) packs into one distinct integer, and sorting
+    distinct integers needs no stable sort, a quarter of lexsort's two stable passes. Any other
+    input (a negative, a tie, a pack that would overflow) is found and sorted by lexsort."""
     if len(groups) == 0:
         return np.zeros(0, np.intp)
     bound = int(ranks.max()) + 1
-    if (int(groups.max()) + 1) * bound >= 1 << 62:
-        fallback: Order = np.lexsort((ranks, groups))
-        return fallback
-    order: Order = np.argsort(groups.astype(np.int64) * bound + ranks)
+    if int(ranks.min()) < 0 or int(groups.min()) < 0 or (int(groups.max()) + 1) * bound >= 1 << 62:
+        return _lexsorted(groups, ranks)
+    packed = groups.astype(np.int64) * bound + ranks
+    order: Order = np.argsort(packed)
+    ordered = packed[order]
+    if len(ordered) > 1 and bool((ordered[1:] == ordered[:-1]).any()):  # a tie: its rows' order matters
+        return _lexsorted(groups, ranks)
+    return order
+
+
+def _lexsorted(groups: npt.NDArray[np.integer[Any]], ranks: npt.NDArray[np.integer[Any]]) -> Order:
+    order: Order = np.lexsort((ranks, groups))
     return order
 
 

@@ -1,7 +1,9 @@
 """The embedded S3 server: a real HTTP endpoint on loopback, with snapshots across restarts."""
 from __future__ import annotations
 
+import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -125,15 +127,17 @@ def test_ranged_gets_of_an_object_spooled_to_disk(monkeypatch: pytest.MonkeyPatc
         _assert_ranges_served(client, body)
 
 
-def test_objects_up_to_the_in_memory_size_stay_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    # set, then removed: the variable the server sets is removed again after the test
-    monkeypatch.setenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", "0")
-    monkeypatch.delenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE")
-    with LocalS3Server() as server:
-        client = server.client()
-        client.create_bucket(Bucket="in-memory")
-        client.put_object(Bucket="in-memory", Key="data", Body=bytes(6 * 1024 * 1024 + 7))
-        assert not _stored_key("in-memory", "data")._value_buffer._rolled
+def test_a_server_for_one_run_keeps_objects_in_memory_and_a_persistent_one_spools_them(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", raising=False)
+    for data_dir, spooled in ((None, False), (tmp_path / "s3data", True)):
+        with LocalS3Server(data_dir=data_dir) as server:
+            client = server.client()
+            bucket = "persistent" if data_dir else "one-run"
+            client.create_bucket(Bucket=bucket)
+            client.put_object(Bucket=bucket, Key="data", Body=bytes(6 * 1024 * 1024 + 7))
+            assert _stored_key(bucket, "data")._value_buffer._rolled is spooled
+        assert "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE" not in os.environ  # ours is gone with the server
 
 
 def _stored_key(bucket: str, key: str) -> Any:

@@ -152,7 +152,8 @@ from eventdedup.job.spark_session import build_spark_context
 context = build_spark_context(SparkSettings(), "eventdedup-local-submit")
 arguments = context._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
 print("jvm", " ".join(str(argument) for argument in arguments))
-names = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY", "MALLOC_ARENA_MAX")
+from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+names = tuple(WORKER_ALLOCATOR_ENV)
 
 
 def facts(_):
@@ -181,6 +182,14 @@ def _submit(app: str, tmp_path: Path, environ: dict[str, str]) -> list[str]:
     done = subprocess.run([*command, str(script)], capture_output=True, text=True, env={**environ, **shape.env},
                           check=True)
     return done.stdout.splitlines()
+
+
+def _worker_line(changed: dict[str, str]) -> str:
+    """What _SUBMITTED_APP prints for a worker: each allocator variable it sees (ours, or as
+    `changed`), then pyarrow's pool (glibc's: ARROW_DEFAULT_MEMORY_POOL=system)."""
+    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+
+    return " ".join(["worker", *({**WORKER_ALLOCATOR_ENV, **changed}.values()), "system"])
 
 
 def _environ_without_ours() -> dict[str, str]:
@@ -212,7 +221,7 @@ def test_a_local_spark_submit_runs_with_the_settings_a_cli_run_starts_its_own_dr
     environ = _environ_without_ours()
     environ["JDK_JAVA_OPTIONS"] = f"-Xlog:class+load:file={loaded}/%p.log"  # every JVM: which classes, whence
     lines = _submit(_SUBMITTED_APP, tmp_path, environ)
-    assert [line for line in lines if line.startswith("worker ")] == [f"worker {4 << 30} {4 << 30} -1 2 system"] * 2
+    assert [line for line in lines if line.startswith("worker ")] == [_worker_line({})] * 2
     from_archive = max(log.read_text().count("source: shared objects file (top)") for log in loaded.iterdir())
     assert from_archive > 1000, from_archive  # ~6,500 of Spark's classes mapped from the archive
 
@@ -226,7 +235,7 @@ def test_a_local_spark_submit_keeps_what_the_sites_spark_defaults_set(tmp_path) 
                                               "spark.driver.defaultJavaOptions -Dsite.default=1\n"
                                               "spark.driver.extraJavaOptions -Dsite.extra=1\n")
     lines = _submit(_SUBMITTED_APP, tmp_path, {**_environ_without_ours(), "SPARK_CONF_DIR": str(site)})
-    assert [line for line in lines if line.startswith("worker ")] == [f"worker {4 << 30} {4 << 30} 25 2 system"] * 2
+    assert [line for line in lines if line.startswith("worker ")] == [_worker_line({"MIMALLOC_PURGE_DELAY": "25"})] * 2
     jvm_arguments = next(line for line in lines if line.startswith("jvm ")).split()
     assert {"-Dsite.default=1", "-Dsite.extra=1", "-XX:TieredStopAtLevel=1"} <= set(jvm_arguments)
     assert any(argument.startswith("-XX:SharedArchiveFile=") for argument in jvm_arguments)

@@ -102,3 +102,14 @@ def test_the_new_cache_run_holds_every_emitted_pair_and_nothing_dropped() -> Non
     dropped_run = new_cache_run("B", digests, fps, dropping)
     assert sorted(zip(dropped_run.digests.tolist(), dropped_run.fingerprints.tolist(), strict=False)) == sorted(
         [(key_digest("a"), 1), (key_digest("b"), 2)])
+
+
+def test_key_hours_built_for_other_rows_are_refused() -> None:
+    from eventdedup.dedup.decide import KeyHours
+
+    a, b = b"a" * 16, b"b" * 16
+    digests = np.array([a, a], DIGEST_DTYPE)
+    other = KeyHours(np.array([a, b], DIGEST_DTYPE), np.array([0, 1], np.intp), {})
+    with pytest.raises(ValueError, match="other rows"):
+        decide_key_group(digests, np.array([1, 2], np.uint64), np.arange(2, dtype=np.int64), CacheView.empty(), "B",
+                         key_hours=other)

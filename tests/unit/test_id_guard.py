@@ -110,3 +110,11 @@ def test_a_probe_names_exactly_the_hours_of_the_entries_sharing_its_hash(entries
     query, named = guard.candidate_hours(probe)
     expected = sorted((q, int(hours[slot])) for q, value in enumerate(wanted) for h, slot in entries if h == value)
     assert sorted(zip(query.tolist(), named.tolist(), strict=True)) == expected
+
+
+def test_an_id_in_many_hours_is_named_in_each() -> None:
+    """A run of equal hashes longer than the step-by-step count: the binary search finishes it."""
+    digest = random_digests(1, 21)
+    guard = IdGuard.empty().with_ids(np.repeat(digest, 50), np.arange(50) + 1000)
+    query, hours = guard.candidate_hours(np.concatenate([random_digests(3, 22), digest]))
+    assert sorted(zip(query.tolist(), hours.tolist(), strict=True)) == [(3, 1000 + h) for h in range(50)]

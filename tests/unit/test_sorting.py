@@ -55,6 +55,16 @@ def test_rows_ordered_by_group_then_rank(case: tuple[list[int], list[int]]) -> N
     assert order_by_group_then_rank(np.array(groups, np.int64), np.array(ranks, np.int64)).tolist() == expected
 
 
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), max_size=40))
+def test_any_groups_and_ranks_are_ordered_as_lexsort_orders_them(rows: list[tuple[int, int]]) -> None:
+    """Ties and negatives are outside what the packing is for: they are still ordered exactly,
+    ties in input order."""
+    groups = np.array([g for g, _ in rows], np.int64)
+    ranks = np.array([r for _, r in rows], np.int64)
+    expected = sorted(range(len(rows)), key=lambda row: (rows[row][0], rows[row][1], row))
+    assert order_by_group_then_rank(groups, ranks).tolist() == expected
+
+
 def test_groups_too_wide_to_pack_are_still_ordered() -> None:
     groups, ranks = np.array([1 << 61, 0, 1 << 61], np.int64), np.array([2, 1, 0], np.int64)
     assert order_by_group_then_rank(groups, ranks).tolist() == [1, 2, 0]

@@ -38,6 +38,7 @@ _MIX_2 = np.uint64(0x94D049BB133111EB)
 # times span far fewer hours), so sorting and merging entries is numpy over a flat array.
 _SLOT_BITS = 31
 _SLOT_MASK = (1 << _SLOT_BITS) - 1
+_STEPS_BEFORE_SEARCH = 4
 
 Hours = npt.NDArray[np.int64]
 
@@ -115,15 +116,21 @@ class IdGuard:
 
     def _equal_run_lengths(self, low: npt.NDArray[np.intp], wanted: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
         """How many entries from each `low` on hold the wanted hash: a second binary search
-        (side="right") costs as much as the first, and a probe almost always matches 0 or 1."""
+        (side="right") costs as much as the first, and a probe almost always matches 0 or 1. A
+        hash still matching after a few steps (one id in many hours) takes the binary search."""
         widths = np.zeros(len(low), np.intp)
         open_rows = np.arange(len(low))
-        while len(open_rows):
+        for _ in range(_STEPS_BEFORE_SEARCH):
+            if not len(open_rows):
+                break
             at = low[open_rows] + widths[open_rows]
             inside = at < len(self.hashes)
             open_rows, at = open_rows[inside], at[inside]
             open_rows = open_rows[self.hashes[at] == wanted[open_rows]]
             widths[open_rows] += 1
+        if len(open_rows):
+            high = np.searchsorted(self.hashes, wanted[open_rows], side="right")
+            widths[open_rows] = high - low[open_rows]
         return widths
 
 

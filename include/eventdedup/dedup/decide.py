@@ -110,6 +110,13 @@ class KeyHours:
     key_of_row: npt.NDArray[np.intp]
     hours: dict[int, Mask]
 
+    def numbering_of(self, digests: Digests) -> npt.NDArray[np.intp]:
+        """`key_of_row`, once it is certain to number these rows: rows are grouped by it, so key
+        hours of other rows would merge or split keys (one comparison a row)."""
+        if len(self.key_of_row) != len(digests) or not np.array_equal(self.keys[self.key_of_row], digests):
+            raise ValueError("these key hours were built for other rows than the ones being decided")
+        return self.key_of_row
+
     def queries_by_hour(self, queried_keys: npt.NDArray[np.intp]) -> dict[int, npt.NDArray[np.intp]]:
         """Per hour, the queries (given as key indexes) whose key it may hold."""
         return {hour: np.flatnonzero(mask[queried_keys]) for hour, mask in self.hours.items()}
@@ -148,7 +155,7 @@ def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: n
     by_pair = order_by_group_then_rank(pair_of_row, priorities)
     pair_rep = by_pair[np.r_[True, pair_of_row[by_pair][1:] != pair_of_row[by_pair][:-1]]] if n else by_pair
     # Every key has a pair, so numbering the pairs' keys is numbering the rows' keys.
-    key_of_row = unique_inverse(digests)[1] if key_hours is None else key_hours.key_of_row
+    key_of_row = unique_inverse(digests)[1] if key_hours is None else key_hours.numbering_of(digests)
     key_of_pair = key_of_row[pair_rep]
     queries_by_hour = None if key_hours is None else key_hours.queries_by_hour(key_of_pair)
     found = cache.lookup(digests[pair_rep], fingerprints[pair_rep], queries_by_hour)
