@@ -9,20 +9,26 @@ from pathlib import Path
 import pytest
 
 
-def _worker_facts(_: Iterator[int]) -> Iterator[tuple[str, bool]]:
+def _worker_facts(_: Iterator[int]) -> Iterator[tuple[str, bool, list[str]]]:
+    import os
     import sys
 
     import pyspark
 
-    yield pyspark.__file__ or "", "eventdedup.job.dedup_stage" in sys.modules
+    # the path and the parent's command line say, if this fails, why the zip was kept
+    parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+    yield pyspark.__file__ or "", "eventdedup.job.dedup_stage" in sys.modules, [*sys.path[:6], f"parent: {parent}"]
 
 
 def test_workers_run_the_installed_byte_compiled_pyspark_not_sparks_zip(spark) -> None:  # type: ignore[no-untyped-def]
+    """Failed once (2026-11-25, a fresh clone under heavy load) with workers importing the zip:
+    the message then holds each worker's sys.path and parent, to find out why."""
     import pyspark
 
     facts = spark.parallelize(range(4), 4).mapPartitions(_worker_facts).collect()
     # The driver imports the installed package; Spark's pyspark.zip inside it is the same version.
-    assert facts == [(pyspark.__file__, True)] * 4
+    assert [(path, warm) for path, warm, _ in facts] == [(pyspark.__file__, True)] * 4, [
+        where for _, _, where in facts]
 
 
 def test_commands_start_a_spark_context_and_no_sql_session(spark, config) -> None:  # type: ignore[no-untyped-def]
