@@ -49,6 +49,7 @@ from eventdedup.layout import Layout  # noqa: E402
 from eventdedup.s3store import S3Store, make_client  # noqa: E402
 from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
 from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
+from eventdedup_dev.stack import descendants  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,7 +290,7 @@ def peak_memory(spark: object) -> dict:
     of that JVM alive now (workers are reused, so those that ran the rounds): an upper bound on
     the job's peak (pages a forked worker shares with the daemon count in both)."""
     jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
-    workers = [pid for pid in _descendants(jvm_pid) if _is_worker(Path(f"/proc/{pid}"))]
+    workers = [pid for pid, _ in descendants(jvm_pid) if _is_worker(Path(f"/proc/{pid}"))]
     return {"driver_python_bytes": _peak(os.getpid()), "jvm_bytes": _peak(jvm_pid),
             "python_workers": len(workers), "python_workers_bytes": sum(_peak(pid) for pid in workers)}
 
@@ -343,7 +344,7 @@ class TreeMemory:
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
             parts = {"command_python_bytes": 0, "jvm_bytes": 0, "python_workers_bytes": 0, "python_workers": 0}
-            for pid in _descendants(self.root):
+            for pid in [self.root, *(child for child, _ in descendants(self.root))]:
                 rss = _resident(pid)
                 if pid == self.root:
                     parts["command_python_bytes"] += rss
@@ -355,23 +356,6 @@ class TreeMemory:
             total = parts["command_python_bytes"] + parts["jvm_bytes"] + parts["python_workers_bytes"]
             if total > self.peak["total_bytes"]:
                 self.peak = {"total_bytes": total, **parts}
-
-
-def _descendants(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    tree, frontier = [root], [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent]
-        tree.extend(children)
-        frontier.extend(children)
-    return tree
 
 
 def _resident(pid: int) -> int:
