@@ -31,6 +31,25 @@ def test_workers_run_the_installed_byte_compiled_pyspark_not_sparks_zip(spark) -
         where for _, _, where in facts]
 
 
+def _collector_facts(_: Iterator[int]) -> Iterator[tuple[int, bool, bool]]:
+    import gc
+    import sys
+
+    namespace = vars(sys.modules["eventdedup.job.dedup_stage"])  # imported by the daemon, before the fork
+    made_here: list[object] = []  # a list is always tracked (a dict of strings is not)
+    collected = {id(item) for item in gc.get_objects()}  # every generation a collection walks
+    yield gc.get_freeze_count(), id(namespace) in collected, id(made_here) in collected
+
+
+def test_workers_never_walk_what_the_daemon_imported_in_their_collections(spark) -> None:  # type: ignore[no-untyped-def]
+    """PySpark's daemon runs gc.collect() in a worker after each task; what the daemon imported
+    before forking is frozen, so those collections skip it. Without the freeze the job's module
+    namespaces are in the collected generations and the freeze count is 0."""
+    facts = spark.parallelize(range(2), 2).mapPartitions(_collector_facts).collect()
+    assert [(frozen > 0, daemons_walked, workers_walked) for frozen, daemons_walked, workers_walked in facts] == [
+        (True, False, True)] * 2, facts
+
+
 def test_commands_start_a_spark_context_and_no_sql_session(spark, config) -> None:  # type: ignore[no-untyped-def]
     """The job is RDD-only: a SparkSession's SQL side costs a batch's start-up over a second and
     serves nothing, so what commands start is a SparkContext (the one this test run shares)."""
