@@ -50,6 +50,7 @@ from eventdedup.tables import (
     QUARANTINE_SCHEMA,
     SHUFFLE_SCHEMA,
     ipc_to_table,
+    repeated_text,
     table_to_parquet,
 )
 
@@ -356,7 +357,7 @@ def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> p
     actions = decision.actions[emitted]
     event_ids = kept.column("event_id")
     columns: dict[str, Any] = {"event_id": event_ids, "original_event_id": None, "duplicate_of": None,
-                               "op": pa.array(["insert"] * len(emitted), pa.string()), "supersedes_batch": None}
+                               "op": repeated_text("insert", len(emitted)), "supersedes_batch": None}
     if (actions != Action.EMIT).any():
         ids = event_ids.to_pylist()
         fps = kept.column("fingerprint").to_pylist()
@@ -373,7 +374,7 @@ def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> p
     for name in ("original_event_id", "duplicate_of", "supersedes_batch"):
         if columns[name] is None:
             columns[name] = pa.nulls(rows, pa.string())
-    columns.update(event_time=kept.column("event_time"), batch_id=pa.array([ctx.batch_id] * rows, pa.string()))
+    columns.update(event_time=kept.column("event_time"), batch_id=repeated_text(ctx.batch_id, rows))
     return pa.table(columns, schema=_NARROW_OUTPUT)
 
 
@@ -406,7 +407,7 @@ def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision, dupli
         "reason": pa.array(_REASONS[decision.outcomes[duplicates]], pa.string()),
         "action": pa.array(_ACTION_LABELS[decision.actions[duplicates]], pa.string()),
         "kept_in_batch": pa.array(holders[decision.holder[duplicates]], pa.string()),
-        "batch_id": pa.array([ctx.batch_id] * len(duplicates), pa.string()),
+        "batch_id": repeated_text(ctx.batch_id, len(duplicates)),
         "source_object": pa.array(np.array(ctx.input_keys, dtype=object)[input_index], pa.string()),
         "line_number": pa.array(line_number, pa.int64()),
     }, schema=_NARROW_AUDIT)
