@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import GuardProbe, IdGuard, decode_guard, encode_guard
@@ -350,30 +351,34 @@ def _cross_hour(decision: KeyDecision, cache: CacheView, key_of_row: npt.NDArray
 
 
 def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
-    """Emitted rows without their raw lines; the per-row Python below runs only for the rare
-    renamed, flagged or updated ones."""
+    """Emitted rows without their raw lines. Columns are built natively; per-row Python runs only
+    for the rare renamed and updated rows (their new id, their superseded batch)."""
     emitted = np.flatnonzero(decision.emitted_mask)
     kept = table.take(pa.array(emitted, pa.int64()))
     actions = decision.actions[emitted]
-    event_ids = kept.column("event_id")
-    columns: dict[str, Any] = {"event_id": event_ids, "original_event_id": None, "duplicate_of": None,
-                               "op": repeated_text("insert", len(emitted)), "supersedes_batch": None}
-    if (actions != Action.EMIT).any():
-        ids = event_ids.to_pylist()
-        fps = kept.column("fingerprint").to_pylist()
-        special = [(i, Action(int(a))) for i, a in enumerate(actions) if a != Action.EMIT]
-        renamed = {i: renamed_event_id(ids[i], fps[i]) for i, action in special if action is Action.RENAME}
-        flagged = {i for i, action in special if action is Action.KEEP}
-        updates = {i: decision.holder_batch(int(emitted[i])) for i, action in special if action is Action.UPDATE}
-        columns["event_id"] = [renamed.get(i, event_id) for i, event_id in enumerate(ids)]
-        columns["original_event_id"] = [ids[i] if i in renamed else None for i in range(len(ids))]
-        columns["duplicate_of"] = [ids[i] if i in flagged else None for i in range(len(ids))]
-        columns["op"] = ["update" if i in updates else "insert" for i in range(len(ids))]
-        columns["supersedes_batch"] = [updates.get(i) for i in range(len(ids))]
     rows = len(emitted)
-    for name in ("original_event_id", "duplicate_of", "supersedes_batch"):
-        if columns[name] is None:
-            columns[name] = pa.nulls(rows, pa.string())
+    event_ids = kept.column("event_id").combine_chunks()
+    no_text = pa.nulls(rows, pa.string())
+    columns: dict[str, Any] = {"event_id": event_ids, "original_event_id": no_text, "duplicate_of": no_text,
+                               "op": repeated_text("insert", rows), "supersedes_batch": no_text}
+    renamed = actions == Action.RENAME
+    if renamed.any():
+        at = np.flatnonzero(renamed)
+        originals = event_ids.take(pa.array(at, pa.int64())).to_pylist()
+        fingerprints = kept.column("fingerprint").take(pa.array(at, pa.int64())).to_pylist()
+        new_ids = [renamed_event_id(key, fingerprint) for key, fingerprint in zip(originals, fingerprints, strict=True)]
+        mask = pa.array(renamed)
+        columns["event_id"] = pc.replace_with_mask(event_ids, mask, pa.array(new_ids, pa.string()))
+        columns["original_event_id"] = pc.if_else(mask, event_ids, no_text)
+    flagged = actions == Action.KEEP
+    if flagged.any():
+        columns["duplicate_of"] = pc.if_else(pa.array(flagged), event_ids, no_text)
+    updated = actions == Action.UPDATE
+    if updated.any():
+        superseded = [decision.holder_batch(row) for row in emitted[updated].tolist()]
+        mask = pa.array(updated)
+        columns["op"] = pc.if_else(mask, pa.scalar("update"), pa.scalar("insert"))
+        columns["supersedes_batch"] = pc.replace_with_mask(no_text, mask, pa.array(superseded, pa.string()))
     columns.update(event_time=kept.column("event_time"), batch_id=repeated_text(ctx.batch_id, rows))
     return pa.table(columns, schema=_NARROW_OUTPUT)
 
