@@ -30,6 +30,7 @@ def rules_with(events: dict | None = None, **dedup: object) -> ParseRules:
 RULE_SETS = {
     "default": rules_with(),
     "normalised": rules_with(normalize=["trim", "lower"]),
+    "lower-cased only": rules_with(normalize=["lower"]),
     "composite": rules_with(key_fields=["event_id", "user"]),
     "fingerprint fields": rules_with(fingerprint_fields=["event_id", "n"], fingerprint_exclude=["n"]),
     "survivor max": rules_with(survivor="max:n", events={"max_line_bytes": 400}),
@@ -68,6 +69,8 @@ IDS = st.one_of(
     UUID_TEXT, UUID_TEXT.map(str.upper), UUID_TEXT.map(lambda u: f" {u} "), UUID_TEXT.map(lambda u: u.replace("-", "")),
     st.text(max_size=6), st.integers(-5, 2**63 - 1), st.booleans(), st.none(), st.floats(allow_nan=False),
     st.lists(st.integers(-9, 9), max_size=2), st.just("   "),
+    # blank or not by Python's strip(): Unicode and ASCII separators around letters, or alone
+    st.text(alphabet=" \t\x1c\x85\u2003\u3000aZ9é-", max_size=5),
 )
 TIMES = st.one_of(
     st.datetimes(min_value=datetime(1999, 1, 1), max_value=datetime(2026, 11, 23, 12),
