@@ -3,6 +3,7 @@ the same rows (seq, key text, key bytes, fingerprint, time, raw, order key) and 
 quarantine (raw bytes, reason, line number)."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import uuid
 from datetime import datetime, timezone
@@ -35,6 +36,8 @@ RULE_SETS = {
     "fingerprint fields": rules_with(fingerprint_fields=["event_id", "n"], fingerprint_exclude=["n"]),
     "survivor max": rules_with(survivor="max:n", events={"max_line_bytes": 400}),
     "survivor by time": rules_with(survivor="min:created_at"),
+    # every instant int64 microseconds hold is accepted: conversions are compared, not refusals
+    "any time": dataclasses.replace(rules_with(), min_time_us=-(2**63), max_time_us=2**63 - 1),
 }
 
 
@@ -80,6 +83,11 @@ TIMES = st.one_of(
                      "2026-11-22T04:30:00", "0000-01-01T00:00:00Z", "2026-11-22T24:00:00Z", "2026-11-22T04:30:00+24:00",
                      "2026-11-22T04:30:60Z", "1795321800", "2026-11-22T04:30:00.1234567Z", "２０２６-11-22T04:30:00Z"]),
     st.integers(0, 2 * 10**12), st.floats(allow_nan=True), st.none(), st.text(max_size=5),
+    # epoch integers: both units, negative, at the seconds/milliseconds threshold and at and past
+    # the bound of what the fast path converts; booleans are integers to Python but not times
+    st.integers(-2 * 10**16, 2 * 10**16), st.integers(-(2**63), 2**64 - 1),  # all the JSON writer holds
+    st.sampled_from([99_999_999_999, 100_000_000_000, -99_999_999_999, -100_000_000_000, 9 * 10**15, 9 * 10**15 + 1,
+                     -9 * 10**15, -9 * 10**15 - 1, 2**63, -(2**63), True, False]),
 )
 
 

@@ -19,7 +19,7 @@ from eventdedup.parse.order_keys import NotComparable, order_key_of_number, orde
 JsonObject = dict[str, Any]  # a parsed JSON object, as orjson and json produce it
 
 # Epoch numbers at or above this magnitude are milliseconds (1e11 s is the year 5138).
-_MILLIS_THRESHOLD = 100_000_000_000
+EPOCH_MILLIS_THRESHOLD = 100_000_000_000
 # An epoch timestamp as a string: ASCII digits only ("²".isdigit() is True, and int() refuses it).
 _EPOCH_TEXT = re.compile(r"-?[0-9]+")
 _EPOCH_MAX_DIGITS = 20  # beyond any accepted instant in any unit; also far below int()'s digit limit
@@ -237,7 +237,7 @@ def parse_event_time(value: object, field: str) -> int:
 def _epoch_to_us(value: int | float, field: str) -> int:
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidEvent(f"{field} is not a finite number")
-    scaled = value * 1_000 if abs(value) >= _MILLIS_THRESHOLD else value * 1_000_000
+    scaled = value * 1_000 if abs(value) >= EPOCH_MILLIS_THRESHOLD else value * 1_000_000
     if isinstance(scaled, float) and not math.isfinite(scaled):  # 1e308 seconds overflow as microseconds
         raise InvalidEvent(f"{field} {value!r} is outside the accepted range")
     return int(round(scaled))

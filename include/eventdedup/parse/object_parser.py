@@ -1,5 +1,6 @@
 """Parse a whole input object at a time: per line only a JSON load, one re-serialisation and the
-fingerprint run in Python; ids, UUID bytes, timestamps and bounds are vectorised over Arrow arrays.
+fingerprint run in Python; ids, UUID bytes, timestamps (strict ISO-8601 or epoch integers) and
+bounds are vectorised over Arrow and numpy arrays.
 
 `parse_event` stays the reference. A line goes the fast way only when every step can vouch for
 it, and then yields exactly what `parse_event` would; any other line (too long, not JSON, a
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 from eventdedup.errors import EventDedupError
 from eventdedup.keys import CANONICAL_UUID_PATTERN, DIGEST_DTYPE, KEY_DIGEST_BYTES, key_digest
 from eventdedup.parse.event_parser import (
+    EPOCH_MILLIS_THRESHOLD,
     InvalidEvent,
     JsonObject,
     ParsedEvent,
@@ -308,6 +310,8 @@ class _Times:
 
 
 def _times(values: list[Any], rules: ParseRules) -> _Times:
+    """Microseconds per value: natively for strict ISO-8601 strings and for JSON integers (epoch
+    seconds or milliseconds, by the reference's threshold); anything else is left to parse_event."""
     strings = _string_array(values)
     strict = pc.fill_null(pc.match_substring_regex(strings, STRICT_ISO_RE), False)
     micros = np.zeros(len(values), np.int64)
@@ -317,9 +321,32 @@ def _times(values: list[Any], rules: ParseRules) -> _Times:
         parsed = pc.cast(strings.take(pa.array(rows, pa.int64())), pa.timestamp("us", tz="UTC"))
         micros[rows] = parsed.cast(pa.int64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        ok[:] = False  # e.g. 30 February: let the reference parser name the line
+        ok[rows] = False  # e.g. 30 February: let the reference parser name the line
+    others = np.flatnonzero(~ok)
+    if len(others):
+        epoch_rows, epoch_micros = _integer_epochs(values, others)
+        micros[epoch_rows], ok[epoch_rows] = epoch_micros, True
     ok &= (micros >= rules.min_time_us) & (micros <= rules.max_time_us)
     return _Times(micros, ok)
+
+
+# Integer epochs converted here: beyond this magnitude microseconds would leave int64 (no such
+# instant is accepted anyway); those lines go the reference way, which names them.
+_MAX_EPOCH_INTEGER = 9_000_000_000_000_000 // 1_000
+
+
+def _integer_epochs(values: list[Any], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of `rows`, those whose value is a JSON integer (not a boolean) within bounds, and each one's
+    microseconds exactly as parse_event_time computes them: milliseconds from
+    EPOCH_MILLIS_THRESHOLD in magnitude up, seconds below."""
+    chosen = [row for row in rows.tolist()
+              if type(values[row]) is int and -_MAX_EPOCH_INTEGER <= values[row] <= _MAX_EPOCH_INTEGER]
+    epochs = np.array([values[row] for row in chosen], np.int64)
+    millis = np.abs(epochs) >= EPOCH_MILLIS_THRESHOLD
+    micros = np.empty(len(epochs), np.int64)
+    micros[millis] = epochs[millis] * 1_000
+    micros[~millis] = epochs[~millis] * 1_000_000
+    return np.array(chosen, np.intp), micros
 
 
 def _order_keys(events: list[JsonObject], micros: np.ndarray, accepted: np.ndarray,
