@@ -71,6 +71,7 @@ UUID_TEXT = st.uuids().map(str)
 IDS = st.one_of(
     UUID_TEXT, UUID_TEXT.map(str.upper), UUID_TEXT.map(lambda u: f" {u} "), UUID_TEXT.map(lambda u: u.replace("-", "")),
     st.text(max_size=6), st.integers(-5, 2**63 - 1), st.booleans(), st.none(), st.floats(allow_nan=False),
+    st.integers(-(2**63), 2**64 - 1), st.sampled_from([2**63 - 1, 2**63, -(2**63), 0, -1]),  # int64 and past it
     st.lists(st.integers(-9, 9), max_size=2), st.just("   "),
     # blank or not by Python's strip(): Unicode and ASCII separators around letters, or alone
     st.text(alphabet=" \t\x1c\x85\u2003\u3000aZ9é-", max_size=5),
