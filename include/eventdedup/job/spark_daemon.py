@@ -129,5 +129,6 @@ if __name__ == "__main__":
     warm_imports()
     from pyspark.daemon import manager  # here, so the library itself imports without pyspark
 
+    gc.collect()  # garbage of the imports (none today) would otherwise be frozen for good
     gc.freeze()  # last before the forks: what is frozen is what the workers share, never collected
     manager()

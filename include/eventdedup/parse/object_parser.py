@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 MAX_UNEXPECTED_PER_OBJECT = 10
 CHUNK_LINES = 16_384  # parsed objects alive at once: bounds memory and garbage-collector work
 # Only this strict ISO-8601 shape is converted by Arrow; anything else goes to parse_event.
+# A fraction of seconds past microseconds, cut to them as datetime.fromisoformat cuts it.
+_LONG_FRACTION = r"^([^.]*\.\d{6})\d+"
 STRICT_ISO_RE = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
                  r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$")
 _HEX_VALUE = np.full(256, 255, np.uint8)
@@ -322,24 +324,57 @@ class _Times:
 
 
 def _times(values: list[Any], rules: ParseRules) -> _Times:
-    """Microseconds per value: natively for strict ISO-8601 strings and for JSON integers (epoch
-    seconds or milliseconds, by the reference's threshold); anything else is left to parse_event."""
+    """Microseconds per value: natively for strict ISO-8601 strings (a longer fraction cut to
+    microseconds) and for JSON integers (epoch seconds or milliseconds, by the reference's
+    threshold); anything else is left to parse_event."""
     strings = _string_array(values)
     strict = pc.fill_null(pc.match_substring_regex(strings, STRICT_ISO_RE), False)
     micros = np.zeros(len(values), np.int64)
     ok = strict.to_numpy(zero_copy_only=False).copy()
-    rows = np.flatnonzero(ok)
-    try:
-        parsed = pc.cast(strings.take(pa.array(rows, pa.int64())), pa.timestamp("us", tz="UTC"))
-        micros[rows] = parsed.cast(pa.int64()).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        ok[rows] = False  # e.g. 30 February: let the reference parser name the line
+    _convert_strict(strings, np.flatnonzero(ok), micros, ok)
     others = np.flatnonzero(~ok)
+    if len(others):
+        _long_fractions(strings, others, micros, ok)
+        others = np.flatnonzero(~ok)
     if len(others):
         epoch_rows, epoch_micros = _integer_epochs(values, others)
         micros[epoch_rows], ok[epoch_rows] = epoch_micros, True
     ok &= (micros >= rules.min_time_us) & (micros <= rules.max_time_us)
     return _Times(micros, ok)
+
+
+def _long_fractions(strings: pa.Array, rows: np.ndarray, micros: np.ndarray, ok: np.ndarray) -> None:
+    """Of `rows`, strict ISO-8601 but for a fraction of seconds longer than 6 digits (Go's and
+    Java's nanosecond timestamps): the fraction cut to 6 digits, as datetime.fromisoformat cuts
+    it, then converted as the strict shape is."""
+    cut = pc.replace_substring_regex(strings.take(pa.array(rows, pa.int64())), _LONG_FRACTION, r"\1",
+                                     max_replacements=1)
+    strict = pc.fill_null(pc.match_substring_regex(cut, STRICT_ISO_RE), False).to_numpy(zero_copy_only=False)
+    found = np.flatnonzero(strict)
+    found_micros, found_ok = np.zeros(len(rows), np.int64), np.zeros(len(rows), bool)
+    _convert_strict(cut, found, found_micros, found_ok)
+    micros[rows[found_ok]], ok[rows[found_ok]] = found_micros[found_ok], True
+
+
+def _convert_strict(strings: pa.Array, rows: np.ndarray, micros: np.ndarray, ok: np.ndarray) -> None:
+    """Arrow's conversion of strict ISO-8601 `rows` into `micros`, each marked in `ok` or not. A
+    string of the strict shape can still be no instant (30 February): Arrow then refuses the
+    whole array, so the rows are halved until the refused ones are alone, and those are left
+    unmarked for the reference parser to name; one bad date no longer sends its whole chunk
+    the slow way."""
+    if not len(rows):
+        return
+    try:
+        parsed = pc.cast(strings.take(pa.array(rows, pa.int64())), pa.timestamp("us", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        ok[rows] = False
+        if len(rows) > 1:
+            half = len(rows) // 2
+            _convert_strict(strings, rows[:half], micros, ok)
+            _convert_strict(strings, rows[half:], micros, ok)
+        return
+    micros[rows] = parsed.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    ok[rows] = True
 
 
 # Integer epochs converted here: beyond this magnitude microseconds would leave int64 (no such
