@@ -89,13 +89,16 @@ TIMES = st.one_of(
     # epoch integers: both units, negative, at the seconds/milliseconds threshold and at and past
     # the bound of what the fast path converts; booleans are integers to Python but not times
     st.integers(-2 * 10**16, 2 * 10**16), st.integers(-(2**63), 2**64 - 1),  # all the JSON writer holds
+    # epoch floats of both units, halves of a microsecond (rounding), and past the bound
+    st.floats(-2e16, 2e16), st.integers(-(10**16), 10**16).map(lambda half_micros: half_micros / 2_000_000),
+    st.integers(10**17, 10**19).map(lambda half_micros: half_micros / 2_000),
     # nanosecond fractions (Go, Java): cut to microseconds as the reference cuts them, valid or not
     st.builds(lambda moment, extra, zone: moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + extra + zone,
               st.datetimes(min_value=datetime(2026, 11, 20), max_value=datetime(2026, 11, 22)),
               st.text(alphabet="0123456789", min_size=1, max_size=14), st.sampled_from(["Z", "+05:30", "-00:00", ""])),
     st.sampled_from(["2026-02-30T04:30:00.1234567Z", "2026-11-22T04:30:00.1234567 Z", "2026-11-22T04:30:00.12345٦7Z"]),
     st.sampled_from([99_999_999_999, 100_000_000_000, -99_999_999_999, -100_000_000_000, 9 * 10**15, 9 * 10**15 + 1,
-                     -9 * 10**15, -9 * 10**15 - 1, 2**63, -(2**63), True, False]),
+                     -9 * 10**15, -9 * 10**15 - 1, 2**63, -(2**63), True, False, 1e11, -1e11, 99_999_999_999.5, 9e15]),
 )
 
 
@@ -180,3 +183,21 @@ def test_common_id_and_time_shapes_take_the_fast_path_and_one_bad_date_defers_on
     table, deferred = _parse_chunk(pieces, 1, INPUT_INDEX, rules)
     assert deferred == [bad]
     assert table.num_rows == len(pieces) - 1
+
+
+EPOCH_EDGES = [0, 1, -1, 99_999_999_999, 100_000_000_000, -99_999_999_999, -100_000_000_000, 9 * 10**15, -9 * 10**15,
+               0.0, -0.0, 0.5e-6, 1.5e-6, 2.5e-6, 1e11, -1e11, 99_999_999_999.5, 99_999_999_999.9999, 1795321800.0000005,
+               1795321800123.4995, 1795321800123.5005, 9e15, -9e15]
+
+
+@pytest.mark.parametrize("moment", EPOCH_EDGES)
+def test_an_epoch_number_at_an_edge_is_converted_natively_as_the_reference_converts_it(moment: float) -> None:
+    """Deterministic edges of the native epoch path (the unit threshold, rounding halves, the
+    bound) on top of the property test's random draws."""
+    from eventdedup.parse.object_parser import _parse_chunk
+
+    line = orjson.dumps({"event_id": "2565efed-5f98-4e0f-974f-5ba728b56b59", "created_at": moment})
+    rules = RULE_SETS["any time"]
+    table, deferred = _parse_chunk([line], 1, INPUT_INDEX, rules)
+    assert deferred == []
+    assert table.column("event_time").cast("int64").to_pylist() == [parse_event(line, rules).time_us]

@@ -325,7 +325,7 @@ class _Times:
 
 def _times(values: list[Any], rules: ParseRules) -> _Times:
     """Microseconds per value: natively for strict ISO-8601 strings (a longer fraction cut to
-    microseconds) and for JSON integers (epoch seconds or milliseconds, by the reference's
+    microseconds) and for JSON numbers (epoch seconds or milliseconds, by the reference's
     threshold); anything else is left to parse_event."""
     strings = _string_array(values)
     strict = pc.fill_null(pc.match_substring_regex(strings, STRICT_ISO_RE), False)
@@ -337,7 +337,7 @@ def _times(values: list[Any], rules: ParseRules) -> _Times:
         _long_fractions(strings, others, micros, ok)
         others = np.flatnonzero(~ok)
     if len(others):
-        epoch_rows, epoch_micros = _integer_epochs(values, others)
+        epoch_rows, epoch_micros = _epoch_numbers(values, others)
         micros[epoch_rows], ok[epoch_rows] = epoch_micros, True
     ok &= (micros >= rules.min_time_us) & (micros <= rules.max_time_us)
     return _Times(micros, ok)
@@ -377,23 +377,29 @@ def _convert_strict(strings: pa.Array, rows: np.ndarray, micros: np.ndarray, ok:
     ok[rows] = True
 
 
-# Integer epochs converted here: beyond this magnitude microseconds would leave int64 (no such
-# instant is accepted anyway); those lines go the reference way, which names them.
-_MAX_EPOCH_INTEGER = 9_000_000_000_000_000 // 1_000
+# Epoch numbers converted here: beyond this magnitude (in milliseconds) microseconds would leave
+# int64's 9.22e18 (no such instant is accepted anyway); those lines go the reference way.
+_MAX_EPOCH_NUMBER = 9 * 10**15
 
 
-def _integer_epochs(values: list[Any], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Of `rows`, those whose value is a JSON integer (not a boolean) within bounds, and each one's
-    microseconds exactly as parse_event_time computes them: milliseconds from
-    EPOCH_MILLIS_THRESHOLD in magnitude up, seconds below."""
-    chosen = [row for row in rows.tolist()
-              if type(values[row]) is int and -_MAX_EPOCH_INTEGER <= values[row] <= _MAX_EPOCH_INTEGER]
-    epochs = np.array([values[row] for row in chosen], np.int64)
-    millis = np.abs(epochs) >= EPOCH_MILLIS_THRESHOLD
-    micros = np.empty(len(epochs), np.int64)
-    micros[millis] = epochs[millis] * 1_000
-    micros[~millis] = epochs[~millis] * 1_000_000
-    return np.array(chosen, np.intp), micros
+def _epoch_numbers(values: list[Any], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of `rows`, those whose value is a JSON number (an integer, not a boolean, or a finite
+    float) within bounds, and each one's microseconds exactly as parse_event_time computes them:
+    milliseconds from EPOCH_MILLIS_THRESHOLD in magnitude up, seconds below; a float scaled in
+    float64 and rounded half to even, as Python's round() does."""
+    integers = [row for row in rows.tolist()
+                if type(values[row]) is int and -_MAX_EPOCH_NUMBER <= values[row] <= _MAX_EPOCH_NUMBER]
+    floats = [row for row in rows.tolist()  # NaN and infinities fail the comparison
+              if type(values[row]) is float and -_MAX_EPOCH_NUMBER <= values[row] <= _MAX_EPOCH_NUMBER]
+    whole = np.array([values[row] for row in integers], np.int64)
+    millis = np.abs(whole) >= EPOCH_MILLIS_THRESHOLD
+    whole_micros = np.empty(len(whole), np.int64)  # each unit's product only where it stays in int64
+    whole_micros[millis] = whole[millis] * 1_000
+    whole_micros[~millis] = whole[~millis] * 1_000_000
+    fractional = np.array([values[row] for row in floats], np.float64)
+    scaled = np.where(np.abs(fractional) >= EPOCH_MILLIS_THRESHOLD, fractional * 1_000.0, fractional * 1_000_000.0)
+    return (np.array(integers + floats, np.intp),
+            np.concatenate([whole_micros, np.rint(scaled).astype(np.int64)]))
 
 
 def _order_keys(events: list[JsonObject], micros: np.ndarray, accepted: np.ndarray,
