@@ -97,6 +97,14 @@ TIMES = st.one_of(
               st.datetimes(min_value=datetime(2026, 11, 20), max_value=datetime(2026, 11, 22)),
               st.text(alphabet="0123456789", min_size=1, max_size=14), st.sampled_from(["Z", "+05:30", "-00:00", ""])),
     st.sampled_from(["2026-02-30T04:30:00.1234567Z", "2026-11-22T04:30:00.1234567 Z", "2026-11-22T04:30:00.12345٦7Z"]),
+    # a space or another character for the T (fromisoformat takes any one), nanoseconds or not
+    st.builds(lambda moment, separator, zone: moment.date().isoformat() + separator + moment.time().isoformat() + zone,
+              st.datetimes(min_value=datetime(2026, 11, 20), max_value=datetime(2026, 11, 22)),
+              st.sampled_from([" ", "x", "  ", "\u3000"]), st.sampled_from(["Z", "+05:30", "", "123Z"])),
+    # epoch digits as strings: both units, signs, spaces around, leading zeros, past the bound
+    st.integers(-(10**17), 10**17).map(str), st.integers(0, 2 * 10**12).map(lambda n: f" {n}"),
+    st.sampled_from(["0", "-0", "+1795321800", "0001795321800", "١٧٩٥٣٢١٨٠٠", "9000000000000000", "9000000000000001",
+                     "-9000000000000000", "99999999999", "100000000000", "1795321800123 "]),
     st.sampled_from([99_999_999_999, 100_000_000_000, -99_999_999_999, -100_000_000_000, 9 * 10**15, 9 * 10**15 + 1,
                      -9 * 10**15, -9 * 10**15 - 1, 2**63, -(2**63), True, False, 1e11, -1e11, 99_999_999_999.5, 9e15]),
 )
@@ -174,7 +182,7 @@ def test_common_id_and_time_shapes_take_the_fast_path_and_one_bad_date_defers_on
 
     ids = ["2565efed-5f98-4e0f-974f-5ba728b56b59", "2565EFED-5F98-4E0F-974F-5BA728B56B59", "evt_01HZX3", 4711, -3]
     times = ["2026-11-22T04:30:00.123456Z", "2026-11-22T04:30:00.123456789+01:00", "2026-11-22T04:30:00Z",
-             1795321800, 1795321800123]
+             "2026-11-22 04:30:00.123Z", 1795321800, 1795321800123, 1795321800.25, "1795321800123"]
     pieces = [orjson.dumps({"event_id": key, "created_at": moment, "n": n})
               for n, (key, moment) in enumerate((key, moment) for key in ids for moment in times)]
     bad = len(pieces) // 2
@@ -187,11 +195,12 @@ def test_common_id_and_time_shapes_take_the_fast_path_and_one_bad_date_defers_on
 
 EPOCH_EDGES = [0, 1, -1, 99_999_999_999, 100_000_000_000, -99_999_999_999, -100_000_000_000, 9 * 10**15, -9 * 10**15,
                0.0, -0.0, 0.5e-6, 1.5e-6, 2.5e-6, 1e11, -1e11, 99_999_999_999.5, 99_999_999_999.9999, 1795321800.0000005,
-               1795321800123.4995, 1795321800123.5005, 9e15, -9e15]
+               1795321800123.4995, 1795321800123.5005, 9e15, -9e15, "99999999999", "100000000000", "-0",
+               "0001795321800", "9000000000000000", "-9000000000000000"]
 
 
 @pytest.mark.parametrize("moment", EPOCH_EDGES)
-def test_an_epoch_number_at_an_edge_is_converted_natively_as_the_reference_converts_it(moment: float) -> None:
+def test_an_epoch_number_at_an_edge_is_converted_natively_as_the_reference_converts_it(moment: float | str) -> None:
     """Deterministic edges of the native epoch path (the unit threshold, rounding halves, the
     bound) on top of the property test's random draws."""
     from eventdedup.parse.object_parser import _parse_chunk

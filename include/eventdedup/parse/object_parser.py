@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,10 +49,12 @@ log = logging.getLogger(__name__)
 MAX_UNEXPECTED_PER_OBJECT = 10
 CHUNK_LINES = 16_384  # parsed objects alive at once: bounds memory and garbage-collector work
 # Only this strict ISO-8601 shape is converted by Arrow; anything else goes to parse_event.
-# A fraction of seconds past microseconds, cut to them as datetime.fromisoformat cuts it.
-_LONG_FRACTION = r"^([^.]*\.\d{6})\d+"
 STRICT_ISO_RE = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
                  r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$")
+# One step from the strict shape, as datetime.fromisoformat reads it: a fraction of seconds past
+# microseconds (cut to them), and a space between the date and the time; rewritten to it.
+_LONG_FRACTION = r"^([^.]*\.\d{6})\d+"
+_SPACE_FOR_T = r"^(\d{4}-\d{2}-\d{2}) "
 _HEX_VALUE = np.full(256, 255, np.uint8)
 _HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
 _UUID_HEX_COLUMNS = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
@@ -324,9 +327,10 @@ class _Times:
 
 
 def _times(values: list[Any], rules: ParseRules) -> _Times:
-    """Microseconds per value: natively for strict ISO-8601 strings (a longer fraction cut to
-    microseconds) and for JSON numbers (epoch seconds or milliseconds, by the reference's
-    threshold); anything else is left to parse_event."""
+    """Microseconds per value: natively for strict ISO-8601 strings (and those one step from it:
+    a longer fraction, a space for the T) and for epoch numbers, JSON's or written as digits
+    (seconds or milliseconds, by the reference's threshold); anything else is left to
+    parse_event."""
     strings = _string_array(values)
     strict = pc.fill_null(pc.match_substring_regex(strings, STRICT_ISO_RE), False)
     micros = np.zeros(len(values), np.int64)
@@ -334,7 +338,7 @@ def _times(values: list[Any], rules: ParseRules) -> _Times:
     _convert_strict(strings, np.flatnonzero(ok), micros, ok)
     others = np.flatnonzero(~ok)
     if len(others):
-        _long_fractions(strings, others, micros, ok)
+        _near_strict(strings, others, micros, ok)
         others = np.flatnonzero(~ok)
     if len(others):
         epoch_rows, epoch_micros = _epoch_numbers(values, others)
@@ -343,16 +347,18 @@ def _times(values: list[Any], rules: ParseRules) -> _Times:
     return _Times(micros, ok)
 
 
-def _long_fractions(strings: pa.Array, rows: np.ndarray, micros: np.ndarray, ok: np.ndarray) -> None:
-    """Of `rows`, strict ISO-8601 but for a fraction of seconds longer than 6 digits (Go's and
-    Java's nanosecond timestamps): the fraction cut to 6 digits, as datetime.fromisoformat cuts
-    it, then converted as the strict shape is."""
-    cut = pc.replace_substring_regex(strings.take(pa.array(rows, pa.int64())), _LONG_FRACTION, r"\1",
-                                     max_replacements=1)
-    strict = pc.fill_null(pc.match_substring_regex(cut, STRICT_ISO_RE), False).to_numpy(zero_copy_only=False)
+def _near_strict(strings: pa.Array, rows: np.ndarray, micros: np.ndarray, ok: np.ndarray) -> None:
+    """Of `rows`, ISO-8601 strings one step from the strict shape, as datetime.fromisoformat reads
+    them: a space between date and time (it takes any one character there), and a fraction of
+    seconds past microseconds (Go's and Java's nanoseconds), cut to 6 digits as it cuts it. Each
+    is rewritten to the strict shape and converted as that is."""
+    near = strings.take(pa.array(rows, pa.int64()))
+    near = pc.replace_substring_regex(near, _SPACE_FOR_T, r"\1T", max_replacements=1)
+    near = pc.replace_substring_regex(near, _LONG_FRACTION, r"\1", max_replacements=1)
+    strict = pc.fill_null(pc.match_substring_regex(near, STRICT_ISO_RE), False).to_numpy(zero_copy_only=False)
     found = np.flatnonzero(strict)
     found_micros, found_ok = np.zeros(len(rows), np.int64), np.zeros(len(rows), bool)
-    _convert_strict(cut, found, found_micros, found_ok)
+    _convert_strict(near, found, found_micros, found_ok)
     micros[rows[found_ok]], ok[rows[found_ok]] = found_micros[found_ok], True
 
 
@@ -380,18 +386,30 @@ def _convert_strict(strings: pa.Array, rows: np.ndarray, micros: np.ndarray, ok:
 # Epoch numbers converted here: beyond this magnitude (in milliseconds) microseconds would leave
 # int64's 9.22e18 (no such instant is accepted anyway); those lines go the reference way.
 _MAX_EPOCH_NUMBER = 9 * 10**15
+# Epoch digits as the reference reads them (ASCII only), short enough to be within the bound or
+# just past it; longer ones go the reference way.
+_EPOCH_DIGITS = re.compile(r"-?[0-9]{1,16}")
 
 
 def _epoch_numbers(values: list[Any], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Of `rows`, those whose value is a JSON number (an integer, not a boolean, or a finite
-    float) within bounds, and each one's microseconds exactly as parse_event_time computes them:
-    milliseconds from EPOCH_MILLIS_THRESHOLD in magnitude up, seconds below; a float scaled in
-    float64 and rounded half to even, as Python's round() does."""
-    integers = [row for row in rows.tolist()
-                if type(values[row]) is int and -_MAX_EPOCH_NUMBER <= values[row] <= _MAX_EPOCH_NUMBER]
-    floats = [row for row in rows.tolist()  # NaN and infinities fail the comparison
-              if type(values[row]) is float and -_MAX_EPOCH_NUMBER <= values[row] <= _MAX_EPOCH_NUMBER]
-    whole = np.array([values[row] for row in integers], np.int64)
+    """Of `rows`, those whose value is an epoch number within bounds, and each one's microseconds
+    exactly as parse_event_time computes them: milliseconds from EPOCH_MILLIS_THRESHOLD in
+    magnitude up, seconds below. A JSON integer (not a boolean) or a string of its digits with
+    no space around (the reference strips spaces, and then reads the same digits) is exact; a
+    finite float is scaled in float64 and rounded half to even, as Python's round() does."""
+    integers: list[int] = []
+    whole_values: list[int] = []
+    floats: list[int] = []
+    for row in rows.tolist():
+        value = values[row]
+        if type(value) is str and _EPOCH_DIGITS.fullmatch(value):
+            value = int(value)
+        if type(value) is int and -_MAX_EPOCH_NUMBER <= value <= _MAX_EPOCH_NUMBER:
+            integers.append(row)
+            whole_values.append(value)
+        elif type(value) is float and -_MAX_EPOCH_NUMBER <= value <= _MAX_EPOCH_NUMBER:  # NaN, inf fail it
+            floats.append(row)
+    whole = np.array(whole_values, np.int64)
     millis = np.abs(whole) >= EPOCH_MILLIS_THRESHOLD
     whole_micros = np.empty(len(whole), np.int64)  # each unit's product only where it stays in int64
     whole_micros[millis] = whole[millis] * 1_000
