@@ -15,7 +15,6 @@ and nothing was repeated (producers that write compact JSON pay one `dumps`, ~0.
 from __future__ import annotations
 
 import gc
-import hashlib
 import logging
 import re
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eventdedup.errors import EventDedupError
-from eventdedup.keys import CANONICAL_UUID_PATTERN, DIGEST_DTYPE, KEY_DIGEST_BYTES, key_digest
+from eventdedup.keys import CANONICAL_UUID_PATTERN, DIGEST_DTYPE, KEY_DIGEST_BYTES, hashed_key_digests, key_digest
 from eventdedup.parse.event_parser import (
     EPOCH_MILLIS_THRESHOLD,
     InvalidEvent,
@@ -240,7 +239,6 @@ class _Keys:
 # A string holding one of these is certainly not blank (Python's strip() removes no ASCII letter
 # or digit), so it is its own key when the key is not normalised.
 _NOT_BLANK = "[0-9A-Za-z]"
-_BLANK_KEY_HASHER = hashlib.blake2b(digest_size=KEY_DIGEST_BYTES)
 
 
 def _keys(events: list[JsonObject], rules: ParseRules) -> _Keys:
@@ -289,15 +287,8 @@ def _keys(events: list[JsonObject], rules: ParseRules) -> _Keys:
 
 
 def _hashed_keys(strings: pa.Array) -> np.ndarray:
-    """key_digest of strings that are not canonical UUIDs: BLAKE2b of their UTF-8 bytes."""
-    blank = _BLANK_KEY_HASHER
-    digests: list[bytes] = []
-    append = digests.append
-    for utf8 in strings.cast(pa.binary()).to_pylist():
-        hasher = blank.copy()
-        hasher.update(utf8)
-        append(hasher.digest())
-    return np.frombuffer(b"".join(digests), DIGEST_DTYPE, len(digests))
+    """keys.key_digest of key texts that are not canonical UUIDs, from their UTF-8 bytes."""
+    return hashed_key_digests(strings.cast(pa.binary()).to_pylist())
 
 
 def _string_array(values: list[Any]) -> pa.Array:
