@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eventdedup.config import config_from_mapping
-from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
+from eventdedup.parse.event_parser import InvalidEvent, ParseRules, normalize_event_id, parse_event
 from eventdedup.parse.input_lines import iter_input_lines
 from eventdedup.parse.object_parser import parse_object
 from eventdedup.tables import make_seq
@@ -77,6 +77,11 @@ IDS = st.one_of(
     st.lists(st.integers(-9, 9), max_size=2), st.just("   "),
     # blank or not by Python's strip(): Unicode and ASCII separators around letters, or alone
     st.text(alphabet=" \t\x1c\x85\u2003\u3000aZ9é-", max_size=5),
+    # ASCII ids to trim and lower-case: every ASCII character Python's strip() removes, around
+    # mixed-case text, and an upper-case UUID that is canonical only once normalised
+    st.builds(lambda left, core, right: left + core + right, st.text(alphabet=" \t\n\r\x0b\x0c\x1c\x1f", max_size=2),
+              st.text(alphabet="aZ9_ -\x1d", min_size=1, max_size=6), st.text(alphabet=" \t\x1e\x85", max_size=2)),
+    UUID_TEXT.map(lambda u: f"\t{u.upper()}\x1c"),
 )
 TIMES = st.one_of(
     st.datetimes(min_value=datetime(1999, 1, 1), max_value=datetime(2026, 11, 23, 12),
@@ -101,6 +106,13 @@ TIMES = st.one_of(
     st.builds(lambda moment, separator, zone: moment.date().isoformat() + separator + moment.time().isoformat() + zone,
               st.datetimes(min_value=datetime(2026, 11, 20), max_value=datetime(2026, 11, 22)),
               st.sampled_from([" ", "x", "  ", "\u3000"]), st.sampled_from(["Z", "+05:30", "", "123Z"])),
+    # offsets without a colon (+hhmm) or without minutes (+hh), as fromisoformat reads them, valid or not
+    st.builds(lambda moment, zone: moment.isoformat() + zone,
+              st.datetimes(min_value=datetime(2026, 11, 20), max_value=datetime(2026, 11, 22)),
+              st.sampled_from(["+0000", "-0530", "+1400", "+00", "-05", "+2400", "+0560", "+053", "+05:3", "+0530Z",
+                               "+00:00:00", "+0530.5", "+٠٥٣٠"])),
+    st.sampled_from(["2026-11-22 04:30:00.123456789+0100", "2026-02-30T04:30:00-0000", "2026-11-22T04:30-0530",
+                     "2026-11-22T04:30:00-05 ", "2026-11-22T04:30:00+05-05"]),
     # epoch digits as strings: both units, signs, spaces around, leading zeros, past the bound
     st.integers(-(10**17), 10**17).map(str), st.integers(0, 2 * 10**12).map(lambda n: f" {n}"),
     st.sampled_from(["0", "-0", "+1795321800", "0001795321800", "١٧٩٥٣٢١٨٠٠", "9000000000000000", "9000000000000001",
@@ -191,6 +203,28 @@ def test_common_id_and_time_shapes_take_the_fast_path_and_one_bad_date_defers_on
     table, deferred = _parse_chunk(pieces, 1, INPUT_INDEX, rules)
     assert deferred == [bad]
     assert table.num_rows == len(pieces) - 1
+
+
+@pytest.mark.parametrize("name", ["normalised", "lower-cased only", "trimmed only"])
+def test_normalised_ascii_ids_and_offsets_without_a_colon_take_the_fast_path(name: str) -> None:
+    """Normalised keys and compact offsets are common in real streams; each used to cost ~4x a
+    line on the reference path (dedup_key_text per event; parse_event per line). Non-ASCII ids
+    still go that way (Python's strip() and lower() are Unicode-wide)."""
+    from eventdedup.parse.object_parser import _keys, _parse_chunk
+
+    ascii_ids = [" 2565EFED-5F98-4E0F-974F-5BA728B56B59\t", "Evt_01HZX3", "\x1cUser-42 ", "abc"]
+    times = ["2026-11-22T04:30:00+0000", "2026-11-22T04:30:00.5-0530", "2026-11-22T04:30:00+01",
+             "2026-11-22 04:30:00.123456789+0100"]
+    events = [{"event_id": key, "created_at": moment} for key in ascii_ids for moment in times]
+    events.append({"event_id": " Évt ", "created_at": times[0]})
+    rules = RULE_SETS[name]
+    keys = _keys(events, rules)
+    assert keys.ok.all()
+    assert keys.other_texts == {len(events) - 1: normalize_event_id(" Évt ", "event_id", rules.trim, rules.lower)}
+    table, deferred = _parse_chunk([orjson.dumps(event) for event in events], 1, INPUT_INDEX, rules)
+    assert deferred == []
+    body = b"\n".join(orjson.dumps(event) for event in events)
+    assert fast(body, rules) == reference(body, rules)
 
 
 EPOCH_EDGES = [0, 1, -1, 99_999_999_999, 100_000_000_000, -99_999_999_999, -100_000_000_000, 9 * 10**15, -9 * 10**15,

@@ -51,9 +51,12 @@ CHUNK_LINES = 16_384  # parsed objects alive at once: bounds memory and garbage-
 STRICT_ISO_RE = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
                  r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$")
 # One step from the strict shape, as datetime.fromisoformat reads it: a fraction of seconds past
-# microseconds (cut to them), and a space between the date and the time; rewritten to it.
+# microseconds (cut to them), a space between the date and the time, an offset without its
+# colon (+hhmm) or its minutes (+hh); rewritten to it (RE2's \d is ASCII only, as the shape's).
 _LONG_FRACTION = r"^([^.]*\.\d{6})\d+"
 _SPACE_FOR_T = r"^(\d{4}-\d{2}-\d{2}) "
+_COMPACT_OFFSET = r"([+-]\d{2})(\d{2})$"
+_HOURS_OFFSET = r"([+-]\d{2})$"
 _HEX_VALUE = np.full(256, 255, np.uint8)
 _HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
 _UUID_HEX_COLUMNS = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
@@ -237,32 +240,34 @@ class _Keys:
 
 
 # A string holding one of these is certainly not blank (Python's strip() removes no ASCII letter
-# or digit), so it is its own key when the key is not normalised.
+# or digit).
 _NOT_BLANK = "[0-9A-Za-z]"
+# What Python's str.strip() removes from an ASCII string (str.isspace: the information
+# separators \x1c-\x1f too); Unicode-wide beyond ASCII, so only ASCII ids are trimmed here.
+_ASCII_STRIPPED = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 
 def _keys(events: list[JsonObject], rules: ParseRules) -> _Keys:
     """Key text and digest per event. Natively for a one-field key whose value is a string or an
-    integer: a canonical UUID is its own 16 bytes; any other string that is not blank, when the
-    key is not normalised, is its own text; an integer's text is its decimal digits (under any
-    normalisation, as normalize_event_id says); those are hashed in one tight loop (the
-    reference's per-event path cost 1.5-4 us an event more). Everything else (normalised or
-    composite keys, blank, huge or non-string ids) goes through dedup_key_text, as parse_event
-    does."""
+    integer: a string that is not blank is normalised (when the key is, and only if it is ASCII)
+    and then, if a canonical UUID, its own 16 bytes, else its own text; an integer's text is its
+    decimal digits (under any normalisation, as normalize_event_id says); texts are hashed in one
+    tight loop (the reference's per-event path cost 1.5-4 us an event more). Everything else
+    (composite keys, blank, huge or non-string ids, non-ASCII ids to normalise) goes through
+    dedup_key_text, as parse_event does."""
     count = len(events)
     digests = np.zeros(count, DIGEST_DTYPE)
     if len(rules.key_fields) == 1:
         values: list[Any] = [event.get(rules.key_fields[0]) for event in events]
-        strings = _string_array(values)
+        strings = _normalised(_string_array(values), rules)
         is_uuid = pc.fill_null(pc.match_substring_regex(strings, CANONICAL_UUID_PATTERN), False)
         ok = is_uuid.to_numpy(zero_copy_only=False).copy()
         uuid_rows = np.flatnonzero(ok)
         digests[uuid_rows] = _uuid_bytes(strings.take(pa.array(uuid_rows, pa.int64())))
-        if not (rules.trim or rules.lower):
-            plain = pc.and_(pc.invert(is_uuid), pc.fill_null(pc.match_substring_regex(strings, _NOT_BLANK), False))
-            plain_rows = np.flatnonzero(plain.to_numpy(zero_copy_only=False))
-            digests[plain_rows] = _hashed_keys(strings.take(pa.array(plain_rows, pa.int64())))
-            ok[plain_rows] = True
+        plain = pc.and_(pc.invert(is_uuid), pc.fill_null(pc.match_substring_regex(strings, _NOT_BLANK), False))
+        plain_rows = np.flatnonzero(plain.to_numpy(zero_copy_only=False))
+        digests[plain_rows] = _hashed_keys(strings.take(pa.array(plain_rows, pa.int64())))
+        ok[plain_rows] = True
         texts = pc.if_else(pa.array(ok), strings, pa.scalar(None, pa.string()))
         integer_rows = [row for row in np.flatnonzero(~ok).tolist()
                         if type(values[row]) is int and -(2**63) <= values[row] < 2**63]
@@ -284,6 +289,18 @@ def _keys(events: list[JsonObject], rules: ParseRules) -> _Keys:
             continue  # parse_event reports it
         other_texts[i], digests[i], ok[i] = text, key_digest(text), True
     return _Keys(texts, other_texts, digests, ok)
+
+
+def _normalised(strings: pa.Array, rules: ParseRules) -> pa.Array:
+    """Key strings as normalize_event_id normalises them, for ASCII strings; any other string of
+    a normalised key becomes null (its line goes the reference way). A string holding no ASCII
+    letter or digit may be blank and is refused later by _NOT_BLANK, as before normalising."""
+    if not (rules.trim or rules.lower):
+        return strings
+    strings = pc.if_else(pc.fill_null(pc.string_is_ascii(strings), False), strings, pa.scalar(None, pa.string()))
+    if rules.trim:
+        strings = pc.ascii_trim(strings, characters=_ASCII_STRIPPED)
+    return pc.ascii_lower(strings) if rules.lower else strings
 
 
 def _hashed_keys(strings: pa.Array) -> np.ndarray:
@@ -340,12 +357,15 @@ def _times(values: list[Any], rules: ParseRules) -> _Times:
 
 def _near_strict(strings: pa.Array, rows: np.ndarray, micros: np.ndarray, ok: np.ndarray) -> None:
     """Of `rows`, ISO-8601 strings one step from the strict shape, as datetime.fromisoformat reads
-    them: a space between date and time (it takes any one character there), and a fraction of
-    seconds past microseconds (Go's and Java's nanoseconds), cut to 6 digits as it cuts it. Each
-    is rewritten to the strict shape and converted as that is."""
+    them: a space between date and time (it takes any one character there), a fraction of
+    seconds past microseconds (Go's and Java's nanoseconds), cut to 6 digits as it cuts it, and
+    an offset written +hhmm or +hh. Each is rewritten to the strict shape and converted as that
+    is."""
     near = strings.take(pa.array(rows, pa.int64()))
     near = pc.replace_substring_regex(near, _SPACE_FOR_T, r"\1T", max_replacements=1)
     near = pc.replace_substring_regex(near, _LONG_FRACTION, r"\1", max_replacements=1)
+    near = pc.replace_substring_regex(near, _COMPACT_OFFSET, r"\1:\2", max_replacements=1)
+    near = pc.replace_substring_regex(near, _HOURS_OFFSET, r"\1:00", max_replacements=1)
     strict = pc.fill_null(pc.match_substring_regex(near, STRICT_ISO_RE), False).to_numpy(zero_copy_only=False)
     found = np.flatnonzero(strict)
     found_micros, found_ok = np.zeros(len(rows), np.int64), np.zeros(len(rows), bool)
