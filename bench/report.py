@@ -179,6 +179,17 @@ def print_table(result: dict) -> None:
     print(f"cache: {result['cache_bytes_per_key']['bytes_per_key']:.2f} bytes per key on S3")
     if "shifted_copies" in summary:
         print_shifted(summary["shifted_copies"])
+    if "parse_shapes" in result:
+        print_parse_shapes(result["parse_shapes"])
+
+
+def print_parse_shapes(rows: list[dict]) -> None:
+    print(f"parse per shape ({rows[0]['lines']:,} lines, one process, median us a line; the per-line reference "
+          "beside it):")
+    for row in rows:
+        print(f"  {row['shape']}: {row['microseconds_per_line']:.1f} us (reference "
+              f"{row['reference_microseconds_per_line']:.1f} us, {row['reference_ratio']:.1f}x), "
+              f"{'exact' if row['exact'] else 'WRONG'}")
 
 
 def write_chart(result: dict, path: Path) -> None:

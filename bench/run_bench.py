@@ -34,6 +34,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from parse_shapes import parse_shapes  # noqa: E402
 from peers import RedisPeer  # noqa: E402
 from report import print_table, summarise, write_chart  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
@@ -103,6 +104,8 @@ def main() -> int:
         result["airflow_dedup_step"] = airflow_dedup_step(args, spec)
         if args.shift_hours:
             result["shifted_copies"] = shifted_copies(args, spec, spark)
+        if args.parse_lines:
+            result["parse_shapes"] = parse_shapes(args.parse_lines, args.runs, args.seed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summarise(result)
@@ -133,6 +136,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shift-hours", type=int, default=0,
                         help="also measure the batch with its cross-batch copies re-stamped up to this many hours "
                              "later, against the same batch unshifted (0: skip)")
+    parser.add_argument("--parse-lines", type=int, default=32_768,
+                        help="lines per id and time shape in the parse section, one process (0: skip)")
     parser.add_argument("--out", default="latest", help="result name under bench/results/ (.json, .png)")
     return parser.parse_args()
 
