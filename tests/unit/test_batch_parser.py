@@ -8,13 +8,15 @@ import gzip
 import uuid
 from datetime import datetime, timezone
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from eventdedup.config import config_from_mapping
-from eventdedup.parse.event_parser import InvalidEvent, ParseRules, normalize_event_id, parse_event
+from eventdedup.keys import key_digest
+from eventdedup.parse.event_parser import InvalidEvent, ParseRules, dedup_key_text, normalize_event_id, parse_event
 from eventdedup.parse.input_lines import iter_input_lines
 from eventdedup.parse.object_parser import parse_object
 from eventdedup.tables import make_seq
@@ -35,6 +37,7 @@ RULE_SETS = {
     "trimmed only": rules_with(normalize=["trim"]),
     "time as key": rules_with(key_fields=["created_at"]),
     "composite": rules_with(key_fields=["event_id", "user"]),
+    "composite normalised": rules_with(key_fields=["event_id", "user"], normalize=["trim", "lower"]),
     "fingerprint fields": rules_with(fingerprint_fields=["event_id", "n"], fingerprint_exclude=["n"]),
     "survivor max": rules_with(survivor="max:n", events={"max_line_bytes": 400}),
     "survivor by time": rules_with(survivor="min:created_at"),
@@ -131,7 +134,8 @@ def lines(draw: st.DrawFn) -> bytes:
         elif name == "created_at" and draw(st.integers(0, 9)):
             event[name] = draw(TIMES)
         elif name == "user" and draw(st.booleans()):
-            event[name] = draw(st.text(max_size=4))
+            # a composite key's part: what JSON escapes (quote, backslash, control characters) too
+            event[name] = draw(st.one_of(st.text(max_size=4), IDS, st.text(alphabet='aZ"\\\x01\x1f é', max_size=4)))
         elif name == "n" and draw(st.booleans()):
             event[name] = draw(st.one_of(st.integers(-3, 3), st.floats(allow_nan=False), st.text(max_size=3),
                                          st.none(), st.lists(st.integers(-9, 9), max_size=1)))
@@ -244,3 +248,41 @@ def test_an_epoch_number_at_an_edge_is_converted_natively_as_the_reference_conve
     table, deferred = _parse_chunk([line], 1, INPUT_INDEX, rules)
     assert deferred == []
     assert table.column("event_time").cast("int64").to_pylist() == [parse_event(line, rules).time_us]
+
+
+@pytest.mark.parametrize("name", ["composite", "composite normalised"])
+def test_composite_keys_of_plain_parts_are_spelt_natively(name: str) -> None:
+    """A composite key's text is the JSON array of its parts (dedup_key_text); spelt natively
+    unless a part is one JSON escapes (a quote, a backslash, a control character) or is derived
+    per event for a one-field key too (non-ASCII under normalize)."""
+    from eventdedup.parse.object_parser import _keys
+
+    parts = [("2565efed-5f98-4e0f-974f-5ba728b56b59", "u1"), ("Evt-1", 42), (7, " Ünï "), (" A ", "x\x1f"),
+             ("q\"uote", "b"), ("back\\slash", "c"), ("é\u2028x", "d")]
+    events = [{"event_id": key, "user": user} for key, user in parts]
+    rules = RULE_SETS[name]
+    keys = _keys(events, rules)
+    # the quote and the backslash always; the control character unless trimmed away; non-ASCII
+    # parts (Ünï, U+2028, which JSON does not escape) only under normalisation
+    per_event = {2, 4, 5, 6} if rules.lower else {3, 4, 5}
+    assert set(keys.other_texts) == per_event
+    assert keys.ok.all()
+    texts = keys.texts_of(np.arange(len(events)))
+    assert texts.to_pylist() == [dedup_key_text(event, rules) for event in events]
+    assert [bytes(d) for d in keys.digests] == [key_digest(dedup_key_text(event, rules)) for event in events]
+
+
+# Parts that are ids (an ASCII letter first) holding what JSON escapes, Unicode and spaces.
+ESCAPED_PARTS = st.builds(lambda first, rest: first + rest, st.sampled_from(["a", "Z", " 9"]),
+                          st.text(alphabet='"\\\x01\x1f é\u2028aZ', max_size=4))
+
+
+@pytest.mark.parametrize("name", ["composite", "composite normalised"])
+@given(parts=st.lists(st.tuples(st.one_of(IDS, ESCAPED_PARTS), ESCAPED_PARTS), min_size=1, max_size=20))
+def test_composite_keys_of_any_parts_equal_the_reference(name: str, parts: list[tuple]) -> None:
+    """The whole-line property test rarely draws a valid line whose parts JSON escapes; here
+    every line is valid but for its key's parts."""
+    body = b"\n".join(orjson.dumps({"event_id": key, "user": user, "created_at": "2026-11-22T04:30:00Z"})
+                      for key, user in parts)
+    rules = RULE_SETS[name]
+    assert fast(body, rules) == reference(body, rules)

@@ -248,47 +248,61 @@ _ASCII_STRIPPED = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 
 def _keys(events: list[JsonObject], rules: ParseRules) -> _Keys:
-    """Key text and digest per event. Natively for a one-field key whose value is a string or an
-    integer: a string that is not blank is normalised (when the key is, and only if it is ASCII)
-    and then, if a canonical UUID, its own 16 bytes, else its own text; an integer's text is its
-    decimal digits (under any normalisation, as normalize_event_id says); texts are hashed in one
-    tight loop (the reference's per-event path cost 1.5-4 us an event more). Everything else
-    (composite keys, blank, huge or non-string ids, non-ASCII ids to normalise) goes through
+    """Key text and digest per event, natively where each key field's value is a string or an
+    integer (_field_texts): a one-field key that is a canonical UUID is its own 16 bytes; any
+    other key text, a composite key's JSON array included, is hashed in one tight loop (the
+    reference's per-event path cost 1.5-4 us an event more). Everything else (blank, huge or
+    non-string ids, non-ASCII ids to normalise, composite parts JSON must escape) goes through
     dedup_key_text, as parse_event does."""
     count = len(events)
     digests = np.zeros(count, DIGEST_DTYPE)
-    if len(rules.key_fields) == 1:
-        values: list[Any] = [event.get(rules.key_fields[0]) for event in events]
-        strings = _normalised(_string_array(values), rules)
-        is_uuid = pc.fill_null(pc.match_substring_regex(strings, CANONICAL_UUID_PATTERN), False)
-        ok = is_uuid.to_numpy(zero_copy_only=False).copy()
-        uuid_rows = np.flatnonzero(ok)
-        digests[uuid_rows] = _uuid_bytes(strings.take(pa.array(uuid_rows, pa.int64())))
-        plain = pc.and_(pc.invert(is_uuid), pc.fill_null(pc.match_substring_regex(strings, _NOT_BLANK), False))
-        plain_rows = np.flatnonzero(plain.to_numpy(zero_copy_only=False))
-        digests[plain_rows] = _hashed_keys(strings.take(pa.array(plain_rows, pa.int64())))
-        ok[plain_rows] = True
-        texts = pc.if_else(pa.array(ok), strings, pa.scalar(None, pa.string()))
-        integer_rows = [row for row in np.flatnonzero(~ok).tolist()
-                        if type(values[row]) is int and -(2**63) <= values[row] < 2**63]
-        if integer_rows:
-            decimal = pa.array([values[row] for row in integer_rows], pa.int64()).cast(pa.string())
-            digests[integer_rows] = _hashed_keys(decimal)
-            ok[integer_rows] = True
-            mask = np.zeros(count, bool)
-            mask[integer_rows] = True
-            texts = pc.replace_with_mask(texts, pa.array(mask), decimal)
-        others = np.flatnonzero(~ok).tolist()
+    parts = [_field_texts([event.get(field) for event in events], rules) for field in rules.key_fields]
+    if len(parts) == 1:
+        texts = parts[0]
+        is_uuid = pc.fill_null(pc.match_substring_regex(texts, CANONICAL_UUID_PATTERN), False)
+        uuid_rows = np.flatnonzero(is_uuid.to_numpy(zero_copy_only=False))
+        digests[uuid_rows] = _uuid_bytes(texts.take(pa.array(uuid_rows, pa.int64())))
+        hashed = pc.and_(pc.invert(is_uuid), pc.is_valid(texts))
     else:
-        texts, ok, others = pa.nulls(count, pa.string()), np.zeros(count, bool), list(range(count))
+        # dedup_key_text's JSON array of the parts, spelt here where no part needs JSON escaping
+        # (orjson escapes only '"', '\\' and U+0000-U+001F); never a canonical UUID.
+        plain = [pc.if_else(pc.fill_null(pc.match_substring_regex(part, _JSON_ESCAPED), True),
+                            pa.scalar(None, pa.string()), part) for part in parts]
+        texts = pc.binary_join_element_wise(pa.scalar('["'), pc.binary_join_element_wise(*plain, '","'),
+                                            pa.scalar('"]'), "")
+        hashed = pc.is_valid(texts)
+    hashed_rows = np.flatnonzero(hashed.to_numpy(zero_copy_only=False))
+    digests[hashed_rows] = _hashed_keys(texts.take(pa.array(hashed_rows, pa.int64())))
+    ok = pc.is_valid(texts).to_numpy(zero_copy_only=False).copy()
     other_texts: dict[int, str] = {}
-    for i in others:
+    for i in np.flatnonzero(~ok).tolist():
         try:
             text = dedup_key_text(events[i], rules)
         except InvalidEvent:
             continue  # parse_event reports it
         other_texts[i], digests[i], ok[i] = text, key_digest(text), True
     return _Keys(texts, other_texts, digests, ok)
+
+
+# A character orjson escapes in a string (so a composite key's text is not the parts as they are).
+_JSON_ESCAPED = r'["\\\x00-\x1f]'
+
+
+def _field_texts(values: list[Any], rules: ParseRules) -> pa.Array:
+    """normalize_event_id's text of each value where it is derived natively, else null: a string
+    that is not blank, normalised (when the key is, and only if it is ASCII), and an integer's
+    decimal digits (under any normalisation, as normalize_event_id says)."""
+    strings = _normalised(_string_array(values), rules)
+    not_blank = pc.fill_null(pc.match_substring_regex(strings, _NOT_BLANK), False)
+    texts = pc.if_else(not_blank, strings, pa.scalar(None, pa.string()))
+    integer_rows = [row for row in np.flatnonzero(pc.is_null(texts).to_numpy(zero_copy_only=False)).tolist()
+                    if type(values[row]) is int and -(2**63) <= values[row] < 2**63]
+    if integer_rows:
+        mask = np.zeros(len(values), bool)
+        mask[integer_rows] = True
+        decimal = pa.array([values[row] for row in integer_rows], pa.int64()).cast(pa.string())
+        texts = pc.replace_with_mask(texts, pa.array(mask), decimal)
+    return texts
 
 
 def _normalised(strings: pa.Array, rules: ParseRules) -> pa.Array:
