@@ -55,6 +55,7 @@ def test_every_hostile_line_is_quarantined_with_its_reason_and_the_batch_commits
     expected.update({("landing/h/2.jsonl.gz", 3): "truncated gzip stream", ("landing/h/3.jsonl", 0): "empty object",
                      ("landing/h/4.jsonl", 1): "line of 10485825 bytes exceeds [events] max_line_bytes (1048576)"})
     assert set(quarantine) == set(expected)
+    assert {row["batch_id"] for row in quarantine.values()} == {"h1"}
     for where, reason in expected.items():
         assert reason in quarantine[where]["error"], (where, quarantine[where]["error"])
     # Quarantined bytes are the input's, byte for byte (the 10 MB line included).

@@ -465,7 +465,8 @@ def _stage_quarantine(store: S3Store, ctx: DedupContext, input_index: int, findi
     source = ctx.input_keys[input_index]
     table = pa.table({
         "raw": [raw[i] for i in order.tolist()], "error": [errors[i] for i in order.tolist()],
-        "source_object": [source] * len(raw), "line_number": lines[order], "batch_id": [ctx.batch_id] * len(raw),
+        "source_object": repeated_text(source, len(raw)), "line_number": lines[order],
+        "batch_id": repeated_text(ctx.batch_id, len(raw)),
     }, schema=QUARANTINE_SCHEMA)
     info = store.put_bytes(ctx.quarantine_key[input_index], table_to_parquet(table))
     return StagedObject("quarantine", info, ctx.quarantine_final_key[input_index], len(raw))
