@@ -30,6 +30,9 @@ _CANONICAL_UUID = re.compile(CANONICAL_UUID_PATTERN)
 # The hash of a key that is not a canonical UUID (16-byte BLAKE2b); hashers are copied from this
 # blank one, cheaper than building each from its parameters.
 _BLANK_KEY_HASHER = hashlib.blake2b(digest_size=KEY_DIGEST_BYTES)
+_HEX_VALUE = np.full(256, 255, np.uint8)
+_HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
+_UUID_HEX_COLUMNS = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 
@@ -58,6 +61,19 @@ def hashed_key_digests(utf8_keys: Iterable[bytes]) -> np.ndarray:
         hasher.update(utf8)
         append(hasher.digest())
     return np.frombuffer(b"".join(digests), DIGEST_DTYPE, len(digests))
+
+
+def canonical_uuid_bytes(strings: pa.Array) -> npt.NDArray[np.uint8]:
+    """The 16 raw bytes of each canonical UUID string (36 ASCII bytes matching
+    CANONICAL_UUID_PATTERN, which the caller has checked), as an (n, 16) matrix, without per-row
+    Python."""
+    count = len(strings)
+    if count == 0:
+        return np.zeros((0, KEY_DIGEST_BYTES), np.uint8)
+    offsets = np.frombuffer(strings.buffers()[1], np.int32, count + 1, strings.offset * 4)
+    text = np.frombuffer(strings.buffers()[2], np.uint8, offsets[-1] - offsets[0], offsets[0]).reshape(count, 36)
+    nibbles = _HEX_VALUE[text[:, _UUID_HEX_COLUMNS]]
+    return np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2])
 
 
 def bucket_of(digest: bytes, buckets: int) -> int:

@@ -27,7 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eventdedup.errors import EventDedupError
-from eventdedup.keys import CANONICAL_UUID_PATTERN, DIGEST_DTYPE, KEY_DIGEST_BYTES, hashed_key_digests, key_digest
+from eventdedup.keys import (
+    CANONICAL_UUID_PATTERN,
+    DIGEST_DTYPE,
+    KEY_DIGEST_BYTES,
+    canonical_uuid_bytes,
+    hashed_key_digests,
+    key_digest,
+)
 from eventdedup.parse.event_parser import (
     EPOCH_MILLIS_THRESHOLD,
     InvalidEvent,
@@ -57,9 +64,6 @@ _LONG_FRACTION = r"^([^.]*\.\d{6})\d+"
 _SPACE_FOR_T = r"^(\d{4}-\d{2}-\d{2}) "
 _COMPACT_OFFSET = r"([+-]\d{2})(\d{2})$"
 _HOURS_OFFSET = r"([+-]\d{2})$"
-_HEX_VALUE = np.full(256, 255, np.uint8)
-_HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
-_UUID_HEX_COLUMNS = np.array([i for i in range(36) if i not in (8, 13, 18, 23)])
 
 
 class ParserFailure(EventDedupError):
@@ -261,7 +265,7 @@ def _keys(events: list[JsonObject], rules: ParseRules) -> _Keys:
         texts = parts[0]
         is_uuid = pc.fill_null(pc.match_substring_regex(texts, CANONICAL_UUID_PATTERN), False)
         uuid_rows = np.flatnonzero(is_uuid.to_numpy(zero_copy_only=False))
-        digests[uuid_rows] = _uuid_bytes(texts.take(pa.array(uuid_rows, pa.int64())))
+        digests[uuid_rows] = canonical_uuid_bytes(texts.take(pa.array(uuid_rows, pa.int64()))).view(DIGEST_DTYPE)[:, 0]
         hashed = pc.and_(pc.invert(is_uuid), pc.is_valid(texts))
     else:
         # dedup_key_text's JSON array of the parts, spelt here where no part needs JSON escaping
@@ -328,18 +332,6 @@ def _string_array(values: list[Any]) -> pa.Array:
         return pa.array(values, pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return pa.array([v if type(v) is str else None for v in values], pa.string())
-
-
-def _uuid_bytes(strings: pa.Array) -> np.ndarray:
-    """Canonical UUID strings (36 ASCII bytes each) to their 16 raw bytes, without per-row Python."""
-    count = len(strings)
-    if count == 0:
-        return np.zeros(0, DIGEST_DTYPE)
-    offsets = np.frombuffer(strings.buffers()[1], np.int32, count + 1, strings.offset)
-    text = np.frombuffer(strings.buffers()[2], np.uint8, offsets[-1] - offsets[0], offsets[0]).reshape(count, 36)
-    nibbles = _HEX_VALUE[text[:, _UUID_HEX_COLUMNS]]
-    raw = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
-    return np.ascontiguousarray(raw).view(DIGEST_DTYPE).reshape(count)
 
 
 @dataclass(frozen=True)
