@@ -50,7 +50,8 @@ def summarise(result: dict) -> None:
                 summary[name]["marginal_ratio_to_eventdedup"] = summary[name]["median_seconds"] / max(base - fixed,
                                                                                                        1e-9)
     summary["object_counts"] = [
-        {"objects": o["objects"], "median_seconds": statistics.median(r["seconds"] for r in o["runs"]),
+        {"objects": o["objects"], "gzip": o.get("gzip", False),
+         "median_seconds": statistics.median(r["seconds"] for r in o["runs"]),
          "output_rows": o["runs"][0]["output_rows"]} for o in result.get("object_counts", [])]
     scaling = [{"scale": h["scale"], "median_seconds": statistics.median(r["seconds"] for r in h["runs"]),
                 "cache_bytes_read": h.get("cache_bytes_read"), "output_rows": h["runs"][0]["output_rows"]}
@@ -131,7 +132,8 @@ def print_table(result: dict) -> None:
                   f"{name} {row['marginal_ratio_to_eventdedup']:.2f}x" for name, row in summary.items()
                   if "marginal_ratio_to_eventdedup" in row))
     for counted in summary.get("object_counts", []):
-        print(f"the batch as {counted['objects']} objects: {counted['median_seconds']:.2f}s "
+        what = "1 gzip object" if counted.get("gzip") else f"{counted['objects']} objects"
+        print(f"the batch as {what}: {counted['median_seconds']:.2f}s "
               f"({events / counted['median_seconds']:,.0f} events/s), output rows {counted['output_rows']:,}")
     if "cli_one_event" in result:
         cli = result["cli_one_event"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
 import platform
@@ -91,6 +92,8 @@ def main() -> int:
             result["rounds"] = rounds
             result["one_event"] = bench.one_event_batch(args.runs)
             result["object_counts"] = bench.object_counts(args.also_objects, lines)
+            if args.gzip:
+                result["object_counts"] += bench.gzip_object(lines)
             result["peak_memory"] = peak_memory(spark)
             result["expected"] = workload.expected_counts()
             result["s3_requests"] = bench.count_requests(server, "landing/main/")
@@ -125,6 +128,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--objects", type=int, default=1, help="input objects the batch arrives in")
     parser.add_argument("--also-objects", type=int, default=100,
                         help="also measure eventdedup with the batch arriving in this many objects (0: skip)")
+    parser.add_argument("--gzip", type=int, default=1, help="also measure the batch as one gzip object (0: skip)")
     parser.add_argument("--buckets", type=int, default=0, help="0: the shipped default")
     parser.add_argument("--partitions", type=int, default=0, help="0: the shipped default (derived per batch)")
     parser.add_argument("--seed", type=int, default=20261122)
@@ -212,6 +216,15 @@ class EventdedupBench:
         runs = [self.run_job(prefix, f"objects-{count}-{run}") for run in range(self.args.runs)]
         self.store.delete_prefix(prefix)
         return [{"objects": count, "runs": runs}]
+
+    def gzip_object(self, lines: list[bytes]) -> list[dict]:
+        """The batch as one gzip object (level 1): it cannot be read in byte ranges, so it is cut
+        into shares of its inflated lines, each share inflating the whole object."""
+        prefix = "landing/gzip/"
+        self.store.put_bytes(f"{prefix}part-000.jsonl.gz", gzip.compress(b"\n".join(lines) + b"\n", 1, mtime=0))
+        runs = [self.run_job(prefix, f"gzip-{run}") for run in range(self.args.runs)]
+        self.store.delete_prefix(prefix)
+        return [{"objects": 1, "gzip": True, "runs": runs}]
 
     def last_batch_to_keep(self) -> str:
         return f"main-{self.args.runs - 1}"

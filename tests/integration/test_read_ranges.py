@@ -2,18 +2,22 @@
 batch changes: every line is read exactly once, line numbers are the object's, keep-first keeps
 the earliest copy across ranges, bad lines in any range are quarantined with their own number.
 
+A large gzip object, which cannot be read in byte ranges, is cut into shares of its inflated
+lines instead, with the same guarantees.
+
 Expected rows are computed here from the input lines and the README's rules; the ranges are
 forced small (the planner's sizes are patched in the driver, which plans the reads)."""
 from __future__ import annotations
 
 import gzip
 import json
+import zlib
 
 import pytest
 
 from eventdedup.inputs.selector import InputSelector
-from eventdedup.job import read_units
-from eventdedup.job.read_units import ReadUnit, plan_read_tasks, read_unit_bytes
+from eventdedup.job import driver, read_units
+from eventdedup.job.read_units import Cut, ReadUnit, plan_read_tasks, read_unit_bytes
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 
 from ..support.helpers import NOW, commit_counts, committed_rows
@@ -67,9 +71,11 @@ def test_plan_cuts_large_objects_packs_small_ones_and_never_cuts_what_may_not_be
     monkeypatch.setattr(read_units, "OPEN_COST_BYTES", 10)
     big = store.put_bytes("landing/p/big.jsonl", b"x\n" * 2000)  # 4,000 bytes
     gz = store.put_bytes("landing/p/big.jsonl.gz", gzip.compress(b"x\n" * 20_000, mtime=0, compresslevel=0))
+    whole = store.put_bytes("landing/p/whole.jsonl", b"x\n" * 2000)  # as an excluded or oversized object
     small = [store.put_bytes(f"landing/p/s{i}.jsonl", b"x\n" * 10) for i in range(6)]
-    inputs = [(0, big), (1, gz), *[(2 + i, info) for i, info in enumerate(small)]]
-    tasks = plan_read_tasks(inputs, 2, lambda index, info: index != 1)
+    inputs = [(0, big), (1, gz), (8, whole), *[(2 + i, info) for i, info in enumerate(small)]]
+    cuts = {0: Cut.BYTES, 1: Cut.SHARES, 8: Cut.WHOLE}
+    tasks = plan_read_tasks(inputs, 2, lambda index, info: cuts[index])
     units = [unit for task in tasks for unit in task]
     by_object: dict[int, list[ReadUnit]] = {}
     for unit in units:
@@ -79,7 +85,11 @@ def test_plan_cuts_large_objects_packs_small_ones_and_never_cuts_what_may_not_be
         assert [p.unit for p in parts] == list(range(len(parts)))
         assert parts[0].start == 0 and parts[-1].stop == info.size
         assert all(a.stop == b.start for a, b in zip(parts, parts[1:], strict=False))
-    assert len(by_object[0]) > 1 and len(by_object[1]) == 1
+    # bytes: as many ranges as shares of the input; a gzip object: one share per core at most,
+    # each inflating the whole object; an object that may not be cut: one range
+    assert len(by_object[0]) > 2 and not any(unit.inflated_share for unit in by_object[0])
+    assert len(by_object[1]) == 2 and all(unit.inflated_share for unit in by_object[1])
+    assert len(by_object[8]) == 1 and not by_object[8][0].inflated_share
     assert all(len(by_object[2 + i]) == 1 for i in range(6))
     share = read_units.split_bytes(sum(info.size for _, info in inputs), 2)
     assert all(unit.size <= share for unit in by_object[0])  # cut into shares of the input
@@ -105,17 +115,39 @@ def test_a_batch_read_in_many_ranges_is_the_batch_read_whole(monkeypatch, store,
     lines = events_with_copies_and_bad_lines(96_000)  # ~12 MB: data files span many Parquet pages
     store.put_bytes("landing/big/1.jsonl", b"\n".join(lines) + b"\n")
     store.put_bytes("landing/big/2.jsonl.gz", gzip.compress(b"\n".join(lines[:300]) + b"\n", mtime=0))
+    # stored, not compressed (~12 MB), so over a task's share: cut into shares of its inflated lines
+    store.put_bytes("landing/big/3.jsonl.gz", gzip.compress(b"\n".join(lines[::-1]) + b"\n", mtime=0, compresslevel=0))
+    # and one cut short mid-line: its complete lines are read, its partial last line quarantined
+    truncated = gzip.compress(b"\n".join(lines[1000:60_000]) + b"\n", mtime=0, compresslevel=0)[:6_000_017]
+    store.put_bytes("landing/big/4.jsonl.gz", truncated)
+    *complete, partial = zlib.decompressobj(wbits=31).decompress(truncated).split(b"\n")
+    assert partial and len(complete) > 40_000
     monkeypatch.setattr(read_units, "MAX_SPLIT_BYTES", 1024 * 1024)
     monkeypatch.setattr(read_units, "OPEN_COST_BYTES", 1024)
+    planned: list[ReadUnit] = []
+
+    def recording_plan(*args, **kwargs):  # the plan as the driver made it
+        tasks = plan_read_tasks(*args, **kwargs)
+        planned.extend(unit for task in tasks for unit in task)
+        return tasks
+
+    monkeypatch.setattr(driver, "plan_read_tasks", recording_plan)
 
     run_batch(store, config, "ranges", InputSelector(input_prefix="landing/big/"), NOW, lambda: spark)
 
-    # The rules, applied to the lines in input order (object 1, then object 2).
+    cut = {unit.info.key: (unit.units, unit.inflated_share) for unit in planned}
+    assert cut["landing/big/1.jsonl"][0] > 2 and not cut["landing/big/1.jsonl"][1]
+    assert (cut["landing/big/2.jsonl.gz"], cut["landing/big/3.jsonl.gz"]) == ((1, False), (2, True))
+    assert cut["landing/big/4.jsonl.gz"] == (2, True)
+
+    # The rules, applied to the lines in input order (object 1, then 2, 3, 4).
     expected_output: list[str] = []
     expected_audit: list[tuple[str, int, str]] = []
     expected_quarantine: list[tuple[str, int]] = []
     seen: set[str] = set()
-    for key, object_lines in (("landing/big/1.jsonl", lines), ("landing/big/2.jsonl.gz", lines[:300])):
+    objects = {"landing/big/1.jsonl": lines, "landing/big/2.jsonl.gz": lines[:300],
+               "landing/big/3.jsonl.gz": lines[::-1], "landing/big/4.jsonl.gz": complete}
+    for key, object_lines in objects.items():
         for number, line in enumerate(object_lines, 1):
             try:
                 event_id = json.loads(line)["event_id"]
@@ -131,12 +163,15 @@ def test_a_batch_read_in_many_ranges_is_the_batch_read_whole(monkeypatch, store,
     assert sorted((r["source_object"], r["line_number"], r["event_id"])
                   for r in committed_rows(store, config, "audit")) == sorted(expected_audit)
     quarantine = committed_rows(store, config, "quarantine")
-    assert sorted((r["source_object"], r["line_number"]) for r in quarantine) == sorted(expected_quarantine)
+    tail = ("landing/big/4.jsonl.gz", len(complete) + 1)
+    assert sorted((r["source_object"], r["line_number"]) for r in quarantine) == sorted([*expected_quarantine, tail])
     for row in quarantine:  # each quarantined line is the object's line of that number
-        source_lines = lines if row["source_object"].endswith("1.jsonl") else lines[:300]
-        assert row["raw"] == source_lines[row["line_number"] - 1]
+        if (row["source_object"], row["line_number"]) == tail:
+            assert (row["raw"], row["error"].split(":")[0]) == (partial, "truncated gzip stream")
+        else:
+            assert row["raw"] == objects[row["source_object"]][row["line_number"] - 1]
     counts = commit_counts(store, config)["ranges"]
-    assert counts["input_lines"] == 96_300 and counts["output_rows"] == len(expected_output)
+    assert counts["input_lines"] == 192_300 + len(complete) + 1 and counts["output_rows"] == len(expected_output)
     assert len(expected_audit) > 10 and len(expected_quarantine) > 10
     # Recomputed in other ranges (as on a cluster with other cores), byte for byte the same.
     monkeypatch.setattr(read_units, "MAX_SPLIT_BYTES", 600 * 1024)

@@ -2,7 +2,18 @@ from __future__ import annotations
 
 import gzip
 
-from eventdedup.parse.input_lines import InputLine, iter_input_lines
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eventdedup.parse.input_lines import (
+    DEFAULT_MAX_OBJECT_BYTES,
+    InputLine,
+    SplitInput,
+    iter_input_lines,
+    line_of_piece,
+    split_input,
+    split_input_share,
+)
 
 
 def lines(body: bytes) -> list[InputLine]:
@@ -83,3 +94,70 @@ def test_a_plain_object_over_the_limit_is_one_finding() -> None:
         (0, "object is larger than [events] max_object_bytes (79 bytes): quarantined whole, its lines unread; "
             "raise the limit (and executor memory) to process it")]
     assert len(list(iter_input_lines(body, max_object_bytes=80))) == 10
+
+
+# Gzip objects cut into shares of their inflated lines (read by several tasks, eventdedup.job.read_units).
+LINE_TEXTS = st.one_of(st.binary(max_size=12).map(lambda raw: raw.replace(b"\n", b"")),
+                       st.sampled_from([b"", b" ", b"\r", b'{"event_id":"a"}', b'{"event_id":"b"}\r', b"x" * 40,
+                                        b"\xef\xbb\xbf{}"]))  # a byte order mark is the object's only at its start
+
+
+@st.composite
+def gzip_objects(draw: st.DrawFn) -> bytes:
+    """Gzip objects as producers and damage leave them: one member or several, a byte order mark,
+    with or without a final newline, truncated or corrupt at any byte, empty."""
+    text = (b"\xef\xbb\xbf" if draw(st.booleans()) else b"") + b"\n".join(draw(st.lists(LINE_TEXTS, max_size=30)))
+    if draw(st.booleans()):
+        text += b"\n"
+    if not draw(st.integers(0, 5)):
+        text = b""
+    cut = draw(st.integers(0, len(text)))
+    members = [text[:cut], text[cut:]] if draw(st.booleans()) else [text]
+    body = b"".join(gzip.compress(member, mtime=0) for member in members)
+    damage = draw(st.sampled_from(["none", "none", "truncate", "corrupt"]))
+    if damage == "truncate":
+        body = body[:draw(st.integers(2, len(body)))]
+    elif damage == "corrupt":
+        at = draw(st.integers(10, len(body) - 1))
+        body = body[:at] + bytes([body[at] ^ 0x55]) + body[at + 1:]
+    return body
+
+
+def _lines_of(split: SplitInput) -> list[tuple[bytes, str | None]]:
+    lines = [line_of_piece(number, piece) for number, piece in enumerate(split.pieces, 1)] + split.trailing
+    return [(line.raw, line.error) for line in lines]
+
+
+@given(body=gzip_objects(), shares=st.integers(1, 6), tight=st.booleans(),
+       limit=st.sampled_from([DEFAULT_MAX_OBJECT_BYTES, DEFAULT_MAX_OBJECT_BYTES, 60]))
+def test_the_shares_of_an_object_hold_its_lines_exactly_once_in_order(body: bytes, shares: int, tight: bool,
+                                                                      limit: int) -> None:
+    """Each share numbers its lines from 1 (the object's number comes from the shares before it);
+    their lines, share after share, are the object's lines read whole, each exactly once; a
+    finding about the whole object is share 0's alone; a share part too long to number locally
+    (tight) leaves the object to share 0, read whole, and the other shares report nothing."""
+    whole = split_input(body, limit)
+    parts = [split_input_share(body, limit, share, shares, max_share_bytes=4 if tight else 1 << 20)
+             for share in range(shares)]
+    if any(part is None for part in parts):  # numbered whole: share 0 holds it all
+        assert tight and parts[0] is not None and _lines_of(parts[0]) == _lines_of(whole)
+        assert parts[1:] == [None] * (shares - 1)
+        return
+    assert all(part is not None for part in parts)
+    assert [line for part in parts for line in _lines_of(part)] == _lines_of(whole)
+    for part in parts:
+        numbers = [line.line_number for line in part.trailing if line.line_number]
+        assert numbers == [len(part.pieces) + 1] * len(numbers)
+    whole_findings = [line for line in whole.trailing if line.line_number == 0]
+    assert [line for part in parts for line in part.trailing if line.line_number == 0] == whole_findings
+    if whole_findings:
+        assert all(part.pieces == [] and part.trailing == [] for part in parts[1:])
+
+
+def test_a_share_too_long_to_number_locally_leaves_the_object_to_share_0() -> None:
+    body = gzip.compress(b"".join(b'{"event_id":"e-%02d"}\n' % n for n in range(10)), mtime=0)  # 200 bytes inflated
+    lines = _lines_of(split_input(body))
+    parts = [split_input_share(body, DEFAULT_MAX_OBJECT_BYTES, share, 2, max_share_bytes=99) for share in range(2)]
+    assert parts[1] is None and parts[0] is not None and _lines_of(parts[0]) == lines
+    parts = [split_input_share(body, DEFAULT_MAX_OBJECT_BYTES, share, 2, max_share_bytes=100) for share in range(2)]
+    assert [_lines_of(part) for part in parts if part is not None] == [lines[:5], lines[5:]]

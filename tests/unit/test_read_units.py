@@ -47,16 +47,16 @@ def test_line_numbers_of_ranges_continue_from_the_lines_of_the_ranges_before() -
 
 
 def test_no_range_holds_more_lines_than_its_local_numbers_can_count() -> None:
-    from eventdedup.job.read_units import MAX_RANGE_BYTES, UNIT_BITS, plan_read_tasks
+    from eventdedup.job.read_units import MAX_RANGE_BYTES, UNIT_BITS, Cut, plan_read_tasks
     from eventdedup.s3store import ObjectInfo
 
     big = ObjectInfo("landing/huge.jsonl", (MAX_RANGE_BYTES << UNIT_BITS) - 12_345, '"e"')
-    units = [unit for task in plan_read_tasks([(0, big)], 2, lambda index, info: True) for unit in task]
+    units = [unit for task in plan_read_tasks([(0, big)], 2, lambda index, info: Cut.BYTES) for unit in task]
     assert len(units) <= 1 << UNIT_BITS
     assert max(unit.size for unit in units) <= MAX_RANGE_BYTES
     assert sum(unit.size for unit in units) == big.size
     beyond = ObjectInfo("landing/beyond.jsonl", (MAX_RANGE_BYTES << UNIT_BITS) + 1, '"e"')
-    (whole,) = [unit for task in plan_read_tasks([(0, beyond)], 2, lambda index, info: True) for unit in task]
+    (whole,) = [unit for task in plan_read_tasks([(0, beyond)], 2, lambda index, info: Cut.BYTES) for unit in task]
     assert whole.whole  # read whole: its line numbers have all 40 bits
 
 

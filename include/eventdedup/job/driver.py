@@ -34,7 +34,7 @@ from eventdedup.inputs.exclusions import ExcludedInput, load_exclusions
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_task
-from eventdedup.job.read_units import dedup_partitions, plan_read_tasks, starts_gzip
+from eventdedup.job.read_units import Cut, dedup_partitions, plan_read_tasks, starts_gzip
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules
@@ -133,12 +133,13 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         populate=manifest.selector.populate,
     )
 
-    def splittable(index: int, info: ObjectInfo) -> bool:
-        return (index not in excluded and info.size <= rules.max_object_bytes
-                and not (manifest.selector.populate and is_parquet_key(info.key))
-                and not starts_gzip(store, batch_id, info))
+    def cut_of(index: int, info: ObjectInfo) -> Cut:
+        if (index in excluded or info.size > rules.max_object_bytes
+                or (manifest.selector.populate and is_parquet_key(info.key))):
+            return Cut.WHOLE
+        return Cut.SHARES if starts_gzip(store, batch_id, info) else Cut.BYTES
 
-    tasks = plan_read_tasks(inputs, sc.defaultParallelism, splittable)
+    tasks = plan_read_tasks(inputs, sc.defaultParallelism, cut_of)
     ordinals = itertools.count()  # each range's place in the plan, across tasks
     numbered = [[(next(ordinals), unit) for unit in task] for task in tasks]
     log.info("batch %s: %d input objects read as %d ranges in %d tasks; %d dedup partitions", batch_id,

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from eventdedup.config import S3Settings
-from eventdedup.job.read_units import ReadUnit, read_unit_bytes, reading_input
+from eventdedup.job.read_units import MAX_RANGE_BYTES, ReadUnit, read_unit_bytes, reading_input
 from eventdedup.job.records import (
     EventChunk,
     RangeFindings,
@@ -29,7 +29,7 @@ from eventdedup.job.records import (
 from eventdedup.keys import MICROS_PER_HOUR, bucket_array, digest_array
 from eventdedup.parse.event_parser import ParseRules
 from eventdedup.parse.id_time import NO_TIME, id_times_us
-from eventdedup.parse.input_lines import object_too_large, split_input, split_input_range
+from eventdedup.parse.input_lines import object_too_large, split_input, split_input_range, split_input_share
 from eventdedup.parse.object_parser import ObjectParse, parse_lines, quarantined_whole
 from eventdedup.parse.table_lines import is_parquet_key, parquet_lines
 from eventdedup.s3store import S3Store, process_client
@@ -68,6 +68,11 @@ def read_range(ctx: ReadContext, store: S3Store, ordinal: int, unit: ReadUnit) -
             split = parquet_lines(body, ctx.rules.max_object_bytes)
         elif unit.whole:
             split = split_input(body, ctx.rules.max_object_bytes)
+        elif unit.inflated_share:
+            share = split_input_share(body, ctx.rules.max_object_bytes, unit.unit, unit.units, MAX_RANGE_BYTES)
+            if share is None:
+                return  # the object is numbered whole by share 0: this share reports nothing, not even lines
+            split = share
         else:
             split = split_input_range(body, at_object_start=unit.start == 0)
         parsed = parse_lines(split, index, ctx.rules, unit.first_line)

@@ -4,8 +4,11 @@ ranges packed into tasks, the way Spark's file sources split and pack files.
 A large uncompressed object is read as several ranges with ranged GETs, so one big object keeps
 every core busy; a line belongs to the range its first byte lies in (the range reads on to the
 end of its last line). Small objects are packed together, each costing `OPEN_COST_BYTES` more
-than its size (a GET's latency is worth about that much parsing). A gzip object cannot be cut:
-it is one range, read by one task.
+than its size (a GET's latency is worth about that much parsing). A gzip object cannot be read
+in byte ranges; a large one is cut into shares instead (at most one per core): every share's task
+reads and inflates the whole object and parses the lines whose first byte lies in its part of
+the inflated text (eventdedup.parse.input_lines.split_input_share), so one big gzip object keeps
+every core busy at the price of inflating it once per share.
 
 A line's number is only known once every range before it was counted, which happens in other
 tasks: a range numbers its lines locally (`ReadUnit.first_line`), and the dedup stage, which
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import numpy.typing as npt
@@ -37,14 +41,23 @@ _EXTEND_BYTES = 1024 * 1024  # read on past a range's end this much at a time, t
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+class Cut(Enum):
+    """How a large object may be cut into read units."""
+
+    WHOLE = "whole"  # never: read by one task (an excluded or oversized object, a populate table)
+    BYTES = "bytes"  # line-aligned byte ranges, read with ranged GETs
+    SHARES = "shares"  # shares of its inflated lines, each inflating the whole object (gzip)
+
+
 @dataclass(frozen=True)
 class ReadUnit:
     input_index: int
     info: ObjectInfo
     unit: int  # this range's place in its object, from 0
     units: int  # ranges the object was cut into (1: read whole)
-    start: int
+    start: int  # the object's bytes this unit stands for (of a share: a share of the compressed size)
     stop: int
+    inflated_share: bool = False  # one of `units` shares of a gzip object's inflated lines
 
     @property
     def whole(self) -> bool:
@@ -84,17 +97,21 @@ def _whole_rounds(tasks: int, cores: int) -> int:
 
 
 def plan_read_tasks(inputs: Sequence[tuple[int, ObjectInfo]], parallelism: int,
-                    splittable: Callable[[int, ObjectInfo], bool]) -> list[list[ReadUnit]]:
-    """The read tasks: each a list of ranges. `splittable` says whether an object may be cut (it is
-    asked only about objects larger than a task's share)."""
+                    cut_of: Callable[[int, ObjectInfo], Cut]) -> list[list[ReadUnit]]:
+    """The read tasks: each a list of ranges. `cut_of` says how an object may be cut (it is asked
+    only about objects larger than a task's share)."""
     target = split_bytes(sum(info.size for _, info in inputs), parallelism)
     units: list[ReadUnit] = []
     for index, info in inputs:
         count = min(-(-info.size // target), 1 << UNIT_BITS) if info.size > target else 1
-        if -(-info.size // count) > MAX_RANGE_BYTES or (count > 1 and not splittable(index, info)):
+        cut = cut_of(index, info) if count > 1 else Cut.WHOLE
+        if cut is Cut.SHARES:  # each share inflates the whole object: more shares than cores only cost
+            count = min(count, max(parallelism, 1))
+        if cut is Cut.WHOLE or (cut is Cut.BYTES and -(-info.size // count) > MAX_RANGE_BYTES):
             count = 1
         bounds = [info.size * k // count for k in range(count + 1)]
-        units.extend(ReadUnit(index, info, k, count, bounds[k], bounds[k + 1]) for k in range(count))
+        units.extend(ReadUnit(index, info, k, count, bounds[k], bounds[k + 1], cut is Cut.SHARES and count > 1)
+                     for k in range(count))
     # Spark's FilePartition packing: largest first, next fit, each range costing its open cost.
     units.sort(key=lambda unit: (-unit.size, unit.input_index, unit.unit))
     tasks: list[list[ReadUnit]] = []
@@ -134,7 +151,7 @@ def read_unit_bytes(store: S3Store, unit: ReadUnit) -> bytes:
     """The bytes of the lines whose first byte lies in the range: from just after the last newline
     before its start to the first newline at or after its end (or the object's end)."""
     info = unit.info
-    if unit.whole:
+    if unit.whole or unit.inflated_share:
         return store.get_bytes(info.key, if_match=info.etag)
     lead = 1 if unit.start > 0 else 0  # the byte before the range says whether a line starts at it
     data = store.get_bytes(info.key, if_match=info.etag, byte_range=(unit.start - lead, unit.stop))

@@ -43,6 +43,46 @@ class SplitInput:
 def split_input(body: bytes, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -> SplitInput:
     """An object larger than `max_object_bytes` once decompressed is one finding about the whole
     object (line 0): a gzip bomb is inflated only up to the limit, in steps, and never held whole."""
+    text = _object_text(body, max_object_bytes)
+    if isinstance(text, SplitInput):
+        return text
+    return _split_text(*text, at_object_start=True)
+
+
+def split_input_share(body: bytes, max_object_bytes: int, share: int, shares: int,
+                      max_share_bytes: int) -> SplitInput | None:
+    """Share `share` of `shares` of a whole object's lines, for an object that cannot be read in
+    byte ranges (gzip): every share inflates the object and keeps the lines whose first byte lies
+    in its part of the inflated text, the rule of ranged reads. Together the shares hold exactly
+    split_input's lines, in order; a finding about the object as a whole is share 0's.
+
+    None when the shares' local line numbers could overflow (a part longer than
+    `max_share_bytes`): share 0 then holds the whole object and every other share holds nothing
+    and reports nothing (not even a line count), so the object is numbered as if read whole."""
+    text = _object_text(body, max_object_bytes)
+    if isinstance(text, SplitInput):
+        return text if share == 0 else SplitInput([], [])
+    inflated, tail_error = text
+    if -(-len(inflated) // shares) > max_share_bytes:
+        return _split_text(inflated, tail_error, at_object_start=True) if share == 0 else None
+    cuts = [0, *(_line_start_from(inflated, len(inflated) * k // shares) for k in range(1, shares)), len(inflated)]
+    start, stop = cuts[share], cuts[share + 1]
+    # A damaged stream's finding goes with its partial last line: the last share holding lines.
+    owner = max((k for k in range(shares) if cuts[k] < cuts[k + 1]), default=0)
+    return _split_text(inflated[start:stop], tail_error if share == owner else None, at_object_start=start == 0)
+
+
+def _line_start_from(text: bytes, position: int) -> int:
+    """The first line start at or after `position`: the start of text, or just after a newline."""
+    if position == 0:
+        return 0
+    newline = text.find(b"\n", position - 1)
+    return newline + 1 if newline >= 0 else len(text)
+
+
+def _object_text(body: bytes, max_object_bytes: int) -> tuple[bytes, str | None] | SplitInput:
+    """The object's text and, for a damaged gzip stream, why it stopped; or the one finding about
+    the object as a whole (too large, empty)."""
     if body.startswith(GZIP_MAGIC):
         inflated = _decompress(body, max_object_bytes)
         if inflated is None:
@@ -54,7 +94,7 @@ def split_input(body: bytes, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -
         text, tail_error = body, None
     if not text and tail_error is None:
         return SplitInput([], [InputLine(0, b"", "empty object: no lines")])
-    return _split_text(text, tail_error, at_object_start=True)
+    return text, tail_error
 
 
 def split_input_range(body: bytes, at_object_start: bool) -> SplitInput:
