@@ -32,6 +32,7 @@ from eventdedup.config import config_from_mapping  # noqa: E402
 from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event  # noqa: E402
 from eventdedup.parse.input_lines import split_input  # noqa: E402
 from eventdedup.parse.object_parser import parse_lines  # noqa: E402
+from eventdedup.tables import make_seq  # noqa: E402
 
 AS_OF = datetime(2026, 11, 22, 12, tzinfo=timezone.utc)
 PAD = "x" * 150  # as the main workload's events: ~300 bytes
@@ -55,7 +56,7 @@ def _ulid(n: int, rng: np.random.Generator) -> str:
 
 
 SHAPES = [
-    Shape("canonical UUID, ISO-8601 Z (the main workload)", _uuid, lambda n, t: t.isoformat(), {}),
+    Shape("canonical UUID, ISO-8601 +00:00 (the main workload)", _uuid, lambda n, t: t.isoformat(), {}),
     Shape("integer id, epoch milliseconds", lambda n, rng: 10**12 + n,
           lambda n, t: int(t.timestamp() * 1000), {}),
     Shape("ULID, epoch seconds with a fraction", _ulid, lambda n, t: t.timestamp(), {}),
@@ -101,24 +102,26 @@ def measure_shape(shape: Shape, count: int, runs: int, seed: int) -> dict:
         parsed = parse_lines(split, 0, rules)
         fast_seconds.append(time.perf_counter() - started)
         started = time.perf_counter()
-        expected = [_reference_row(line, rules) for line in lines]
+        expected = [_reference_row(number, line, rules) for number, line in enumerate(lines, 1)]
         reference_seconds.append(time.perf_counter() - started)
     table = parsed.table
-    got = list(zip(table.column("event_id").to_pylist(), table.column("key_digest").to_pylist(),
-                   table.column("fingerprint").to_pylist(), table.column("event_time").cast("int64").to_pylist(),
-                   strict=True))
+    got = list(zip(*(table.column(name).to_pylist() for name in ("seq", "event_id", "key_digest", "fingerprint")),
+                   table.column("event_time").cast("int64").to_pylist(),
+                   *(table.column(name).to_pylist() for name in ("raw", "order_key")), strict=True))
     fast_us, reference_us = (statistics.median(s) / count * 1e6 for s in (fast_seconds, reference_seconds))
     return {"shape": shape.name, "lines": count, "quarantined": len(parsed.bad_raw),
             "microseconds_per_line": fast_us, "reference_microseconds_per_line": reference_us,
             "reference_ratio": reference_us / fast_us, "exact": got == expected and not parsed.bad_raw}
 
 
-def _reference_row(line: bytes, rules: ParseRules) -> tuple | None:
+def _reference_row(number: int, line: bytes, rules: ParseRules) -> tuple | None:
+    """The row parse_lines must produce for this line (input 0), whole."""
     try:
         event = parse_event(line, rules)
     except InvalidEvent:
         return None
-    return event.event_id, event.digest, event.fingerprint, event.time_us
+    return (make_seq(0, number), event.event_id, event.digest, event.fingerprint, event.time_us, event.raw,
+            event.order_key)
 
 
 def parse_shapes(count: int, runs: int, seed: int = 20261122) -> list[dict]:
