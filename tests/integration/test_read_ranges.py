@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import zlib
 
 import pytest
@@ -19,8 +20,9 @@ from eventdedup.inputs.selector import InputSelector
 from eventdedup.job import driver, read_units
 from eventdedup.job.read_units import Cut, ReadUnit, plan_read_tasks, read_unit_bytes
 from eventdedup.ops.pipeline import run_batch, verify_rerun
+from eventdedup.s3store import S3Store
 
-from ..support.helpers import NOW, commit_counts, committed_rows
+from ..support.helpers import NOW, commit_counts, committed_rows, make_config
 
 TIME = "2026-11-22T05:00:00Z"
 
@@ -176,3 +178,60 @@ def test_a_batch_read_in_many_ranges_is_the_batch_read_whole(monkeypatch, store,
     # Recomputed in other ranges (as on a cluster with other cores), byte for byte the same.
     monkeypatch.setattr(read_units, "MAX_SPLIT_BYTES", 600 * 1024)
     assert verify_rerun(store, config, "ranges", spark) == []
+
+
+def damaged_gzip_objects() -> dict[str, bytes]:
+    """Gzip objects as producers and damage leave them, each large enough to be cut."""
+    lines = events_with_copies_and_bad_lines(1_500)  # ~160 kB
+    lines[5:9] = [b"", b"  \r", lines[5] + b"\r", lines[1]]  # blank lines, CRLF, a copy of line 2
+    text = b"\xef\xbb\xbf" + b"\n".join(lines)  # a byte order mark, no final newline
+    cuts = [0, 1234, 5001, 5002, 40_000, len(text)]
+    compressed = gzip.compress(b"\n".join(lines[::-1]) + b"\n", mtime=0)
+    return {
+        "landing/g/1.jsonl.gz": gzip.compress(text, mtime=0, compresslevel=0),
+        # several members, each cut mid-line
+        "landing/g/2.jsonl.gz": b"".join(gzip.compress(text[a:b], mtime=0) for a, b in zip(cuts, cuts[1:], strict=False)),
+        "landing/g/3.jsonl.gz": gzip.compress(text, mtime=0, compresslevel=0)[:70_001],  # cut short mid-line
+        # corrupt mid-stream: the lines inflated before the damage are read
+        "landing/g/4.jsonl.gz": compressed[:len(compressed) // 2] + bytes([compressed[len(compressed) // 2] ^ 0x55])
+        + compressed[len(compressed) // 2 + 1:] + bytes(20_000),
+        "landing/g/5.jsonl.gz": gzip.compress(b"", mtime=0) * 3_000,  # empty, in 3,000 empty members
+        "landing/g/6.jsonl.gz": gzip.compress(b"\n".join(lines * 3), mtime=0),  # inflates past max_object_bytes
+    }
+
+
+def test_gzip_objects_of_any_damage_read_in_shares_equal_them_read_whole(monkeypatch, s3_server, spark) -> None:
+    """Each damaged object, cut into 5 shares, commits exactly the rows, audit entries,
+    quarantined lines and counts it commits read whole: a finding about the object as a whole
+    is reported once (the other shares report nothing), a damaged tail once, with its number."""
+    monkeypatch.setattr(read_units, "MAX_SPLIT_BYTES", 1024)
+    monkeypatch.setattr(read_units, "OPEN_COST_BYTES", 1024)
+    planned: list[ReadUnit] = []
+
+    def in_shares(inputs, parallelism, cut_of):  # five shares of every gzip object, whatever the cores
+        tasks = plan_read_tasks(inputs, 5, cut_of)
+        planned.extend(unit for task in tasks for unit in task)
+        return tasks
+
+    def whole(inputs, parallelism, cut_of):
+        return plan_read_tasks(inputs, parallelism, lambda index, info: Cut.WHOLE)
+
+    committed = {}
+    for name, plan in (("whole", whole), ("shares", in_shares)):
+        bucket = f"gzip-{name}-{os.getpid()}"
+        s3_server.client().create_bucket(Bucket=bucket)
+        config = make_config(s3_server.endpoint_url, bucket, events={"max_line_bytes": 100_000,
+                                                                      "max_object_bytes": 200_000})
+        store = S3Store(s3_server.client(), bucket)
+        for key, body in damaged_gzip_objects().items():
+            store.put_bytes(key, body)
+        monkeypatch.setattr(driver, "plan_read_tasks", plan)
+        run_batch(store, config, "g", InputSelector(input_prefix="landing/g/"), NOW, lambda: spark)
+        committed[name] = ({kind: sorted(map(repr, committed_rows(store, config, kind)))
+                            for kind in ("data", "audit", "quarantine")}, commit_counts(store, config)["g"])
+    assert {unit.info.key for unit in planned if unit.inflated_share and unit.units == 5} == set(damaged_gzip_objects())
+    rows, counts = committed["whole"]
+    reasons = " ".join(rows["quarantine"])
+    for finding in ("truncated gzip stream", "corrupt gzip stream", "empty object", "inflates past"):
+        assert finding in reasons  # the damage is there to be found
+    assert committed["shares"] == committed["whole"]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import gzip
+import tracemalloc
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -123,9 +124,10 @@ def gzip_objects(draw: st.DrawFn) -> bytes:
     return body
 
 
-def _lines_of(split: SplitInput) -> list[tuple[bytes, str | None]]:
+def _lines_of(split: SplitInput) -> list[tuple[bytes, str | None, bool]]:
+    """Each line's bytes and reason, and whether it is a finding about the whole object (line 0)."""
     lines = [line_of_piece(number, piece) for number, piece in enumerate(split.pieces, 1)] + split.trailing
-    return [(line.raw, line.error) for line in lines]
+    return [(line.raw, line.error, line.line_number == 0) for line in lines]
 
 
 @given(body=gzip_objects(), shares=st.integers(1, 6), tight=st.booleans(),
@@ -139,19 +141,17 @@ def test_the_shares_of_an_object_hold_its_lines_exactly_once_in_order(body: byte
     whole = split_input(body, limit)
     parts = [split_input_share(body, limit, share, shares, max_share_bytes=4 if tight else 1 << 20)
              for share in range(shares)]
-    if any(part is None for part in parts):  # numbered whole: share 0 holds it all
-        assert tight and parts[0] is not None and _lines_of(parts[0]) == _lines_of(whole)
+    if any(line.line_number == 0 for line in whole.trailing) or any(part is None for part in parts):
+        # judged as a whole, or numbered whole (tight): share 0 holds it all, the others nothing
+        assert parts[0] is not None and _lines_of(parts[0]) == _lines_of(whole)
         assert parts[1:] == [None] * (shares - 1)
+        assert tight or shares == 1 or any(line.line_number == 0 for line in whole.trailing)
         return
     assert all(part is not None for part in parts)
     assert [line for part in parts for line in _lines_of(part)] == _lines_of(whole)
     for part in parts:
         numbers = [line.line_number for line in part.trailing if line.line_number]
         assert numbers == [len(part.pieces) + 1] * len(numbers)
-    whole_findings = [line for line in whole.trailing if line.line_number == 0]
-    assert [line for part in parts for line in part.trailing if line.line_number == 0] == whole_findings
-    if whole_findings:
-        assert all(part.pieces == [] and part.trailing == [] for part in parts[1:])
 
 
 def test_a_share_too_long_to_number_locally_leaves_the_object_to_share_0() -> None:
@@ -161,3 +161,18 @@ def test_a_share_too_long_to_number_locally_leaves_the_object_to_share_0() -> No
     assert parts[1] is None and parts[0] is not None and _lines_of(parts[0]) == lines
     parts = [split_input_share(body, DEFAULT_MAX_OBJECT_BYTES, share, 2, max_share_bytes=100) for share in range(2)]
     assert [_lines_of(part) for part in parts if part is not None] == [lines[:5], lines[5:]]
+
+
+def test_a_share_that_would_discard_the_object_stops_inflating_it() -> None:
+    """Every share holds the whole inflated text; a share other than the first stops inflating as
+    soon as the object passes what shares may hold, since it would report nothing anyway."""
+    body = gzip.compress(b"\n" * (64 << 20), mtime=0)  # 64 MiB of lines, 64 KiB compressed
+    tracemalloc.start()
+    try:
+        assert split_input_share(body, DEFAULT_MAX_OBJECT_BYTES, 1, 2, max_share_bytes=1 << 20) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+    first = split_input_share(body, DEFAULT_MAX_OBJECT_BYTES, 0, 2, max_share_bytes=1 << 20)
+    assert first is not None and len(first.pieces) == 64 << 20  # read whole by the first share

@@ -54,14 +54,22 @@ def split_input_share(body: bytes, max_object_bytes: int, share: int, shares: in
     """Share `share` of `shares` of a whole object's lines, for an object that cannot be read in
     byte ranges (gzip): every share inflates the object and keeps the lines whose first byte lies
     in its part of the inflated text, the rule of ranged reads. Together the shares hold exactly
-    split_input's lines, in order; a finding about the object as a whole is share 0's.
+    split_input's lines, in order.
 
-    None when the shares' local line numbers could overflow (a part longer than
-    `max_share_bytes`): share 0 then holds the whole object and every other share holds nothing
-    and reports nothing (not even a line count), so the object is numbered as if read whole."""
-    text = _object_text(body, max_object_bytes)
-    if isinstance(text, SplitInput):
-        return text if share == 0 else SplitInput([], [])
+    None for every share but share 0 when the object is judged as a whole (too large, empty) or
+    when the shares' local line numbers could overflow (a part longer than `max_share_bytes`):
+    share 0 then holds the finding or the whole object, and the other shares report nothing
+    (not even a line count), so the object is numbered as if read whole. They stop inflating as
+    soon as the object passes what shares may hold (each share holds the whole inflated text,
+    so a share that would discard it should not build it)."""
+    if share:
+        text = _object_text(body, min(max_object_bytes, shares * max_share_bytes))
+        if isinstance(text, SplitInput):
+            return None
+    else:
+        text = _object_text(body, max_object_bytes)
+        if isinstance(text, SplitInput):
+            return text
     inflated, tail_error = text
     if -(-len(inflated) // shares) > max_share_bytes:
         return _split_text(inflated, tail_error, at_object_start=True) if share == 0 else None
