@@ -46,7 +46,8 @@ def split_input(body: bytes, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES) -
     text = _object_text(body, max_object_bytes)
     if isinstance(text, SplitInput):
         return text
-    return _split_text(*text, at_object_start=True)
+    chunks, tail_error = text
+    return _split_text(chunks.whole(), tail_error, at_object_start=True)
 
 
 def split_input_share(body: bytes, max_object_bytes: int, share: int, shares: int,
@@ -61,48 +62,78 @@ def split_input_share(body: bytes, max_object_bytes: int, share: int, shares: in
     share 0 then holds the finding or the whole object, and the other shares report nothing
     (not even a line count), so the object is numbered as if read whole. They stop inflating as
     soon as the object passes what shares may hold (each share holds the whole inflated text,
-    so a share that would discard it should not build it)."""
+    so a share that would discard it should not build it). A share copies out only its part:
+    it holds the inflated text once, not twice."""
     if share:
-        text = _object_text(body, min(max_object_bytes, shares * max_share_bytes))
+        text = _object_text(body, max_object_bytes, give_up_past=shares * max_share_bytes)
         if isinstance(text, SplitInput):
             return None
     else:
         text = _object_text(body, max_object_bytes)
         if isinstance(text, SplitInput):
             return text
-    inflated, tail_error = text
-    if -(-len(inflated) // shares) > max_share_bytes:
-        return _split_text(inflated, tail_error, at_object_start=True) if share == 0 else None
-    cuts = [0, *(_line_start_from(inflated, len(inflated) * k // shares) for k in range(1, shares)), len(inflated)]
+    chunks, tail_error = text
+    if -(-chunks.size // shares) > max_share_bytes:
+        return _split_text(chunks.whole(), tail_error, at_object_start=True) if share == 0 else None
+    cuts = [0, *(chunks.line_start_from(chunks.size * k // shares) for k in range(1, shares)), chunks.size]
     start, stop = cuts[share], cuts[share + 1]
     # A damaged stream's finding goes with its partial last line: the last share holding lines.
     owner = max((k for k in range(shares) if cuts[k] < cuts[k + 1]), default=0)
-    return _split_text(inflated[start:stop], tail_error if share == owner else None, at_object_start=start == 0)
+    return _split_text(chunks.slice(start, stop), tail_error if share == owner else None, at_object_start=start == 0)
 
 
-def _line_start_from(text: bytes, position: int) -> int:
-    """The first line start at or after `position`: the start of text, or just after a newline."""
-    if position == 0:
-        return 0
-    newline = text.find(b"\n", position - 1)
-    return newline + 1 if newline >= 0 else len(text)
+@dataclass(frozen=True)
+class _Chunks:
+    """An object's text as the pieces it was inflated in (joined only when needed)."""
+
+    pieces: list[bytes]
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.pieces))
+
+    def whole(self) -> bytes:
+        return b"".join(self.pieces)
+
+    def line_start_from(self, position: int) -> int:
+        """The first line start at or after `position`: the start of text, or just after a newline."""
+        if position == 0:
+            return 0
+        offset = 0
+        for piece in self.pieces:
+            if offset + len(piece) >= position:  # the piece holds byte position - 1 or a later one
+                newline = piece.find(b"\n", max(position - 1 - offset, 0))
+                if newline >= 0:
+                    return offset + newline + 1
+            offset += len(piece)
+        return offset
+
+    def slice(self, start: int, stop: int) -> bytes:
+        parts, offset = [], 0
+        for piece in self.pieces:
+            if offset < stop and offset + len(piece) > start:
+                parts.append(piece[max(start - offset, 0):stop - offset])
+            offset += len(piece)
+        return b"".join(parts)
 
 
-def _object_text(body: bytes, max_object_bytes: int) -> tuple[bytes, str | None] | SplitInput:
+def _object_text(body: bytes, max_object_bytes: int,
+                 give_up_past: int | None = None) -> tuple[_Chunks, str | None] | SplitInput:
     """The object's text and, for a damaged gzip stream, why it stopped; or the one finding about
-    the object as a whole (too large, empty)."""
+    the object as a whole (too large, empty; or inflating past `give_up_past`, judged as too
+    large by a caller that discards the object then anyway)."""
     if body.startswith(GZIP_MAGIC):
-        inflated = _decompress(body, max_object_bytes)
+        inflated = _decompress(body, max_object_bytes, give_up_past)
         if inflated is None:
             return SplitInput([], [InputLine(0, b"", object_too_large(max_object_bytes, compressed=True))])
-        text, tail_error = inflated
+        chunks, tail_error = inflated
     elif len(body) > max_object_bytes:
         return SplitInput([], [InputLine(0, b"", object_too_large(max_object_bytes, compressed=False))])
     else:
-        text, tail_error = body, None
-    if not text and tail_error is None:
+        chunks, tail_error = _Chunks([body]), None
+    if not chunks.size and tail_error is None:
         return SplitInput([], [InputLine(0, b"", "empty object: no lines")])
-    return text, tail_error
+    return chunks, tail_error
 
 
 def split_input_range(body: bytes, at_object_start: bool) -> SplitInput:
@@ -145,9 +176,12 @@ def object_too_large(max_object_bytes: int, compressed: bool) -> str:
             "its lines unread; raise the limit (and executor memory) to process it")
 
 
-def _decompress(body: bytes, limit: int) -> tuple[bytes, str | None] | None:
-    """The decompressed bytes and, for a damaged stream, why it stopped; None once the output
-    passes `limit` (every member counts), having held at most `limit` + one step."""
+def _decompress(body: bytes, limit: int, give_up_past: int | None = None) -> tuple[_Chunks, str | None] | None:
+    """The decompressed bytes, in the pieces inflated, and, for a damaged stream, why it stopped;
+    None once the output passes `limit` (every member counts), having held at most `limit` + one
+    step, or passes `give_up_past`. The steps depend on `limit` alone: how much of a corrupt
+    stream is recovered depends on them, and shares giving up at other sizes must recover the
+    same text."""
     out: list[bytes] = []
     total = 0
     data = body
@@ -159,19 +193,23 @@ def _decompress(body: bytes, limit: int) -> tuple[bytes, str | None] | None:
                 piece = decoder.decompress(pending, min(_INFLATE_STEP, limit - total + 1))
                 pending = decoder.unconsumed_tail
                 total += len(piece)
-                if total > limit:
+                if total > min(limit, give_up_past or limit):
                     return None
                 out.append(piece)
                 if not piece and not pending:
                     break  # the input ended inside the member
-            piece = decoder.flush()
+            # At a member's end unused_data holds what follows it; flush() would append the
+            # unconsumed tail to it a second time when the member's output ended exactly at a
+            # step (CPython), and the next members would be inflated twice.
+            rest = decoder.unused_data
+            piece = b"" if decoder.eof else decoder.flush()
         except zlib.error as exc:
-            return b"".join(out), f"corrupt gzip stream: {exc}"
+            return _Chunks(out), f"corrupt gzip stream: {exc}"
         total += len(piece)
-        if total > limit:
+        if total > min(limit, give_up_past or limit):
             return None
         out.append(piece)
         if not decoder.eof:
-            return b"".join(out), "truncated gzip stream: the object ends inside a compressed member"
-        data = decoder.unused_data
-    return b"".join(out), None
+            return _Chunks(out), "truncated gzip stream: the object ends inside a compressed member"
+        data = rest
+    return _Chunks(out), None
