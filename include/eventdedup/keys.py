@@ -67,13 +67,18 @@ def canonical_uuid_bytes(strings: pa.Array) -> npt.NDArray[np.uint8]:
     """The 16 raw bytes of each canonical UUID string (36 ASCII bytes matching
     CANONICAL_UUID_PATTERN, which the caller has checked), as an (n, 16) matrix, without per-row
     Python."""
+    nibbles = _HEX_VALUE[fixed_width_text(strings, 36)[:, _UUID_HEX_COLUMNS]]
+    return np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2])
+
+
+def fixed_width_text(strings: pa.Array, width: int) -> npt.NDArray[np.uint8]:
+    """The bytes of strings that are each `width` bytes long (the caller has checked), as an
+    (n, width) matrix read from the Arrow buffers, without per-row Python."""
     count = len(strings)
     if count == 0:
-        return np.zeros((0, KEY_DIGEST_BYTES), np.uint8)
+        return np.zeros((0, width), np.uint8)
     offsets = np.frombuffer(strings.buffers()[1], np.int32, count + 1, strings.offset * 4)
-    text = np.frombuffer(strings.buffers()[2], np.uint8, offsets[-1] - offsets[0], offsets[0]).reshape(count, 36)
-    nibbles = _HEX_VALUE[text[:, _UUID_HEX_COLUMNS]]
-    return np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2])
+    return np.frombuffer(strings.buffers()[2], np.uint8, offsets[-1] - offsets[0], offsets[0]).reshape(count, width)
 
 
 def bucket_of(digest: bytes, buckets: int) -> int:

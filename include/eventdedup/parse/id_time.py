@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eventdedup.keys import CANONICAL_UUID_PATTERN, canonical_uuid_bytes
+from eventdedup.keys import CANONICAL_UUID_PATTERN, canonical_uuid_bytes, fixed_width_text
 
 # 100-nanosecond intervals between the Gregorian epoch of UUIDv1 (1582-10-15) and 1970-01-01.
 _GREGORIAN_OFFSET = 0x01B21DD213814000
@@ -119,9 +119,7 @@ def _read_ulids(strings: pa.Array, times: npt.NDArray[np.int64], read: npt.NDArr
                           .to_numpy(zero_copy_only=False))
     if not len(rows):
         return
-    chosen = strings.take(pa.array(rows, pa.int64()))
-    offsets = np.frombuffer(chosen.buffers()[1], np.int32, len(rows) + 1, chosen.offset * 4)
-    text = np.frombuffer(chosen.buffers()[2], np.uint8, offsets[-1] - offsets[0], offsets[0]).reshape(len(rows), 26)
+    text = fixed_width_text(strings.take(pa.array(rows, pa.int64())), 26)
     millis = np.zeros(len(rows), np.int64)
     for column in range(10):  # 50 bits at most: no overflow in int64
         millis = millis * 32 + _CROCKFORD_ARRAY[text[:, column]]

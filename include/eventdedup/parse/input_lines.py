@@ -73,9 +73,10 @@ def split_input_share(body: bytes, max_object_bytes: int, share: int, shares: in
         if isinstance(text, SplitInput):
             return text
     chunks, tail_error = text
-    if -(-chunks.size // shares) > max_share_bytes:
+    size = chunks.size
+    if -(-size // shares) > max_share_bytes:
         return _split_text(chunks.whole(), tail_error, at_object_start=True) if share == 0 else None
-    cuts = [0, *(chunks.line_start_from(chunks.size * k // shares) for k in range(1, shares)), chunks.size]
+    cuts = [0, *(chunks.line_start_from(size * k // shares) for k in range(1, shares)), size]
     start, stop = cuts[share], cuts[share + 1]
     # A damaged stream's finding goes with its partial last line: the last share holding lines.
     owner = max((k for k in range(shares) if cuts[k] < cuts[k + 1]), default=0)
@@ -184,6 +185,7 @@ def _decompress(body: bytes, limit: int, give_up_past: int | None = None) -> tup
     same text."""
     out: list[bytes] = []
     total = 0
+    past = min(limit, give_up_past or limit)
     data = body
     while data:
         decoder = zlib.decompressobj(wbits=31)
@@ -193,7 +195,7 @@ def _decompress(body: bytes, limit: int, give_up_past: int | None = None) -> tup
                 piece = decoder.decompress(pending, min(_INFLATE_STEP, limit - total + 1))
                 pending = decoder.unconsumed_tail
                 total += len(piece)
-                if total > min(limit, give_up_past or limit):
+                if total > past:
                     return None
                 out.append(piece)
                 if not piece and not pending:
@@ -206,7 +208,7 @@ def _decompress(body: bytes, limit: int, give_up_past: int | None = None) -> tup
         except zlib.error as exc:
             return _Chunks(out), f"corrupt gzip stream: {exc}"
         total += len(piece)
-        if total > min(limit, give_up_past or limit):
+        if total > past:
             return None
         out.append(piece)
         if not decoder.eof:

@@ -342,9 +342,9 @@ class _Times:
 
 def _times(values: list[Any], rules: ParseRules) -> _Times:
     """Microseconds per value: natively for strict ISO-8601 strings (and those one step from it:
-    a longer fraction, a space for the T) and for epoch numbers, JSON's or written as digits
-    (seconds or milliseconds, by the reference's threshold); anything else is left to
-    parse_event."""
+    a longer fraction, a space for the T, an offset without its colon) and for epoch numbers,
+    JSON's or written as digits (seconds or milliseconds, by the reference's threshold);
+    anything else is left to parse_event."""
     strings = _string_array(values)
     strict = pc.fill_null(pc.match_substring_regex(strings, STRICT_ISO_RE), False)
     micros = np.zeros(len(values), np.int64)
