@@ -39,6 +39,10 @@ def summarise(result: dict) -> None:
             "output_rows": rounds[0][name]["output_rows"],
             "ratio_to_eventdedup": statistics.median(r[name]["seconds"] / r["eventdedup"]["seconds"] for r in rounds),
         }
+    if all("cpu_seconds" in r["eventdedup"] for r in rounds):
+        summary["eventdedup"]["cpu_seconds"] = {
+            part: statistics.median(r["eventdedup"]["cpu_seconds"][part] for r in rounds)
+            for part in rounds[0]["eventdedup"]["cpu_seconds"]}
     base = summary["eventdedup"]["median_seconds"]
     if result.get("one_event"):
         # Marginal: the batch minus a one-event batch through the same job (the fixed cost).
@@ -131,6 +135,8 @@ def print_table(result: dict) -> None:
               "eventdedup's marginal time: " + ", ".join(
                   f"{name} {row['marginal_ratio_to_eventdedup']:.2f}x" for name, row in summary.items()
                   if "marginal_ratio_to_eventdedup" in row))
+    if "cpu_seconds" in ours:
+        print_cpu_budget(ours, summary.get("spark_batch"), events, result["machine"]["cpus"])
     for counted in summary.get("object_counts", []):
         what = "1 gzip object" if counted.get("gzip") else f"{counted['objects']} objects"
         print(f"the batch as {what}: {counted['median_seconds']:.2f}s "
@@ -183,6 +189,31 @@ def print_table(result: dict) -> None:
         print_shifted(summary["shifted_copies"])
     if "parse_shapes" in result:
         print_parse_shapes(result["parse_shapes"])
+
+
+# The issue's targets, as budgets of wall and core-seconds a batch may spend on this machine.
+TARGET_MARGINAL_EVENTS_PER_SECOND = 200_000
+TARGET_PEER_RATIO = 5
+
+
+def print_cpu_budget(ours: dict, spark_batch: dict | None, events: int, cores: int) -> None:
+    """Where a batch's CPU goes, beside what the targets allow: the cores are shared by every
+    process, so a wall-time target is a budget of core-seconds."""
+    cpu = ours["cpu_seconds"]
+    print(f"CPU per batch (median of the rounds): Spark's Python workers {cpu['python_workers']:.1f}s, JVM "
+          f"{cpu['jvm']:.1f}s, S3 emulator {cpu['server']:.1f}s, driver {cpu['driver']:.1f}s: "
+          f"{cpu['total']:.1f} core-seconds in {ours['median_seconds']:.2f}s wall on {cores} cores")
+    budgets = []
+    if "one_event_seconds" in ours:
+        wall = ours["one_event_seconds"] + events / TARGET_MARGINAL_EVENTS_PER_SECOND
+        budgets.append(f"{TARGET_MARGINAL_EVENTS_PER_SECOND:,} events/s marginal: <= {wall:.2f}s wall, "
+                       f"<= {wall * cores:.1f} core-seconds")
+    if spark_batch is not None:
+        wall = spark_batch["median_seconds"] / TARGET_PEER_RATIO
+        budgets.append(f"{TARGET_PEER_RATIO}x the Spark batch peer: <= {wall:.2f}s wall, "
+                       f"<= {wall * cores:.1f} core-seconds")
+    if budgets:
+        print("  the targets' budgets: " + "; ".join(budgets))
 
 
 def print_parse_shapes(rows: list[dict]) -> None:

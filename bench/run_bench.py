@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from parse_shapes import parse_shapes  # noqa: E402
 from peers import RedisPeer  # noqa: E402
+from process_cpu import SparkCpu, is_spark_python  # noqa: E402
 from report import print_table, summarise, write_chart  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
 from workload import Workload, WorkloadSpec, event_line  # noqa: E402
@@ -178,11 +179,13 @@ class EventdedupBench:
     def run_job(self, prefix: str, batch_id: str, config: Config | None = None) -> dict:
         config = config or self.config
         freeze_batch_inputs(self.store, config, batch_id, InputSelector(input_prefix=prefix), self.spec.anchor)
-        cpu_before = server_cpu_seconds(self.server)
+        jvm_pid = spark_jvm_pid(self.spark)
+        cpu_before = SparkCpu.read(jvm_pid, self.server.pid)
         started = time.perf_counter()
         job = run_dedup_job(self.spark, config, batch_id)
         seconds = time.perf_counter() - started
-        record = {"seconds": seconds, "server_cpu_seconds": server_cpu_seconds(self.server) - cpu_before,
+        cpu = SparkCpu.read(jvm_pid, self.server.pid).since(cpu_before)
+        record = {"seconds": seconds, "server_cpu_seconds": cpu["server"], "cpu_seconds": cpu,
                   "output_rows": job.counts["output_rows"], "counts": dict(job.counts)}
         print(f"eventdedup {batch_id}: {seconds:.2f}s ({job.counts['input_lines'] / seconds:,.0f} events/s)",
               flush=True)
@@ -307,20 +310,14 @@ def peak_memory(spark: object) -> dict:
     """Peak resident memory (VmHWM) of the driver's Python, its JVM and every Spark Python process
     of that JVM alive now (workers are reused, so those that ran the rounds): an upper bound on
     the job's peak (pages a forked worker shares with the daemon count in both)."""
-    jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
-    workers = [pid for pid, _ in descendants(jvm_pid) if _is_worker(Path(f"/proc/{pid}"))]
+    jvm_pid = spark_jvm_pid(spark)
+    workers = [pid for pid, _ in descendants(jvm_pid) if is_spark_python(Path(f"/proc/{pid}"))]
     return {"driver_python_bytes": _peak(os.getpid()), "jvm_bytes": _peak(jvm_pid),
             "python_workers": len(workers), "python_workers_bytes": sum(_peak(pid) for pid in workers)}
 
 
-def _is_worker(proc: Path) -> bool:
-    """Spark's Python daemon or a worker it forked (`python -m eventdedup.job.spark_daemon`). The
-    JVM's own command line names the daemon module too, as a --conf: until 2026-11-25 the JVM
-    was counted here as well as apart, so earlier "workers" figures hold it twice."""
-    try:
-        return b"-m\x00eventdedup.job.spark_daemon" in (proc / "cmdline").read_bytes()
-    except OSError:
-        return False
+def spark_jvm_pid(spark: object) -> int:
+    return int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
 
 
 def _peak(pid: int) -> int:
@@ -366,7 +363,7 @@ class TreeMemory:
                 rss = _resident(pid)
                 if pid == self.root:
                     parts["command_python_bytes"] += rss
-                elif _is_worker(Path(f"/proc/{pid}")):
+                elif is_spark_python(Path(f"/proc/{pid}")):
                     parts["python_workers_bytes"] += rss
                     parts["python_workers"] += 1
                 else:  # the JVM (and nothing else the command starts)
@@ -537,12 +534,6 @@ def airflow_dedup_step(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
                                      f"the {size} batch has {expected[size]:,} unique events")
                 print(f"spark-submit dedup step, {size} {run}: {walls[size][-1]:.2f}s wall", flush=True)
     return {"wall_seconds": walls, "output_rows_exact": True}
-
-
-def server_cpu_seconds(server: LocalS3Process) -> float:
-    """CPU the S3 emulator used: it shares the machine's two cores with Spark."""
-    fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class SubprocessPeer:
