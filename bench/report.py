@@ -189,6 +189,8 @@ def print_table(result: dict) -> None:
         print_shifted(summary["shifted_copies"])
     if "parse_shapes" in result:
         print_parse_shapes(result["parse_shapes"])
+    if "parse_floor" in result:
+        print_parse_floor(result["parse_floor"], events)
 
 
 # The issue's targets, as budgets of wall and core-seconds a batch may spend on this machine.
@@ -214,6 +216,18 @@ def print_cpu_budget(ours: dict, spark_batch: dict | None, events: int, cores: i
                        f"<= {wall * cores:.1f} core-seconds")
     if budgets:
         print("  the targets' budgets: " + "; ".join(budgets))
+
+
+def print_parse_floor(floor: dict, events: int = 0) -> None:
+    micros = floor["microseconds_per_line"]
+    required = floor["required_microseconds_per_line"]
+    print(f"a line's steps in Python ({floor['lines']:,} lines of the main shape, one process, median us a line): "
+          f"orjson.loads {micros['loads']:.2f}, canonical dump {micros['canonical_dump']:.2f}, BLAKE2b-64 "
+          f"{micros['blake2b']:.2f}: {required:.2f} required by the fingerprint's definition; the fast path's "
+          f"vouching dump {micros['vouching_dump']:.2f}; parse_lines whole {micros['parse_lines']:.2f}")
+    if events:
+        print(f"  for {events:,} events: {required * events / 1e6:.1f} core-seconds required, "
+              f"{micros['parse_lines'] * events / 1e6:.1f} for parse_lines")
 
 
 def print_parse_shapes(rows: list[dict]) -> None:

@@ -35,6 +35,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from parse_floor import measure_floor  # noqa: E402
 from parse_shapes import parse_shapes  # noqa: E402
 from peers import RedisPeer  # noqa: E402
 from process_cpu import SparkCpu, is_spark_python  # noqa: E402
@@ -110,6 +111,7 @@ def main() -> int:
             result["shifted_copies"] = shifted_copies(args, spec, spark)
         if args.parse_lines:
             result["parse_shapes"] = parse_shapes(args.parse_lines, args.runs, args.seed)
+            result["parse_floor"] = measure_floor(args.parse_lines, args.runs, args.seed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summarise(result)

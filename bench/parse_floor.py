@@ -1,0 +1,102 @@
+"""What every line costs in Python before any design choice of ours, one process, no Spark:
+
+    .venv/bin/python bench/parse_floor.py [--lines 32768] [--runs 3]
+
+A line is parsed (`orjson.loads`), and its fingerprint is by definition 64-bit BLAKE2b of its
+canonical JSON (keys sorted at every depth: `orjson.dumps` with OPT_SORT_KEYS). The batch
+parser's fast path also re-serialises each line to vouch that it holds no repeated key or other
+spelling the reference would read differently. Each step runs alone, in a tight loop over the
+main workload's ~300 B events (canonical UUIDs, ISO-8601), the garbage collector off as the
+parser runs it; beside them, `parse_lines` whole. The sum of the first three is a floor a
+Python-side parse cannot go under on this host; multiplied by a batch's events it is a share of
+the core-seconds a throughput target allows (bench/report.py prints those budgets).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from parse_shapes import SHAPES, rules_for, shape_lines  # noqa: E402
+from report import print_parse_floor  # noqa: E402
+
+from eventdedup.keys import FINGERPRINT_BYTES  # noqa: E402
+from eventdedup.parse.input_lines import split_input  # noqa: E402
+from eventdedup.parse.object_parser import parse_lines  # noqa: E402
+
+# The steps the definitions require, in the order a line takes them.
+REQUIRED_STEPS = ("loads", "canonical_dump", "blake2b")
+
+
+def measure_floor(count: int, runs: int, seed: int = 20261122) -> dict:
+    """Median microseconds a line for each step, and for `parse_lines` whole."""
+    shape = SHAPES[0]
+    rules = rules_for(shape)
+    lines = shape_lines(shape, count, seed)
+    events = [orjson.loads(line) for line in lines]
+    canonical = [orjson.dumps(event, option=orjson.OPT_SORT_KEYS) for event in events]
+    split = split_input(b"\n".join(lines) + b"\n", rules.max_object_bytes)
+    steps: dict[str, Callable[[], object]] = {
+        "loads": lambda: _each(orjson.loads, lines),
+        "vouching_dump": lambda: _vouch(events, lines),
+        "canonical_dump": lambda: _each(lambda event: orjson.dumps(event, option=orjson.OPT_SORT_KEYS), events),
+        "blake2b": lambda: _blake2b(canonical),
+        "parse_lines": lambda: parse_lines(split, 0, rules),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in steps}
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(runs):  # the steps take turns, so a slower moment of the host hits each
+            for name, step in steps.items():
+                started = time.perf_counter()
+                step()
+                seconds[name].append(time.perf_counter() - started)
+    finally:
+        if collecting:
+            gc.enable()
+    micros = {name: statistics.median(values) / count * 1e6 for name, values in seconds.items()}
+    return {"shape": shape.name, "lines": count, "microseconds_per_line": micros,
+            "required_microseconds_per_line": sum(micros[name] for name in REQUIRED_STEPS)}
+
+
+def _each(function: Callable[[object], object], items: list) -> None:
+    for item in items:
+        function(item)
+
+
+def _vouch(events: list[dict], lines: list[bytes]) -> None:
+    dumps = orjson.dumps
+    for event, line in zip(events, lines, strict=True):
+        if dumps(event) != line:
+            raise AssertionError("a bench line is not orjson's compact spelling")
+
+
+def _blake2b(payloads: list[bytes]) -> None:
+    blank = hashlib.blake2b(digest_size=FINGERPRINT_BYTES)  # as fingerprints.py hashes: copies of a blank state
+    for payload in payloads:
+        hasher = blank.copy()
+        hasher.update(payload)
+        hasher.digest()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=32_768)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    print_parse_floor(measure_floor(args.lines, args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
