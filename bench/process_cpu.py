@@ -2,35 +2,41 @@
 
 The bench's two cores are shared by Spark's JVM, its Python workers and the S3 emulator, so a
 batch's core-seconds per process group say where a target's budget goes: a 1M batch at 200k
-events/s marginal on 2 cores has about 10 core-seconds for everything.
+events/s marginal on 2 cores has at most about 10 core-seconds for everything.
+
+A process's CPU can be read only while it exists, and nobody else keeps it: PySpark's daemon
+ignores SIGCHLD, so the kernel reaps its workers and their CPU never reaches the daemon's
+counts of reaped children. Each process is therefore sampled while the batch runs, and one that
+is gone at the end counts what it had used at its last sample (at most one interval is missed).
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from eventdedup_dev.stack import descendants
+from eventdedup_dev.stack import descendants, process_start_ticks
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
+ProcessKey = tuple[int, int]  # (pid, start time in ticks): a pid the kernel reuses is another process
 
-def stat_cpu_seconds(stat: str, ticks: int = TICKS_PER_SECOND) -> tuple[float, float]:
-    """(the process's own, its reaped children's) CPU seconds, user plus system, from the text of
+
+def stat_cpu_seconds(stat: str, ticks: int = TICKS_PER_SECOND) -> float:
+    """A process's own CPU seconds, user plus system (its threads' included), from the text of
     /proc/<pid>/stat. The command name (field 2) may hold spaces and parentheses, so fields are
-    counted after its last ')': utime, stime, cutime and cstime are fields 14-17."""
+    counted after its last ')': utime and stime are fields 14 and 15."""
     fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / ticks, (int(fields[13]) + int(fields[14])) / ticks
+    return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def process_cpu_seconds(pid: int, *, reaped_children: bool = False) -> float:
-    """A process's CPU seconds so far (with those of the children it has waited for, if asked);
-    0 once it is gone."""
+def process_cpu_seconds(pid: int) -> float | None:
+    """A process's own CPU seconds so far; None once it is gone."""
     try:
-        own, children = stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
+        return stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
     except (OSError, IndexError, ValueError):
-        return 0.0
-    return own + children if reaped_children else own
+        return None
 
 
 def is_spark_python(proc: Path) -> bool:
@@ -43,24 +49,74 @@ def is_spark_python(proc: Path) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class SparkCpu:
-    """Cumulative CPU seconds of a local Spark context's processes and the S3 emulator beside it;
-    the difference of two readings is what happened between them."""
+class GroupCpu:
+    """The CPU seconds each group of processes uses between `start` and `stop`: every process a
+    group's lister names at a sample is read then; `stop` samples once more. Processes that
+    appear meanwhile count from zero (a new process's counters start at zero)."""
 
-    python_workers: float  # the daemon and its workers, those it has reaped included
-    jvm: float
-    server: float
-    driver: float  # this Python process
+    def __init__(self, groups: Mapping[str, Callable[[], list[ProcessKey]]]) -> None:
+        self._groups = groups
+        self._first: dict[ProcessKey, float] = {}
+        self._last: dict[ProcessKey, float] = {}
+        self._group_of: dict[ProcessKey, str] = {}
 
-    @classmethod
-    def read(cls, jvm_pid: int, server_pid: int) -> SparkCpu:
-        workers = [pid for pid, _ in descendants(jvm_pid) if is_spark_python(Path(f"/proc/{pid}"))]
-        return cls(python_workers=sum(process_cpu_seconds(pid, reaped_children=True) for pid in workers),
-                   jvm=process_cpu_seconds(jvm_pid), server=process_cpu_seconds(server_pid),
-                   driver=process_cpu_seconds(os.getpid()))
+    def start(self) -> None:
+        self.sample()
+        self._first = dict(self._last)
 
-    def since(self, earlier: SparkCpu) -> dict[str, float]:
-        parts = {"python_workers": self.python_workers - earlier.python_workers, "jvm": self.jvm - earlier.jvm,
-                 "server": self.server - earlier.server, "driver": self.driver - earlier.driver}
-        return {**{name: round(value, 2) for name, value in parts.items()}, "total": round(sum(parts.values()), 2)}
+    def sample(self) -> None:
+        for name, lister in self._groups.items():
+            for key in lister():
+                seconds = process_cpu_seconds(key[0])
+                if seconds is not None and process_start_ticks(key[0]) == key[1]:
+                    self._last[key] = seconds
+                    self._group_of.setdefault(key, name)
+
+    def stop(self) -> dict[str, float]:
+        """Seconds per group, and their total."""
+        self.sample()
+        used = dict.fromkeys(self._groups, 0.0)
+        for key, seconds in self._last.items():
+            used[self._group_of[key]] += seconds - self._first.get(key, 0.0)
+        return {**{name: round(value, 2) for name, value in used.items()}, "total": round(sum(used.values()), 2)}
+
+
+class SampledCpu:
+    """GroupCpu sampled by a thread every `interval` seconds while a `with` block runs. A sample
+    lists every process (~5 ms of CPU here, scanning /proc for the workers), so it is taken four
+    times a second: ~1 % of a core, and a worker that exits loses at most a quarter second."""
+
+    def __init__(self, groups: Mapping[str, Callable[[], list[ProcessKey]]], interval: float = 0.25) -> None:
+        self._cpu = GroupCpu(groups)
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.used: dict[str, float] = {}
+
+    def __enter__(self) -> SampledCpu:
+        self._cpu.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.used = self._cpu.stop()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._cpu.sample()
+
+
+def spark_groups(jvm_pid: int, server_pid: int) -> dict[str, Callable[[], list[ProcessKey]]]:
+    """A local Spark context's process groups and the S3 emulator beside it."""
+
+    def one(pid: int) -> Callable[[], list[ProcessKey]]:
+        start = process_start_ticks(pid)
+        return lambda: [] if start is None else [(pid, start)]
+
+    def python_workers() -> list[ProcessKey]:
+        return [(pid, start) for pid, start in descendants(jvm_pid) if is_spark_python(Path(f"/proc/{pid}"))]
+
+    return {"python_workers": python_workers, "jvm": one(jvm_pid), "server": one(server_pid),
+            "driver": one(os.getpid())}

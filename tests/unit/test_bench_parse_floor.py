@@ -1,24 +1,31 @@
-"""The bench's parse floor times the steps it names, and its sums are the figures' arithmetic."""
+"""The bench's parse floor times the steps the product runs, per line, and its sums are the
+figures' arithmetic."""
 from __future__ import annotations
 
 import sys
+from itertools import count
 from pathlib import Path
 
 import orjson
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from parse_floor import REQUIRED_STEPS, _vouch, measure_floor  # noqa: E402
+from parse_floor import REQUIRED_STEPS, _blake2b, _canonical_dumps, _loads, _vouch, measure_floor  # noqa: E402
+from parse_shapes import SHAPES, rules_for, shape_lines  # noqa: E402
 from report import print_parse_floor  # noqa: E402
 
+from eventdedup.parse.event_parser import parse_event  # noqa: E402
 
-def test_every_step_is_timed_and_the_required_ones_are_summed() -> None:
-    floor = measure_floor(200, 1, seed=3)
-    micros = floor["microseconds_per_line"]
-    assert set(micros) == {"loads", "vouching_dump", "canonical_dump", "blake2b", "parse_lines"}
-    assert all(value > 0 for value in micros.values())
-    assert floor["required_microseconds_per_line"] == pytest.approx(sum(micros[name] for name in REQUIRED_STEPS))
-    assert REQUIRED_STEPS == ("loads", "canonical_dump", "blake2b")
+
+def test_each_step_computes_what_the_parser_computes_for_a_line() -> None:
+    rules = rules_for(SHAPES[0])
+    line = shape_lines(SHAPES[0], 3, seed=7)[-1]
+    event = orjson.loads(line)
+    assert list(event) != sorted(event)  # the canonical step has keys to sort
+    assert _loads([line]) == event
+    canonical = _canonical_dumps([event])
+    assert list(orjson.loads(canonical)) == sorted(event) and orjson.loads(canonical) == event
+    assert int.from_bytes(_blake2b([canonical]), "big") == parse_event(line, rules).fingerprint
 
 
 def test_the_vouching_step_compares_what_it_dumps() -> None:
@@ -26,6 +33,16 @@ def test_the_vouching_step_compares_what_it_dumps() -> None:
     _vouch([event], [orjson.dumps(event)])
     with pytest.raises(AssertionError):
         _vouch([event], [b'{"b": 1, "a": [1, 2]}'])  # spaces: not orjson's compact spelling
+
+
+def test_figures_are_microseconds_a_line_and_the_required_steps_are_summed() -> None:
+    ticks = count()
+    # A clock that advances one second a reading: every step takes 1 s a run, whatever it does.
+    floor = measure_floor(250, 3, seed=3, timer=lambda: float(next(ticks)))
+    micros = floor["microseconds_per_line"]
+    assert micros == dict.fromkeys(["loads", "vouching_dump", "canonical_dump", "blake2b", "parse_lines"], 1e6 / 250)
+    assert REQUIRED_STEPS == ("loads", "canonical_dump", "blake2b")
+    assert floor["required_microseconds_per_line"] == 3 * 1e6 / 250
 
 
 def test_the_batch_figure_is_the_per_line_floor_times_the_events(capsys: pytest.CaptureFixture[str]) -> None:
