@@ -50,48 +50,66 @@ def is_spark_python(proc: Path) -> bool:
 
 
 class GroupCpu:
-    """The CPU seconds each group of processes uses between `start` and `stop`: every process a
-    group's lister names at a sample is read then; `stop` samples once more. Processes that
-    appear meanwhile count from zero (a new process's counters start at zero)."""
+    """The CPU seconds each group of processes uses between `start` and `stop`, by phase: every
+    process a group's lister names at a sample is read then, and what it used since its last
+    reading goes to the phase `phase()` names at that sample; `stop` samples once more.
+    Processes that appear meanwhile count from zero (a new process's counters start at zero)."""
 
-    def __init__(self, groups: Mapping[str, Callable[[], list[ProcessKey]]]) -> None:
-        self._groups = groups
-        self._first: dict[ProcessKey, float] = {}
-        self._last: dict[ProcessKey, float] = {}
-        self._group_of: dict[ProcessKey, str] = {}
+    def __init__(self, groups: Mapping[str, Callable[[], list[ProcessKey]]],
+                 phase: Callable[[], str] = lambda: "all") -> None:
+        self._groups, self._phase = groups, phase
+        self._previous: dict[ProcessKey, float] = {}
+        self.by_phase: dict[str, dict[str, float]] = {}
 
     def start(self) -> None:
-        self.sample()
-        self._first = dict(self._last)
+        self._read(attribute=False)
 
     def sample(self) -> None:
+        self._read(attribute=True)
+
+    def stop(self) -> dict[str, float]:
+        """Seconds per group over every phase, and their total."""
+        self.sample()
+        used = dict.fromkeys(self._groups, 0.0)
+        for of_phase in self.by_phase.values():
+            for name, seconds in of_phase.items():
+                used[name] += seconds
+        return _rounded(used)
+
+    def rounded_by_phase(self) -> dict[str, dict[str, float]]:
+        return {phase: _rounded(used) for phase, used in self.by_phase.items()}
+
+    def _read(self, attribute: bool) -> None:
+        phase = self._phase() if attribute else ""
         for name, lister in self._groups.items():
             for key in lister():
                 seconds = process_cpu_seconds(key[0])
-                if seconds is not None and process_start_ticks(key[0]) == key[1]:
-                    self._last[key] = seconds
-                    self._group_of.setdefault(key, name)
+                if seconds is None or process_start_ticks(key[0]) != key[1]:
+                    continue  # gone: it keeps what it used by its last reading
+                if attribute:
+                    of_phase = self.by_phase.setdefault(phase, dict.fromkeys(self._groups, 0.0))
+                    of_phase[name] += seconds - self._previous.get(key, 0.0)
+                self._previous[key] = seconds
 
-    def stop(self) -> dict[str, float]:
-        """Seconds per group, and their total."""
-        self.sample()
-        used = dict.fromkeys(self._groups, 0.0)
-        for key, seconds in self._last.items():
-            used[self._group_of[key]] += seconds - self._first.get(key, 0.0)
-        return {**{name: round(value, 2) for name, value in used.items()}, "total": round(sum(used.values()), 2)}
+
+def _rounded(used: Mapping[str, float]) -> dict[str, float]:
+    return {**{name: round(value, 2) for name, value in used.items()}, "total": round(sum(used.values()), 2)}
 
 
 class SampledCpu:
     """GroupCpu sampled by a thread every `interval` seconds while a `with` block runs. A sample
     lists every process (~5 ms of CPU here, scanning /proc for the workers), so it is taken four
-    times a second: ~1 % of a core, and a worker that exits loses at most a quarter second."""
+    times a second: ~1 % of a core, and a worker that exits loses at most a quarter second; a
+    phase's figure may hold up to a quarter second of its neighbour's."""
 
-    def __init__(self, groups: Mapping[str, Callable[[], list[ProcessKey]]], interval: float = 0.25) -> None:
-        self._cpu = GroupCpu(groups)
+    def __init__(self, groups: Mapping[str, Callable[[], list[ProcessKey]]],
+                 phase: Callable[[], str] = lambda: "all", interval: float = 0.25) -> None:
+        self._cpu = GroupCpu(groups, phase)
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.used: dict[str, float] = {}
+        self.by_phase: dict[str, dict[str, float]] = {}
 
     def __enter__(self) -> SampledCpu:
         self._cpu.start()
@@ -102,6 +120,7 @@ class SampledCpu:
         self._stop.set()
         self._thread.join()
         self.used = self._cpu.stop()
+        self.by_phase = self._cpu.rounded_by_phase()
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -120,3 +139,19 @@ def spark_groups(jvm_pid: int, server_pid: int) -> dict[str, Callable[[], list[P
 
     return {"python_workers": python_workers, "jvm": one(jvm_pid), "server": one(server_pid),
             "driver": one(os.getpid())}
+
+
+def spark_phase(spark: object) -> Callable[[], str]:
+    """Which stage of the dedup job runs now: the read stage (the shuffle's map side), the dedup
+    stage (the result stage, whose action is the driver's collect), or neither (the driver's
+    planning and commit work)."""
+    tracker = spark.statusTracker()  # type: ignore[attr-defined]
+
+    def phase() -> str:
+        for stage in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage)
+            if info is not None:
+                return "dedup stage" if info.name.startswith("collect") else "read stage"
+        return "outside stages"
+
+    return phase

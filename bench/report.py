@@ -42,8 +42,11 @@ def summarise(result: dict) -> None:
     if all("cpu_seconds" in r["eventdedup"] for r in rounds):
         # The parts of the round whose total is the median, so they add up (medians part by part
         # come from different rounds and do not).
-        by_total = sorted((r["eventdedup"]["cpu_seconds"] for r in rounds), key=lambda cpu: cpu["total"])
-        summary["eventdedup"]["cpu_seconds"] = by_total[(len(by_total) - 1) // 2]
+        by_total = sorted((r["eventdedup"] for r in rounds), key=lambda ours: ours["cpu_seconds"]["total"])
+        median_round = by_total[(len(by_total) - 1) // 2]
+        summary["eventdedup"]["cpu_seconds"] = median_round["cpu_seconds"]
+        if "cpu_seconds_by_phase" in median_round:
+            summary["eventdedup"]["cpu_seconds_by_phase"] = median_round["cpu_seconds_by_phase"]
     base = summary["eventdedup"]["median_seconds"]
     if result.get("one_event"):
         # Marginal: the batch minus a one-event batch through the same job (the fixed cost).
@@ -197,6 +200,7 @@ def print_table(result: dict) -> None:
 # The targets, as budgets of wall and core-seconds a batch may spend on this machine.
 TARGET_MARGINAL_EVENTS_PER_SECOND = 200_000
 TARGET_PEER_RATIO = 5
+PHASE_ORDER = {"read stage": 0, "dedup stage": 1, "outside stages": 2}  # as a batch runs them
 
 
 def print_cpu_budget(ours: dict, spark_batch: dict | None, events: int, cores: int) -> None:
@@ -206,6 +210,10 @@ def print_cpu_budget(ours: dict, spark_batch: dict | None, events: int, cores: i
     print(f"CPU per batch (the round of median total): Spark's Python workers {cpu['python_workers']:.1f}s, JVM "
           f"{cpu['jvm']:.1f}s, S3 emulator {cpu['server']:.1f}s, driver {cpu['driver']:.1f}s: "
           f"{cpu['total']:.1f} core-seconds in {ours['median_seconds']:.2f}s wall on {cores} cores")
+    phases = ours.get("cpu_seconds_by_phase", {})
+    for phase, used in sorted(phases.items(), key=lambda item: (PHASE_ORDER.get(item[0], len(PHASE_ORDER)), item[0])):
+        print(f"  {phase}: workers {used['python_workers']:.1f}s, JVM {used['jvm']:.1f}s, S3 emulator "
+              f"{used['server']:.1f}s, driver {used['driver']:.1f}s: {used['total']:.1f} core-seconds")
     budgets = []
     if "one_event_seconds" in ours:
         wall = ours["one_event_seconds"] + events / TARGET_MARGINAL_EVENTS_PER_SECOND

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from parse_floor import measure_floor  # noqa: E402
 from parse_shapes import parse_shapes  # noqa: E402
 from peers import RedisPeer  # noqa: E402
-from process_cpu import SampledCpu, is_spark_python, spark_groups  # noqa: E402
+from process_cpu import SampledCpu, is_spark_python, spark_groups, spark_phase  # noqa: E402
 from report import print_table, summarise, write_chart  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
 from workload import Workload, WorkloadSpec, event_line  # noqa: E402
@@ -181,11 +181,13 @@ class EventdedupBench:
     def run_job(self, prefix: str, batch_id: str, config: Config | None = None) -> dict:
         config = config or self.config
         freeze_batch_inputs(self.store, config, batch_id, InputSelector(input_prefix=prefix), self.spec.anchor)
-        with SampledCpu(spark_groups(spark_jvm_pid(self.spark), self.server.pid)) as cpu:
+        groups = spark_groups(spark_jvm_pid(self.spark), self.server.pid)
+        with SampledCpu(groups, spark_phase(self.spark)) as cpu:
             started = time.perf_counter()
             job = run_dedup_job(self.spark, config, batch_id)
             seconds = time.perf_counter() - started
         record = {"seconds": seconds, "server_cpu_seconds": cpu.used["server"], "cpu_seconds": cpu.used,
+                  "cpu_seconds_by_phase": cpu.by_phase,
                   "output_rows": job.counts["output_rows"], "counts": dict(job.counts)}
         print(f"eventdedup {batch_id}: {seconds:.2f}s ({job.counts['input_lines'] / seconds:,.0f} events/s)",
               flush=True)

@@ -16,29 +16,29 @@ from report import print_cpu_budget, summarise  # noqa: E402
 
 from eventdedup_dev.stack import process_start_ticks  # noqa: E402
 
-# A child that says "waiting", waits for "go", burns CPU until its own count reaches the seconds
-# given, says "ready", and waits for its stdin to close: it is idle whenever the test reads it
-# (but for the instant between a word and its wait: the readings allow a clock tick for that).
+# A child that says "waiting", then for each line it reads burns CPU until its own count reaches
+# the seconds the line gives and says "ready"; it ends when its stdin closes. It is idle whenever
+# the test reads it (but for the instant between a word and its wait: readings allow a tick).
 BURNER = ("import os, sys\n"
           "print('waiting', flush=True)\n"
-          "sys.stdin.readline()\n"
-          "while sum(os.times()[:2]) < float(sys.argv[1]):\n"
-          "    pass\n"
-          "print('ready', flush=True)\n"
-          "sys.stdin.read()\n")
+          "for line in sys.stdin:\n"
+          "    while sum(os.times()[:2]) < float(line):\n"
+          "        pass\n"
+          "    print('ready', flush=True)\n")
 
 
-def _burner(seconds: float, *extra_args: str) -> subprocess.Popen[str]:
-    child = subprocess.Popen([sys.executable, "-c", BURNER, str(seconds), *extra_args],
+def _burner(*extra_args: str) -> subprocess.Popen[str]:
+    child = subprocess.Popen([sys.executable, "-c", BURNER, *extra_args],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None and child.stdout.readline() == "waiting\n"
     return child
 
 
-def _burn(child: subprocess.Popen[str]) -> float:
-    """Let the child burn, wait until it is idle again, and read its CPU."""
+def _burn(child: subprocess.Popen[str], until: float) -> float:
+    """Let the child burn until it has used `until` seconds, wait until it is idle again, and
+    read its CPU."""
     assert child.stdin is not None and child.stdout is not None
-    child.stdin.write("go\n")
+    child.stdin.write(f"{until}\n")
     child.stdin.flush()
     assert child.stdout.readline() == "ready\n"
     seconds = process_cpu_seconds(child.pid)
@@ -84,14 +84,14 @@ def test_a_gone_process_reads_as_none() -> None:
 def test_a_process_that_exits_keeps_what_it_used_by_its_last_sample(children: list) -> None:
     # PySpark's daemon ignores SIGCHLD: its workers' CPU reaches nobody's count of reaped
     # children, so the count of one that exits is what it was last seen to use.
-    child = _burner(0.3)
+    child = _burner()
     children.append(child)
     key = (child.pid, process_start_ticks(child.pid))
     cpu = GroupCpu({"workers": lambda: [key]})
     cpu.start()
     idle_before = process_cpu_seconds(child.pid)
     assert idle_before is not None
-    idle_after = _burn(child)
+    idle_after = _burn(child, 0.3)
     cpu.sample()
     _end(child)
     assert process_cpu_seconds(child.pid) is None
@@ -104,18 +104,39 @@ def test_a_process_that_appears_counts_from_zero_in_its_own_group(children: list
     keys: list[tuple[int, int]] = []
     cpu = GroupCpu({"workers": lambda: list(keys), "driver": lambda: []})
     cpu.start()
-    child = _burner(0.2)
+    child = _burner()
     children.append(child)
     keys.append((child.pid, process_start_ticks(child.pid)))
-    used_by_child = _burn(child)
+    used_by_child = _burn(child, 0.2)
     used = cpu.stop()
     assert used["workers"] == pytest.approx(used_by_child, abs=0.02) and used_by_child >= 0.2
     assert (used["driver"], used["total"]) == (0.0, used["workers"])
 
 
+def test_what_a_process_uses_goes_to_the_phase_named_at_each_sample(children: list) -> None:
+    child = _burner()
+    children.append(child)
+    key = (child.pid, process_start_ticks(child.pid))
+    phase = ["read"]
+    cpu = GroupCpu({"workers": lambda: [key]}, phase=lambda: phase[0])
+    cpu.start()
+    at_start = process_cpu_seconds(child.pid)
+    assert at_start is not None
+    after_read = _burn(child, 0.2)
+    cpu.sample()
+    phase[0] = "dedup"
+    after_dedup = _burn(child, after_read + 0.2)
+    used = cpu.stop()
+    by_phase = cpu.rounded_by_phase()
+    assert set(by_phase) == {"read", "dedup"}
+    assert by_phase["read"]["workers"] == pytest.approx(after_read - at_start, abs=0.02)
+    assert by_phase["dedup"]["workers"] == pytest.approx(after_dedup - after_read, abs=0.02)
+    assert used["workers"] == pytest.approx(by_phase["read"]["workers"] + by_phase["dedup"]["workers"], abs=0.011)
+
+
 def test_spark_python_processes_are_told_by_the_daemon_module_they_run(children: list) -> None:
-    worker = _burner(0.0, "-m", "eventdedup.job.spark_daemon")
-    jvm_like = _burner(0.0, "--conf", "spark.python.daemon.module=eventdedup.job.spark_daemon")
+    worker = _burner("-m", "eventdedup.job.spark_daemon")
+    jvm_like = _burner("--conf", "spark.python.daemon.module=eventdedup.job.spark_daemon")
     children.extend([worker, jvm_like])
     assert is_spark_python(Path(f"/proc/{worker.pid}"))
     assert not is_spark_python(Path(f"/proc/{jvm_like.pid}"))
@@ -129,7 +150,7 @@ def test_spark_python_processes_are_told_by_the_daemon_module_they_run(children:
 def _round(seconds: float, workers: float, jvm: float, server: float) -> dict:
     cpu = {"python_workers": workers, "jvm": jvm, "server": server, "driver": 0.0, "total": workers + jvm + server}
     return {"eventdedup": {"seconds": seconds, "server_cpu_seconds": server, "output_rows": 1, "counts": {},
-                           "cpu_seconds": cpu}}
+                           "cpu_seconds": cpu, "cpu_seconds_by_phase": {"read stage": cpu}}}
 
 
 def test_the_cpu_summary_is_the_round_of_median_total_whose_parts_add_up() -> None:
@@ -140,12 +161,15 @@ def test_the_cpu_summary_is_the_round_of_median_total_whose_parts_add_up() -> No
     summarise(result)
     cpu = result["summary"]["eventdedup"]["cpu_seconds"]
     assert cpu == rounds[2]["eventdedup"]["cpu_seconds"]  # totals 15, 13, 14: the median is 14
+    assert result["summary"]["eventdedup"]["cpu_seconds_by_phase"] == {"read stage": cpu}
     assert cpu["total"] == cpu["python_workers"] + cpu["jvm"] + cpu["server"] + cpu["driver"]
 
 
 def test_the_budgets_are_the_targets_in_wall_and_core_seconds(capsys: pytest.CaptureFixture[str]) -> None:
     ours = {"median_seconds": 6.5, "one_event_seconds": 0.25,
-            "cpu_seconds": {"python_workers": 11.0, "jvm": 0.75, "server": 1.75, "driver": 0.125, "total": 13.625}}
+            "cpu_seconds": {"python_workers": 11.0, "jvm": 0.75, "server": 1.75, "driver": 0.125, "total": 13.625},
+            "cpu_seconds_by_phase": {"read stage": {"python_workers": 5.0, "jvm": 0.25, "server": 0.5, "driver": 0.0,
+                                                    "total": 5.75}}}
     print_cpu_budget(ours, {"median_seconds": 10.25}, events=1_000_000, cores=2)
     out = capsys.readouterr().out
     # 200k events/s marginal: the one-event batch plus 1M / 200k = 5 s; 5x the peer: 10.25 / 5.
@@ -153,3 +177,4 @@ def test_the_budgets_are_the_targets_in_wall_and_core_seconds(capsys: pytest.Cap
     assert f"<= {marginal_wall:.2f}s wall, <= {marginal_wall * 2:.1f} core-seconds" in out
     assert f"<= {peer_wall:.2f}s wall, <= {peer_wall * 2:.1f} core-seconds" in out
     assert "13.6 core-seconds in 6.50s wall on 2 cores" in out
+    assert "read stage: workers 5.0s, JVM 0.2s, S3 emulator 0.5s, driver 0.0s: 5.8 core-seconds" in out
