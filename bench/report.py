@@ -61,12 +61,7 @@ def summarise(result: dict) -> None:
         {"objects": o["objects"], "gzip": o.get("gzip", False),
          "median_seconds": statistics.median(r["seconds"] for r in o["runs"]),
          "output_rows": o["runs"][0]["output_rows"]} for o in result.get("object_counts", [])]
-    scaling = [{"scale": h["scale"], "median_seconds": statistics.median(r["seconds"] for r in h["runs"]),
-                "cache_bytes_read": h.get("cache_bytes_read"), "output_rows": h["runs"][0]["output_rows"]}
-               for h in result["history_scaling"]]
-    # Growth is measured against the 1x window measured the same way (fresh server, peers done).
-    reference = next((h["median_seconds"] for h in scaling if h["scale"] == 1), base)
-    summary["history_scaling"] = [{**h, "growth": h["median_seconds"] / reference - 1} for h in scaling]
+    summary["history_scaling"] = summarise_scaling(result["history_scaling"], base)
     sizes = [{"events": events, "median_seconds": base}] + [
         {"events": s["events"], "median_seconds": statistics.median(r["seconds"] for r in s["runs"])}
         for s in result["batch_sizes"]]
@@ -76,6 +71,25 @@ def summarise(result: dict) -> None:
     if "shifted_copies" in result:
         summary["shifted_copies"] = summarise_shifted(result["shifted_copies"])
     result["summary"] = summary
+
+
+def summarise_scaling(measured: list[dict], base: float) -> list[dict]:
+    """Per density: the median time and its growth over the 1x window measured the same way
+    (a fresh server, the peers done). The densities take turns round by round, so growth is the
+    median of the rounds' ratios, as for the peers; the ratio of the medians is kept beside it."""
+    reference = next((h for h in measured if h["scale"] == 1), None)
+    rows = []
+    for h in measured:
+        seconds = [r["seconds"] for r in h["runs"]]
+        median = statistics.median(seconds)
+        row = {"scale": h["scale"], "median_seconds": median, "cache_bytes_read": h.get("cache_bytes_read"),
+               "output_rows": h["runs"][0]["output_rows"]}
+        reference_seconds = [r["seconds"] for r in reference["runs"]] if reference else []
+        row["median_growth"] = median / (statistics.median(reference_seconds) if reference else base) - 1
+        row["growth"] = (statistics.median(s / r for s, r in zip(seconds, reference_seconds, strict=True)) - 1
+                         if len(reference_seconds) == len(seconds) else row["median_growth"])
+        rows.append(row)
+    return rows
 
 
 def summarise_shifted(measured: list[dict]) -> list[dict]:
@@ -179,7 +193,8 @@ def print_table(result: dict) -> None:
               f"{memory['jvm_bytes'] / 2**20:,.0f} MiB, {memory['python_workers']} Python workers "
               f"{memory['python_workers_bytes'] / 2**20:,.0f} MiB; {total / 2**30:.2f} GiB in all")
     print("history density (events per hour x): " + ", ".join(
-        f"{h['scale']}x {h['median_seconds']:.2f}s ({h['growth']:+.0%}, cache read "
+        f"{h['scale']}x {h['median_seconds']:.2f}s ({h['growth']:+.0%} round by round, {h['median_growth']:+.0%} "
+        f"of the medians, cache read "
         f"{(h['cache_bytes_read'] or 0) / 2**20:,.0f} MiB, output {'exact' if h['output_rows'] == expected else 'WRONG'})"
         for h in summary["history_scaling"]))
     print("batch size: " + ", ".join(
