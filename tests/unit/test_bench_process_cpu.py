@@ -140,9 +140,14 @@ def test_spark_python_processes_are_told_by_the_daemon_module_they_run(children:
     children.extend([worker, jvm_like])
     assert is_spark_python(Path(f"/proc/{worker.pid}"))
     assert not is_spark_python(Path(f"/proc/{jvm_like.pid}"))
-    # This process stands for the JVM: the workers are its Spark Python children, not the others.
+    # This process stands for the JVM: its Spark Python descendants are workers, the others not
+    # (under the whole suite it has more: the shared Spark session's own daemon and workers).
     groups = spark_groups(jvm_pid=os.getpid(), server_pid=jvm_like.pid)
-    assert groups["python_workers"]() == [(worker.pid, process_start_ticks(worker.pid))]
+    workers = groups["python_workers"]()
+    assert (worker.pid, process_start_ticks(worker.pid)) in workers
+    assert all(pid != jvm_like.pid for pid, _ in workers)
+    # Only processes below the JVM count: a JVM without children has no workers.
+    assert spark_groups(jvm_pid=jvm_like.pid, server_pid=jvm_like.pid)["python_workers"]() == []
     assert groups["server"]() == [(jvm_like.pid, process_start_ticks(jvm_like.pid))]
     assert groups["jvm"]() == groups["driver"]() == [(os.getpid(), process_start_ticks(os.getpid()))]
 
