@@ -16,27 +16,23 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from eventdedup_dev.stack import descendants, process_start_ticks
+from eventdedup_dev.stack import descendants, process_start_ticks, start_ticks_of, stat_fields
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
 ProcessKey = tuple[int, int]  # (pid, start time in ticks): a pid the kernel reuses is another process
 
 
-def stat_cpu_seconds(stat: str, ticks: int = TICKS_PER_SECOND) -> float:
-    """A process's own CPU seconds, user plus system (its threads' included), from the text of
-    /proc/<pid>/stat. The command name (field 2) may hold spaces and parentheses, so fields are
-    counted after its last ')': utime and stime are fields 14 and 15."""
-    fields = stat.rsplit(")", 1)[1].split()
+def cpu_seconds(fields: list[str], ticks: int = TICKS_PER_SECOND) -> float:
+    """A process's own CPU seconds, user plus system (its threads' included), from its stat
+    fields (`stat_fields`): utime and stime are fields 14 and 15."""
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def process_cpu_seconds(pid: int) -> float | None:
     """A process's own CPU seconds so far; None once it is gone."""
-    try:
-        return stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = stat_fields(pid)
+    return None if fields is None else cpu_seconds(fields)
 
 
 def is_spark_python(proc: Path) -> bool:
@@ -83,9 +79,10 @@ class GroupCpu:
         phase = self._phase() if attribute else ""
         for name, lister in self._groups.items():
             for key in lister():
-                seconds = process_cpu_seconds(key[0])
-                if seconds is None or process_start_ticks(key[0]) != key[1]:
+                fields = stat_fields(key[0])  # one read gives the start time and the CPU alike
+                if fields is None or start_ticks_of(fields) != key[1]:
                     continue  # gone: it keeps what it used by its last reading
+                seconds = cpu_seconds(fields)
                 if attribute:
                     of_phase = self.by_phase.setdefault(phase, dict.fromkeys(self._groups, 0.0))
                     of_phase[name] += seconds - self._previous.get(key, 0.0)

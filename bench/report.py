@@ -78,14 +78,15 @@ def summarise_scaling(measured: list[dict], base: float) -> list[dict]:
     (a fresh server, the peers done). The densities take turns round by round, so growth is the
     median of the rounds' ratios, as for the peers; the ratio of the medians is kept beside it."""
     reference = next((h for h in measured if h["scale"] == 1), None)
+    reference_seconds = [r["seconds"] for r in reference["runs"]] if reference else []
+    reference_median = statistics.median(reference_seconds) if reference else base
     rows = []
     for h in measured:
         seconds = [r["seconds"] for r in h["runs"]]
         median = statistics.median(seconds)
         row = {"scale": h["scale"], "median_seconds": median, "cache_bytes_read": h.get("cache_bytes_read"),
                "output_rows": h["runs"][0]["output_rows"]}
-        reference_seconds = [r["seconds"] for r in reference["runs"]] if reference else []
-        row["median_growth"] = median / (statistics.median(reference_seconds) if reference else base) - 1
+        row["median_growth"] = median / reference_median - 1
         row["growth"] = (statistics.median(s / r for s, r in zip(seconds, reference_seconds, strict=True)) - 1
                          if len(reference_seconds) == len(seconds) else row["median_growth"])
         rows.append(row)

@@ -296,13 +296,29 @@ def pid_file(settings: StackSettings, name: str) -> Path:
     return settings.home / "pids" / f"{name}.json"
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start time of `pid`: with the pid, it names one process, never a reused pid."""
+def stat_fields_of(stat: str) -> list[str]:
+    """The fields of a /proc/<pid>/stat text after the command name, from field 3 (the state) on:
+    the name may hold spaces and parentheses, so they start after its last ')'."""
+    return stat.rsplit(")", 1)[1].split()
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """`stat_fields_of` the process's stat; None once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return stat_fields_of(Path(f"/proc/{pid}/stat").read_text())
     except OSError:
         return None
+
+
+def start_ticks_of(fields: list[str]) -> int:
+    """The kernel's start time of a process (field 22), from its stat fields."""
     return int(fields[19])
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start time of `pid`: with the pid, it names one process, never a reused pid."""
+    fields = stat_fields(pid)
+    return None if fields is None else start_ticks_of(fields)
 
 
 def running(settings: StackSettings, name: str) -> int | None:
@@ -364,8 +380,11 @@ def descendants(root: int) -> list[tuple[int, int]]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
+                fields = stat_fields(int(entry))
+                if fields is None:
+                    continue
+                ppid = int(fields[1])
+            except (IndexError, ValueError):
                 continue
             parents.setdefault(ppid, []).append(int(entry))
     found, queue = [], [root]

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from eventdedup_dev.stack import StackSettings, pid_file, process_start_ticks, running, stop_service
+from eventdedup_dev.stack import StackSettings, pid_file, process_start_ticks, running, stat_fields, stop_service
 
 SERVICE = """
 import os, subprocess, sys, time
@@ -41,8 +41,8 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    return state != "Z"
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != "Z"  # a zombie has exited
 
 
 def test_stop_ends_the_service_and_what_it_started_in_other_process_groups(tmp_path: Path) -> None:

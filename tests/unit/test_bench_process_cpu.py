@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from process_cpu import GroupCpu, is_spark_python, process_cpu_seconds, spark_groups, stat_cpu_seconds  # noqa: E402
+from process_cpu import GroupCpu, cpu_seconds, is_spark_python, process_cpu_seconds, spark_groups  # noqa: E402
 from report import print_cpu_budget, summarise  # noqa: E402
 
-from eventdedup_dev.stack import process_start_ticks  # noqa: E402
+from eventdedup_dev.stack import process_start_ticks, stat_fields_of  # noqa: E402
 
 # A child that says "waiting", then for each line it reads burns CPU until its own count reaches
 # the seconds the line gives and says "ready"; it ends when its stdin closes. It is idle whenever
@@ -64,7 +64,8 @@ def children() -> Iterator[list[subprocess.Popen[str]]]:
 def test_fields_are_counted_after_the_last_parenthesis_of_the_command_name() -> None:
     # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
     stat = "4242 (spark (worker) 1) S 1 4242 4242 0 -1 4194304 10 0 0 0 250 50 700 300 20 0 1 0 99"
-    assert stat_cpu_seconds(stat, ticks=100) == 3.0
+    fields = stat_fields_of(stat)
+    assert fields[0] == "S" and cpu_seconds(fields, ticks=100) == 3.0
 
 
 def test_a_process_reading_equals_the_kernels_own_accounting() -> None:
