@@ -184,6 +184,11 @@ _SECTIONS: dict[str, type] = {
 }
 
 
+def configuration_keys() -> dict[str, tuple[str, ...]]:
+    """Every section and its keys, as a configuration file may spell them."""
+    return {name: tuple(spec.name for spec in fields(cls)) for name, cls in _SECTIONS.items()}
+
+
 def load_config(path: str | Path | None, environ: Mapping[str, str] | None = None) -> Config:
     """Read the TOML file (if any), apply environment overrides and validate everything."""
     raw: dict[str, dict[str, Any]] = {}

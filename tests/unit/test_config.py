@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from eventdedup.config import config_from_mapping, load_config
+from eventdedup.config import config_from_mapping, configuration_keys, load_config
 from eventdedup.errors import ConfigError
 
 
@@ -89,6 +90,14 @@ def test_the_documented_example_configuration_loads_as_written() -> None:
     config = load_config(example, environ={})
     assert config.s3.bucket == "events" and config.key_fields == ("event_id",)
     assert (config.dedup.synthetic, config.dedup.survivor, config.dedup.changelog) == ("rename", "first", False)
+
+
+def test_the_example_configuration_documents_every_key_there_is() -> None:
+    example = Path(__file__).resolve().parents[2] / "conf" / "eventdedup.example.toml"
+    with open(example, "rb") as handle:
+        documented = tomllib.load(handle)
+    assert {section: sorted(keys) for section, keys in documented.items()} == {
+        section: sorted(keys) for section, keys in configuration_keys().items()}
 
 
 @pytest.mark.parametrize("inputs, message", [
