@@ -24,8 +24,11 @@ from workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, iso_
 from eventdedup.cache.guard import IdGuard, encode_guard
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.cache.segment import CacheRun, encode_segment
-from eventdedup.commit.log import CommitRecord, CommittedState, PromotedObject, write_checkpoint_if_due, write_commit
+from eventdedup.commit.log import write_checkpoint_if_due, write_commit
+from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
+from eventdedup.counts import BatchCounts
 from eventdedup.keys import CacheKey, bucket_array, guard_head_key, hour_codes
 from eventdedup.layout import Layout
 from eventdedup.parse.event_parser import ParseRules, parse_event
@@ -58,7 +61,8 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
             record = CommitRecord(
                 version=state.version + 1, batch_id=batch.batch_id, previous_batch_id=state.last_batch_id,
                 token=f"bench-seed-{j}", as_of=batch.as_of.isoformat(),
-                counts={"input_lines": len(batch.ids), "cache_keys_written": len(batch.ids)},
+                counts=BatchCounts(input_lines=len(batch.ids), output_rows=len(batch.ids),
+                                   cache_keys_written=len(batch.ids)),
                 objects=tuple(obj for obj, _ in written), cache_heads=dict(heads for _, heads in written))
             write_commit(store, layout, record)
             state = state.apply(record, layout.commit(record.version))

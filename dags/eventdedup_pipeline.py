@@ -79,6 +79,7 @@ def eventdedup_pipeline() -> None:
         every retry: after `eventdedup recover` the run goes on by itself. Returns the run's batch plan."""
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
+        from eventdedup import codec
         from eventdedup.ops.scheduling import BatchPlan, consistency_gate
 
         context = get_current_context()
@@ -87,7 +88,7 @@ def eventdedup_pipeline() -> None:
         config = load_pipeline_config()
         with alert_and_raise(plan.batch_id, "pipeline_halted", context):
             consistency_gate(s3_store(config), config)
-        return plan.to_json()
+        return codec.to_doc(plan)  # small and JSON-safe for XCom: the plan, never data
 
     @task(retries=WAIT_RETRIES, pool=store_pool())
     def stage_batch(plan: dict[str, Any]) -> str:
@@ -95,11 +96,12 @@ def eventdedup_pipeline() -> None:
         A manual batch is judged as of when its run was triggered (`run_after`), not the clock."""
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
+        from eventdedup import codec
         from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 
         context = get_current_context()
         config = load_pipeline_config()
-        batch = BatchPlan.from_json(plan)
+        batch = codec.from_doc(BatchPlan, plan)
         # A run that waited for its predecessor through every retry alerts as it gives up.
         with alert_and_raise(batch.batch_id, "pipeline_stalled", context, final_try_only=True):
             return stage_planned_batch(s3_store(config), config, batch, context["dag_run"].run_after).batch_id
@@ -108,11 +110,12 @@ def eventdedup_pipeline() -> None:
     def promote_batch(plan: dict[str, Any]) -> dict[str, Any]:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
+        from eventdedup import codec
         from eventdedup.commit.promotion import promote_batch as promote
         from eventdedup.ops.scheduling import BatchPlan
 
         config = load_pipeline_config()
-        batch_id = BatchPlan.from_json(plan).batch_id
+        batch_id = codec.from_doc(BatchPlan, plan).batch_id
         with alert_and_raise(batch_id, "promotion_failed", get_current_context()):
             outcome = promote(s3_store(config), config, batch_id)
         return {"batch_id": outcome.batch_id, "version": outcome.version, "newly_committed": outcome.newly_committed}
@@ -121,11 +124,12 @@ def eventdedup_pipeline() -> None:
     def publish_metrics(plan: dict[str, Any]) -> dict[str, Any]:
         from eventdedup_airflow import load_pipeline_config, s3_store
 
+        from eventdedup import codec
         from eventdedup.ops.scheduling import BatchPlan
         from eventdedup.ops.status import committed_summary, log_batch_metrics
 
         config = load_pipeline_config()
-        summary = committed_summary(s3_store(config), config, BatchPlan.from_json(plan).batch_id)
+        summary = committed_summary(s3_store(config), config, codec.from_doc(BatchPlan, plan).batch_id)
         log_batch_metrics(summary)
         return summary  # small: counts only, never data
 

@@ -279,7 +279,7 @@ def _retract(args: argparse.Namespace) -> int:
                             datetime.now(timezone.utc), args.cascade)
     state = "committed" if outcome.newly_committed else "already committed"
     print(f"retraction {outcome.retraction_id} of {', '.join(outcome.retracted)} {state} as log version "
-          f"{outcome.version}: {orjson.dumps(outcome.counts).decode()}")
+          f"{outcome.version}: {orjson.dumps(outcome.figures).decode()}")
     return 0
 
 

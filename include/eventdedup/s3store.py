@@ -21,6 +21,7 @@ import botocore.session
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
+from eventdedup.codec import TRANSIENT
 from eventdedup.config import S3Settings
 
 log = logging.getLogger(__name__)
@@ -49,14 +50,7 @@ class ObjectInfo:
     etag: str
     # Set only on objects read from a listing: when the upload started, not when the object
     # became visible, so it is never part of an object's identity.
-    last_modified: datetime | None = field(default=None, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "size": self.size, "etag": self.etag}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ObjectInfo:
-        return cls(str(data["key"]), int(data["size"]), str(data["etag"]))
+    last_modified: datetime | None = field(default=None, compare=False, metadata=TRANSIENT)
 
 
 def boto_config(settings: S3Settings) -> BotoConfig:

@@ -16,14 +16,10 @@ import io
 from datetime import timedelta
 from typing import Any
 
-from eventdedup.commit.log import (
-    CommitRecord,
-    PromotedObject,
-    committed_version,
-    load_committed_state,
-    write_checkpoint_if_due,
-    write_commit,
-)
+from eventdedup.commit.changes import BatchChange
+from eventdedup.commit.log import committed_version, load_committed_state, write_checkpoint_if_due, write_commit
+from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.counts import BatchCounts
 from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -69,8 +65,8 @@ def hourly_commit(layout: Layout, i: int, previous: str | None) -> CommitRecord:
     as_of = CacheKey.of_hour(hour + 1, 0).hour_start
     window_start = hour_index_at(as_of - timedelta(hours=WINDOW))
     data = PromotedObject("data", f"deduped/{batch}.parquet", 100, '"etag"', 1)
-    return CommitRecord(i + 1, batch, previous, f"token-{i}", as_of.isoformat(), {"output_rows": 1}, (data,), heads,
-                        window_start, window_start - WINDOW)
+    return CommitRecord(i + 1, batch, previous, f"token-{i}", as_of.isoformat(), BatchCounts(output_rows=1), (data,),
+                        heads, BatchChange(window_start, window_start - WINDOW))
 
 
 def test_five_hundred_hourly_commits_keep_the_state_and_its_load_flat(s3_server, bucket) -> None:

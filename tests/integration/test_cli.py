@@ -6,8 +6,9 @@ from pathlib import Path
 import orjson
 
 from eventdedup.cli import EXIT_FAILED, EXIT_INCONSISTENT, main
-from eventdedup.commit.job_result import StagedObject
+from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import PromotionJournal
+from eventdedup.counts import BatchCounts
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo
 
@@ -28,7 +29,7 @@ def test_status_of_an_empty_store_is_consistent(tmp_path, s3_server, bucket, cap
 
 def test_recover_exits_3_and_names_the_lost_object(tmp_path, s3_server, bucket, store, config, capsys) -> None:
     entry = StagedObject("data", ObjectInfo("_eventdedup/staging/b9/data/x.parquet", 5, '"e"'), "deduped/x.parquet", 1)
-    journal = PromotionJournal("b9", "tok", 1, None, "2026-11-22T06:00:00+00:00", {}, (entry,))
+    journal = PromotionJournal("tok", None, JobResult("b9", 0, "2026-11-22T06:00:00+00:00", BatchCounts(), (entry,)))
     store.put_bytes(Layout(config.layout).journal("b9"), journal.to_bytes())
     path = config_file(tmp_path, s3_server.endpoint_url, bucket)
     assert main(["recover", "--config", path]) == EXIT_INCONSISTENT

@@ -3,15 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from eventdedup.commit.log import (
-    CommitRecord,
-    CommittedState,
-    PromotedObject,
-    load_committed_state,
-    read_commit,
-    write_checkpoint_if_due,
-    write_commit,
-)
+from eventdedup.commit.log import load_committed_state, read_commit, write_checkpoint_if_due, write_commit
+from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.commit.state import CommittedState
+from eventdedup.counts import BatchCounts
 from eventdedup.errors import CommitConflictError, CorruptStateError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -20,7 +15,8 @@ from ..support.s3_faults import CrashingClient, SimulatedCrash
 
 
 def record(version: int, batch_id: str, previous: str | None, token: str = "t") -> CommitRecord:
-    return CommitRecord(version, batch_id, previous, token, "2026-11-22T06:00:00+00:00", {"output_rows": version},
+    return CommitRecord(version, batch_id, previous, token, "2026-11-22T06:00:00+00:00",
+                        BatchCounts(output_rows=version),
                         (PromotedObject("data", f"deduped/{batch_id}.parquet", 10, '"etag"', 1),),
                         {f"2026-11-22/0{version % 10}/0001": f"cache/{batch_id}.seg"})
 

@@ -12,7 +12,6 @@ and hours"): through Spark and the S3 server, expectations computed here from th
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -29,7 +28,15 @@ from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
 
-from ..support.helpers import NOW, commit_counts, committed_rows, expected_renamed_id, make_config, put_lines
+from ..support.helpers import (
+    NOW,
+    as_format_1,
+    commit_counts,
+    committed_rows,
+    expected_renamed_id,
+    make_config,
+    put_lines,
+)
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -201,10 +208,10 @@ def test_verify_rerun_finds_a_guard_that_lost_the_batchs_ids_and_refuses_pre_upg
     store.put_bytes(guard_key, encode_guard(IdGuard.empty().with_ids(
         np.frombuffer(hashlib.blake2b(b"other", digest_size=16).digest(), "S16"), np.array([1]))))
     assert verify_rerun(store, config, "b1", spark) == [f"{guard_key}: the committed id guard lacks 1 ids the batch claims"]
-    # A commit from before arrival windows (its counts have no cross_hour_duplicates) is refused.
+    # A commit from before arrival windows (a format-1 record whose counts have no
+    # cross_hour_duplicates) is refused.
     record = read_commit(store, layout, 1)
     assert record is not None
-    counts = {k: v for k, v in record.counts.items() if k != "cross_hour_duplicates"}
-    store.put_bytes(layout.commit(1), replace(record, counts=counts).to_bytes())
+    store.put_bytes(layout.commit(1), as_format_1(record.to_bytes(), without_counts=("cross_hour_duplicates",)))
     with pytest.raises(ExpiredHistoryError, match="committed before cache windows were measured by arrival"):
         verify_rerun(store, config, "b1", spark)

@@ -73,7 +73,7 @@ def test_retracted_batch_leaves_the_view_and_its_input_commits_its_original_rows
     outcome = retract_batch(store, config, "x", "wrong prefix", NOW + timedelta(days=30))
     assert load_committed_state(store, layout).latest_arrival_hour == arrival
     assert (outcome.retraction_id, outcome.retracted, outcome.newly_committed) == ("retract-x", ("x",), True)
-    assert outcome.counts["retracted_output_rows"] == 6
+    assert outcome.figures["retracted_output_rows"] == 6
     # Readers through the log and the manifests no longer see x; its objects are still on S3.
     assert set(rows_by_batch(store, config, "data")) == {"b1", "y"}
     assert set(rows_by_batch(store, config, "audit")) == set()

@@ -45,6 +45,16 @@ def commit_counts(store: S3Store, config: Config) -> dict[str, dict[str, int]]:
     return out
 
 
+def as_format_1(record: bytes, without: tuple[str, ...] = (), without_counts: tuple[str, ...] = ()) -> bytes:
+    """A commit record as format 1 wrote it (its change's fields loose in the record), less the
+    fields an earlier release did not write yet."""
+    doc = json.loads(record)
+    change = doc.pop("change")
+    doc.update({key: value for key, value in change.items() if key != "kind" and key not in without}, format=1)
+    doc["counts"] = {name: value for name, value in doc["counts"].items() if name not in without_counts}
+    return json.dumps(doc).encode()
+
+
 def bucket_listing(store: S3Store) -> dict[str, str]:
     return {item.key: item.etag for item in store.list("")}
 

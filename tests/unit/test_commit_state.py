@@ -6,14 +6,18 @@ import gzip
 import orjson
 import pytest
 
-from eventdedup.commit.log import CommitRecord, CommittedState, PromotedObject
+from eventdedup.commit.changes import BatchChange
+from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.commit.state import CommittedState
+from eventdedup.counts import BatchCounts
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import CacheKey
 
 
 def record(version: int, batch: str, previous: str | None, heads: dict[str, str]) -> CommitRecord:
     obj = PromotedObject("data", f"deduped/{batch}.parquet", 10, '"e"', 1)
-    return CommitRecord(version, batch, previous, f"token-{batch}", "2026-11-22T06:00:00+00:00", {}, (obj,), heads)
+    return CommitRecord(version, batch, previous, f"token-{batch}", "2026-11-22T06:00:00+00:00", BatchCounts(), (obj,),
+                        heads)
 
 
 def test_state_folds_batches_and_latest_cache_heads() -> None:
@@ -56,8 +60,8 @@ HOUR = 490_000  # an hour index (hours since the epoch) in 2025
 def windowed(version: int, batch: str, previous: str | None, window_start: int, window: int = 3) -> CommitRecord:
     """Batch `batch` checked hours from `window_start`; one head per hour it wrote (that hour)."""
     heads = {str(CacheKey.of_hour(window_start + window, 0)): f"seg-{batch}"}
-    return CommitRecord(version, batch, previous, f"t-{batch}", "2026-11-22T06:00:00+00:00", {}, (), heads,
-                        window_start, window_start - window)
+    return CommitRecord(version, batch, previous, f"t-{batch}", "2026-11-22T06:00:00+00:00", BatchCounts(), (), heads,
+                        BatchChange(window_start, window_start - window))
 
 
 def test_batches_and_heads_that_arrived_before_the_horizon_leave_the_state() -> None:
@@ -79,8 +83,8 @@ def test_a_head_of_an_old_hour_lives_a_window_from_its_last_write_not_from_its_h
     for i in range(8):
         rec = windowed(i + 1, f"b{i}", state.last_batch_id, HOUR + i)
         if i == 6:  # b6 re-sends an event 1,000 hours old: its entry lives from b6's arrival
-            rec = CommitRecord(rec.version, rec.batch_id, rec.previous_batch_id, rec.token, rec.as_of, {}, (),
-                               {**rec.cache_heads, old_hour: "seg-old"}, rec.window_start_hour, rec.retain_from_hour)
+            rec = CommitRecord(rec.version, rec.batch_id, rec.previous_batch_id, rec.token, rec.as_of, BatchCounts(), (),
+                               {**rec.cache_heads, old_hour: "seg-old"}, rec.change)
         state = state.apply(rec, f"c{i}")
     assert state.cache_heads[old_hour] == "seg-old" and state.head_arrivals[old_hour] == HOUR + 9
     for i in range(8, 13):

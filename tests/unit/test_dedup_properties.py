@@ -1,78 +1,159 @@
-"""Property: for any stream split into batches, the vectorised per-key decision equals the plain
-reference model, row by row, for every policy -- and recomputing any committed batch later,
-against segments that by then also hold later batches' runs, reproduces its decisions exactly.
+"""Property: for any stream split into batches, the library's decision of a bucket
+(eventdedup.dedup.bucket.decide_bucket, the one the Spark stage calls) equals the plain reference
+model row by row, for every policy, with copies of an id in other hours (found through the id
+guards), batches arriving hours or days apart under a window, and the cache written and read
+back as the encoded segments and guards a commit leaves. Recomputing any committed batch later,
+against segments and guards that by then also hold later batches' entries, reproduces its
+decisions exactly.
+
+The cache is a dict of the encoded objects (a `BucketCache` over memory, not S3); what the test
+reads back of each row is its output and audit columns, the ones the job writes.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventdedup.cache.segment import decode_segment, encode_segment
-from eventdedup.cache.view import CacheView
-from eventdedup.dedup.decide import Action, DuplicatePolicy, Outcome, decide_key_group, new_cache_run
+from eventdedup.cache.epochs import BucketEpochs
+from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
+from eventdedup.cache.segment import CacheRun, decode_segment
+from eventdedup.dedup.bucket import BucketRules, decide_bucket
+from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
-from eventdedup.keys import DIGEST_DTYPE, key_digest
+from eventdedup.keys import bucket_array, key_digest
 from eventdedup.parse.order_keys import order_key_of_value
+from eventdedup.tables import UTC_MICROS
 
 from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, Verdict, decide_batch
 
-events = st.builds(ModelEvent, key=st.tuples(st.sampled_from([3, 4]), st.sampled_from(["a", "b", "c"])),
-                   fingerprint=st.integers(1, 3), order_value=st.none() | st.integers(-2, 2))
+HOUR = 490_000  # hours since the epoch
+WINDOW = 24
+BUCKETS = 2
+# An event: its id, the hour its cache key falls in (the same hour, the next, a day later, or
+# eight days back: older than the window by event time, which is never what expires), its
+# payload fingerprint and its survivor field.
+events = st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from([0, 1, 24, -190]), st.integers(1, 3),
+                   st.none() | st.integers(-2, 2))
 policies = st.builds(ModelPolicy, synthetic=st.sampled_from(["rename", "drop", "keep"]),
                      survivor=st.sampled_from(["first", "last", "min", "max"]), changelog=st.booleans())
-streams = st.lists(st.lists(events, min_size=1, max_size=12), min_size=1, max_size=5)
+# Each batch: its events and how many hours after the batch before it it arrives.
+streams = st.lists(st.tuples(st.lists(events, min_size=1, max_size=12), st.sampled_from([0, 1, 30])),
+                   min_size=1, max_size=5)
 
-_ACTION_NAMES = {Action.EMIT: "emit", Action.DROP: "dropped", Action.RENAME: "renamed", Action.KEEP: "kept",
-                 Action.UPDATE: "update"}
+
+@dataclass
+class MemoryCache:
+    """The committed heads, as the encoded objects a commit leaves: (hour, bucket) segments and
+    (arrival day, bucket) guards; a commit replaces the heads it writes."""
+
+    segments: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    guards: dict[tuple[int, int], bytes] = field(default_factory=dict)
+
+    def runs(self, hour: int, bucket: int) -> list[CacheRun]:
+        data = self.segments.get((hour, bucket))
+        return [] if data is None else decode_segment(data, f"{hour}/{bucket}")
+
+    def guard(self, day: int, bucket: int) -> IdGuard:
+        data = self.guards.get((day, bucket))
+        return IdGuard.empty() if data is None else decode_guard(data, f"guard {day}/{bucket}")
 
 
-def engine_verdicts(segments: dict, committed: list[str], batch: str, rows: list[ModelEvent],
-                    policy: ModelPolicy) -> tuple[list[Verdict], dict]:
-    """Decide one batch the way dedup_stage does: per cache key (here: per hour), against the
-    runs of the batches committed before it; returns verdicts and the segments it would write."""
-    survivor = SurvivorPolicy.parse(policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:p")
+def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
+           rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy) -> tuple[list[Verdict], MemoryCache]:
+    """Decide a batch bucket by bucket as the Spark stage does; returns its verdicts in input
+    order and the heads its commit would write. `committed`: batch -> arrival, in commit order,
+    of the batches committed before it."""
+    start = arrival - WINDOW
+    rules = BucketRules(
+        batch, visible_owners={owner: i for i, (owner, at) in enumerate(committed.items()) if at >= start},
+        kept_owners=frozenset(committed), arrival_day=arrival // 24,
+        guard_days=tuple(range(start // 24, arrival // 24 + 1)), epochs=BucketEpochs(BUCKETS),
+        survivor=SurvivorPolicy.parse(policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:p"),
+        policy=DuplicatePolicy(policy.synthetic, policy.changelog))
+    table = pa.table({
+        "event_id": [key for key, _, _, _ in rows],
+        "key_digest": pa.array([key_digest(key) for key, _, _, _ in rows], pa.binary(16)),
+        "fingerprint": pa.array([fingerprint for _, _, fingerprint, _ in rows], pa.uint64()),
+        "event_time": pa.array([(HOUR + hour) * 3_600_000_000 for _, hour, _, _ in rows], UTC_MICROS),
+        "order_key": pa.array([order_key_of_value(value, "p") for _, _, _, value in rows], pa.binary()),
+        "cache_hour": pa.array([HOUR + hour for _, hour, _, _ in rows], pa.int64()),
+    })
+    digests = np.array([key_digest(key) for key, _, _, _ in rows], "S16")
     verdicts: list[Verdict | None] = [None] * len(rows)
-    written = {}
-    by_hour = defaultdict(list)
-    for index, event in enumerate(rows):
-        by_hour[event.key[0]].append(index)
-    for hour, indexes in by_hour.items():
-        runs = decode_segment(segments[hour], "segment") if hour in segments else []
-        visible = [run for run in runs if run.owner in committed]
-        digests = np.array([key_digest(rows[i].key[1]) for i in indexes], DIGEST_DTYPE)
-        fps = np.array([rows[i].fingerprint for i in indexes], np.uint64)
-        order_keys = pa.array([order_key_of_value(rows[i].order_value, "p") for i in indexes], pa.binary())
-        decision = decide_key_group(digests, fps, survivor.priorities(order_keys, len(indexes)),
-                                    CacheView.from_runs(runs, {owner: i for i, owner in enumerate(committed)}), batch,
-                                    DuplicatePolicy(policy.synthetic, policy.changelog))
-        for row, index in enumerate(indexes):
-            verdicts[index] = Verdict(Outcome(int(decision.outcomes[row])).reason,
-                                      _ACTION_NAMES[Action(int(decision.actions[row]))], decision.holder_batch(row))
-        if decision.emitted_mask.any():
-            written[hour] = encode_segment(visible + [new_cache_run(batch, digests, fps, decision)])
+    written = MemoryCache()
+    for bucket in range(BUCKETS):
+        members = np.flatnonzero(bucket_array(digests, BUCKETS) == bucket)
+        if not len(members):
+            continue
+        outcome = decide_bucket(rules, bucket, table.take(pa.array(members)), cache)
+        for row, audit in zip(outcome.duplicates.tolist(), outcome.audit.to_pylist(), strict=True):
+            verdicts[members[row]] = Verdict(audit["reason"], audit["action"], audit["kept_in_batch"])
+        for row, output in zip(np.flatnonzero(outcome.emitted).tolist(), outcome.output.to_pylist(), strict=True):
+            if verdicts[members[row]] is None:
+                update = output["op"] == "update"
+                verdicts[members[row]] = Verdict("kept", "update" if update else "emit",
+                                                 output["supersedes_batch"] if update else batch)
+        written.segments.update(outcome.segments)
+        if outcome.guard is not None:
+            written.guards[(rules.arrival_day, bucket)] = encode_guard(outcome.guard)
+    assert all(verdict is not None for verdict in verdicts)
     return verdicts, written  # type: ignore[return-value]
 
 
 @given(stream=streams, policy=policies, rerun_choices=st.lists(st.integers(0, 4), max_size=3))
-def test_vectorised_decisions_equal_the_reference_model_and_reruns_reproduce_them(stream, policy, rerun_choices) -> None:
-    model = ModelStore()
-    segments: dict = {}
-    committed: list[str] = []
+def test_bucket_decisions_equal_the_reference_model_and_reruns_reproduce_them(stream, policy, rerun_choices) -> None:
+    model = ModelStore(window_hours=WINDOW)
+    cache = MemoryCache()
+    committed: dict[str, int] = {}  # batch -> arrival hour, in commit order
     decided: dict[str, list[Verdict]] = {}
-    for number, rows in enumerate(stream, start=1):
-        batch = f"b{number}"
-        expected = decide_batch(model, batch, rows, policy)
-        got, written = engine_verdicts(segments, committed, batch, rows, policy)
+    arrival = HOUR
+    for number, (rows, later) in enumerate(stream, start=1):
+        batch, arrival = f"b{number}", arrival + later
+        expected = decide_batch(model, batch, [ModelEvent(key, fingerprint, value) for key, _, fingerprint, value in rows],
+                                policy, arrival)
+        got, written = decide(cache, committed, arrival, batch, rows, policy)
         assert got == expected, batch
-        segments.update(written)  # the commit: new heads replace old ones
-        committed.append(batch)
+        cache.segments.update(written.segments)  # the commit: new heads replace old ones
+        cache.guards.update(written.guards)
+        committed[batch] = arrival
         decided[batch] = got
-        for choice in rerun_choices:  # recompute an earlier batch against today's segments
-            earlier = committed[choice % len(committed)]
-            before = committed[:committed.index(earlier)]
-            again, _ = engine_verdicts(segments, before, earlier, stream[int(earlier[1:]) - 1], policy)
+        for choice in rerun_choices:  # recompute an earlier batch against today's heads
+            earlier = list(committed)[choice % len(committed)]
+            before = dict(list(committed.items())[:list(committed).index(earlier)])
+            again, _ = decide(cache, before, committed[earlier], earlier, stream[int(earlier[1:]) - 1][0], policy)
             assert again == decided[earlier], f"rerun of {earlier} after {batch}"
+
+
+def test_a_copy_in_another_hour_is_found_through_the_guard_and_loads_that_hour() -> None:
+    cache = MemoryCache()
+    first, written = decide(cache, {}, HOUR, "b1", [("a", 0, 1, None)], ModelPolicy())
+    cache.segments.update(written.segments)
+    cache.guards.update(written.guards)
+    within, _ = decide(cache, {"b1": HOUR}, HOUR + 5, "b2", [("a", 24, 1, None)], ModelPolicy())
+    expired, _ = decide(cache, {"b1": HOUR}, HOUR + WINDOW + 1, "b2", [("a", 24, 1, None)], ModelPolicy())
+    assert first == [Verdict("kept", "emit", "b1")]
+    assert within == [Verdict("cross_batch_natural", "dropped", "b1")]
+    assert expired == [Verdict("kept", "emit", "b2")]  # b1 arrived more than a window before
+
+
+def test_the_counts_of_a_bucket_name_what_was_found_done_and_loaded() -> None:
+    cache = MemoryCache()
+    _, written = decide(cache, {}, HOUR, "b1", [("a", 0, 1, None)], ModelPolicy())
+    cache.segments.update(written.segments)
+    cache.guards.update(written.guards)
+    bucket = int(bucket_array(np.array([key_digest("a")], "S16"), BUCKETS)[0])
+    rules = BucketRules("b2", {"b1": 0}, frozenset({"b1"}), HOUR // 24, ((HOUR - WINDOW) // 24, HOUR // 24),
+                        BucketEpochs(BUCKETS))
+    rows = pa.table({"event_id": ["a", "a"], "key_digest": pa.array([key_digest("a")] * 2, pa.binary(16)),
+                     "fingerprint": pa.array([1, 2], pa.uint64()), "event_time": pa.array([0, 0], UTC_MICROS),
+                     "order_key": pa.nulls(2, pa.binary()), "cache_hour": pa.array([HOUR + 5] * 2, pa.int64())})
+    counts = decide_bucket(rules, bucket, rows, cache).counts
+    # a/1 is b1's pair (dropped), a/2 a new payload of b1's key (renamed); both kept copies lie in
+    # hour 0, which only b1's guard names; the renamed pair is the one entry b2 adds.
+    assert {name: value for name, value in counts.items() if value} == {
+        "cross_batch_natural": 1, "cross_batch_duplicates": 1, "cross_batch_synthetic": 1, "renamed": 1,
+        "output_rows": 1, "cross_hour_duplicates": 2, "guard_hours_loaded": 1, "cache_keys_written": 1}

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventdedup.job.dedup_stage import distinct_pairs
+from eventdedup.dedup.bucket import distinct_pairs
 
 small = st.integers(-500_000, 500_000)
 huge = st.integers(-(1 << 62), (1 << 62))  # spans no int64 packing can hold: the fallback

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from eventdedup.commit.ingestion import consumed_predicate, listing_floor
-from eventdedup.commit.ledger import IngestionLedger, LedgerEntry, LedgerUpdate
-from eventdedup.commit.log import CommitRecord, CommittedState
+from eventdedup import codec
+from eventdedup.commit.changes import BatchChange
+from eventdedup.commit.ledger import IngestionLedger, LedgerEntry, LedgerUpdate, consumed_predicate, listing_floor
+from eventdedup.commit.records import CommitRecord
+from eventdedup.commit.state import CommittedState
+from eventdedup.counts import BatchCounts
 from eventdedup.keys import CacheKey
 from eventdedup.s3store import ObjectInfo
 
@@ -32,24 +35,24 @@ def test_entries_leave_once_their_commit_is_before_the_newest_horizon_which_neve
     assert set(ledger.entries) == {B.key}
     ledger = ledger.with_update(LedgerUpdate((A2,), HOUR + 1), 4, HOUR + 6)  # a commit with an older horizon
     assert ledger.retain_from_hour == HOUR + 5 and set(ledger.entries) == {A2.key, B.key}
-    assert IngestionLedger.from_json(ledger.to_json()) == ledger
+    assert codec.from_doc(IngestionLedger, codec.to_doc(ledger)) == ledger
 
 
 def test_listings_stay_above_what_the_ledger_remembers_and_below_the_legacy_floor_all_is_consumed() -> None:
     floor = datetime(2026, 11, 22, 5, tzinfo=timezone.utc)
-    record = CommitRecord(1, "b1", None, "t", "2026-11-22T06:00:00+00:00", {}, (), {},
-                          ledger_update=LedgerUpdate((A1,), HOUR, floor.isoformat()))
+    record = CommitRecord(1, "b1", None, "t", "2026-11-22T06:00:00+00:00", BatchCounts(), (), {},
+                          BatchChange(ledger_update=LedgerUpdate((A1,), HOUR, floor.isoformat())))
     state = CommittedState().apply(record, "c1")
-    assert listing_floor(state) == CacheKey.of_hour(HOUR + 2, 0).hour_start
-    consumed = consumed_predicate(state, datetime.fromisoformat(state.ledger.legacy_floor or ""))
+    assert listing_floor(state.ledger) == CacheKey.of_hour(HOUR + 2, 0).hour_start
+    consumed = consumed_predicate(state.ledger, state.version, datetime.fromisoformat(state.ledger.legacy_floor or ""))
     dated = ObjectInfo("landing/old.jsonl", 1, '"o"', last_modified=datetime(2026, 11, 22, 4, 59, tzinfo=timezone.utc))
     later = ObjectInfo("landing/new.jsonl", 1, '"n"', last_modified=floor)
     assert (consumed(A1), consumed(dated), consumed(later)) == (True, True, False)
 
 
 def test_commit_records_carry_their_ledger_update_into_the_folded_state() -> None:
-    record = CommitRecord(1, "b1", None, "t", "2026-11-22T06:00:00+00:00", {}, (), {},
-                          ledger_update=LedgerUpdate((A1, B), HOUR))
+    record = CommitRecord(1, "b1", None, "t", "2026-11-22T06:00:00+00:00", BatchCounts(), (), {},
+                          BatchChange(ledger_update=LedgerUpdate((A1, B), HOUR)))
     assert CommitRecord.from_bytes(record.to_bytes(), "c1") == record
     state = CommittedState().apply(record, "c1")
     assert {key: entry.version for key, entry in state.ledger.entries.items()} == {A1.key: 1, B.key: 1}

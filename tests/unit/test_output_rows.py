@@ -1,18 +1,17 @@
-"""The emitted rows of a bucket (dedup_stage._output_rows), against the documented rules row by row:
+"""The emitted rows of a bucket (eventdedup.dedup.rows.output_columns), against the documented rules row by row:
 a renamed synthetic copy gets the UUIDv5 of its key and fingerprint and keeps its old id in
 original_event_id; a kept one is flagged in duplicate_of; an update names the batch it supersedes."""
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from eventdedup.dedup.decide import SYNTHETIC_ID_NAMESPACE, Action, KeyDecision
-from eventdedup.job.dedup_stage import DedupContext, _output_rows
+from eventdedup.dedup.rows import output_columns
 
 BATCH = "batch-7"
 OWNERS = ("batch-1", "batch-2", "batch-3")
@@ -57,23 +56,20 @@ def _expected(table: pa.Table, decision: KeyDecision) -> list[dict[str, Any]]:
     return expected
 
 
-CONTEXT = cast(DedupContext, SimpleNamespace(batch_id=BATCH))
-
-
 @pytest.mark.parametrize("seed", range(5))
 def test_every_action_gives_the_row_its_rules_say(seed: int) -> None:
     table, decision = _bucket(300, seed)
-    output = _output_rows(CONTEXT, table, decision)
+    output = output_columns(BATCH, table, decision)
     assert output.to_pylist() == _expected(table, decision)
 
 
 @pytest.mark.parametrize("action", list(Action))
 def test_a_bucket_of_one_action_only(action: Action) -> None:
     table, decision = _bucket(40, 11, np.full(40, action, np.int8))
-    output = _output_rows(CONTEXT, table, decision)
+    output = output_columns(BATCH, table, decision)
     assert output.to_pylist() == _expected(table, decision)
 
 
 def test_an_empty_bucket() -> None:
     table, decision = _bucket(0, 3)
-    assert _output_rows(CONTEXT, table, decision).num_rows == 0
+    assert output_columns(BATCH, table, decision).num_rows == 0

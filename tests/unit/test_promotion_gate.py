@@ -6,7 +6,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from eventdedup.commit.gate import check_run_order
-from eventdedup.commit.log import CommitRecord, CommittedState
+from eventdedup.commit.records import CommitRecord
+from eventdedup.commit.state import CommittedState
+from eventdedup.counts import BatchCounts
 from eventdedup.errors import OutOfOrderBatchError
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
 from eventdedup.inputs.selector import InputSelector
@@ -33,7 +35,7 @@ def committed(*batch_ids: str) -> CommittedState:
     """The state the log folds to when these batches commit in this order."""
     state = CommittedState()
     for version, batch_id in enumerate(batch_ids, 1):
-        record = CommitRecord(version, batch_id, state.last_batch_id, "t", T0.isoformat(), {}, (), {})
+        record = CommitRecord(version, batch_id, state.last_batch_id, "t", T0.isoformat(), BatchCounts(), (), {})
         state = state.apply(record, f"commit {version}")
     return state
 

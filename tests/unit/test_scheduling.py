@@ -5,6 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from eventdedup import codec
 from eventdedup.errors import BatchManifestError, InvalidNameError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.ops.scheduling import BatchPlan
@@ -38,4 +39,4 @@ def test_a_run_without_interval_or_params_is_refused_with_what_to_do() -> None:
 @pytest.mark.parametrize("plan", [BatchPlan("20261122T050000Z", InputSelector(since=START, until=END)),
                                   BatchPlan("republish-1", InputSelector(input_prefix="landing/x/"))])
 def test_plans_round_trip_through_json(plan: BatchPlan) -> None:
-    assert BatchPlan.from_json(plan.to_json()) == plan
+    assert codec.from_doc(BatchPlan, codec.to_doc(plan)) == plan

@@ -18,7 +18,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from eventdedup.commit.log import CommittedState, committed_version, load_committed_state
+from eventdedup.commit.log import committed_version, load_committed_state
+from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.keys import CacheKey
 from eventdedup.layout import Layout

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from eventdedup.commit.log import CommittedState, committed_record, committed_version, record_arrival_hour
+from eventdedup.commit.log import committed_record, committed_version
+from eventdedup.commit.state import CommittedState, record_arrival_hour
 from eventdedup.errors import ExpiredHistoryError
 from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
@@ -80,31 +81,35 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
             "commit stands; to reprocess its input, run it as a new batch id"
         )
     record = committed_record(store, layout, own_version)
-    if "cross_hour_duplicates" not in record.counts:
+    change = record.batch_change
+    if change is None:
+        raise ExpiredHistoryError(f"{batch_id} (log version {own_version}) is a {record.change.KIND}, not a batch: "
+                                  "there is nothing to recompute")
+    if not change.arrival_windows:
         raise ExpiredHistoryError(
             f"batch {batch_id} (log version {own_version}) was committed before cache windows were measured by "
             "arrival and copies were found across hours: recomputed today it would see other history, so it can "
             "no longer be recomputed exactly. Its commit stands"
         )
-    if record.partitions is None:
+    if change.partitions is None:
         raise ExpiredHistoryError(
             f"batch {batch_id} (log version {own_version}) was committed before its dedup partitions were recorded: "
             "its output files were laid out by an earlier version, so a recomputation cannot reproduce them byte "
             "for byte. Its commit stands"
         )
     arrival = record_arrival_hour(record)
-    start = record.window_start_hour if record.window_start_hour is not None else arrival - window_hours
+    start = change.window_start_hour if change.window_start_hour is not None else arrival - window_hours
     if state.retain_from_hour is not None and start < state.retain_from_hour:
         raise ExpiredHistoryError(
             f"batch {batch_id} (log version {own_version}) saw cache entries that arrived from {_hour_text(start)}, "
             f"but entries that arrived before {_hour_text(state.retain_from_hour)} have expired: it can no longer be "
             "recomputed exactly"
         )
-    retain = record.retain_from_hour if record.retain_from_hour is not None else start - window_hours
-    recorded = None if record.ledger_update is None else frozenset(record.ledger_update.inputs)
+    retain = change.retain_from_hour if change.retain_from_hour is not None else start - window_hours
+    recorded = None if change.ledger_update is None else frozenset(change.ledger_update.inputs)
     kept = frozenset(owner for owner, version in state.batches.items() if version < own_version)
     return BatchHistory(own_version - 1, arrival, start, retain, _visible(state, start, own_version), kept, recorded,
-                        record.partitions)
+                        change.partitions)
 
 
 def _hour_text(hour_index: int | None) -> str:

@@ -6,6 +6,8 @@ on the batch, where it can, and again right before the promotion journal is writ
 - An interval batch commits only on top of its predecessor, and never behind a later interval.
 - The job must have been computed against the log head it will commit on top of.
 - A retracted batch id never commits again.
+- A batch whose promotion is under way is never recomputed (its journal names what it copies),
+  and needs no job once committed or journalled.
 """
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from eventdedup.commit.job_result import JobResult
-from eventdedup.commit.journal import list_journals
-from eventdedup.commit.log import CommittedState, committed_version
+from eventdedup.commit.journal import journal_or_none, list_journals
+from eventdedup.commit.log import committed_version, is_committed
+from eventdedup.commit.state import CommittedState
 from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, RetractionRefusedError, StaleBatchError
 from eventdedup.inputs.exclusions import load_exclusions
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
@@ -78,6 +81,26 @@ def refuse_if_other_journals(store: S3Store, layout: Layout, batch_id: str | Non
         raise InconsistentStoreError(
             f"unfinished promotion of batch(es) {names}; the pipeline is halted until `eventdedup recover` succeeds"
         )
+
+
+def refuse_if_promotion_unfinished(store: S3Store, layout: Layout, batch_id: str) -> None:
+    """A journal names the staged objects (by ETag) its promotion copies; recomputing would delete
+    and replace them, and a recomputation that differs (settings changed between attempts) would
+    leave the journal naming objects that no longer exist: a promotion nobody can finish."""
+    if journal_or_none(store, layout, batch_id) is not None:
+        raise InconsistentStoreError(
+            f"batch {batch_id} has an unfinished promotion ({store.uri(layout.journal(batch_id))}) of the objects "
+            f"staged under {store.uri(layout.staging_root(batch_id))}; recomputing would replace them. "
+            "Run `eventdedup recover` to finish (or abandon) it first"
+        )
+
+
+def needs_dedup_job(store: S3Store, layout: Layout, batch_id: str) -> bool:
+    """Whether the batch still needs its Spark job: it is neither committed nor being promoted
+    (a promotion journal freezes the job's result; recomputing would stage objects it does not name)."""
+    if is_committed(store, layout, batch_id):
+        return False
+    return journal_or_none(store, layout, batch_id) is None
 
 
 def check_run_order(state: CommittedState, batch: IntervalBatch,

@@ -5,16 +5,14 @@ has no commit is exactly what `eventdedup recover` looks for.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-import orjson
-
+from eventdedup import codec
 from eventdedup.commit.job_result import JobResult, StagedObject
-from eventdedup.commit.ledger import LedgerUpdate
-from eventdedup.commit.log import CommitRecord, PromotedObject
+from eventdedup.commit.records import COMMIT_FORMAT, CommitRecord, upgrade_change_v1
 from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -22,60 +20,50 @@ from eventdedup.s3store import S3Store
 
 @dataclass(frozen=True)
 class PromotionJournal:
-    batch_id: str
-    token: str
-    target_version: int
-    previous_batch_id: str | None
-    as_of: str
-    counts: Mapping[str, int]
-    entries: tuple[StagedObject, ...]
-    window_start_hour: int | None = None
-    retain_from_hour: int | None = None
-    ledger_update: LedgerUpdate | None = None
-    partitions: int | None = None
-    retracts: tuple[str, ...] = ()
-    reason: str | None = None
-    reshard: tuple[int, int] | None = None
+    """A promotion under way: the job result it promotes, whole, and what its commit will say."""
 
-    @classmethod
-    def for_job(cls, job: JobResult, token: str, previous_batch_id: str | None) -> PromotionJournal:
-        return cls(job.batch_id, token, job.base_version + 1, previous_batch_id, job.as_of, job.counts, job.objects,
-                   job.window_start_hour, job.retain_from_hour, job.ledger_update, job.partitions, job.retracts,
-                   job.reason, job.reshard)
+    token: str
+    previous_batch_id: str | None
+    job: JobResult
+
+    @property
+    def batch_id(self) -> str:
+        return self.job.batch_id
+
+    @property
+    def target_version(self) -> int:
+        return self.job.base_version + 1
+
+    @property
+    def entries(self) -> tuple[StagedObject, ...]:
+        return self.job.objects
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps({
-            "batch_id": self.batch_id, "token": self.token, "target_version": self.target_version,
-            "previous_batch_id": self.previous_batch_id, "as_of": self.as_of, "counts": dict(self.counts),
-            "entries": [entry.to_json() for entry in self.entries],
-            "window_start_hour": self.window_start_hour, "retain_from_hour": self.retain_from_hour,
-            "ledger": None if self.ledger_update is None else self.ledger_update.to_json(),
-            "partitions": self.partitions, "retracts": list(self.retracts), "reason": self.reason,
-            "reshard": None if self.reshard is None else list(self.reshard),
-        }, option=orjson.OPT_INDENT_2)
+        return codec.dumps({"format": COMMIT_FORMAT, **codec.to_doc(self)}, indent=True)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> PromotionJournal:
         try:
-            doc = orjson.loads(data)
-            return cls(doc["batch_id"], doc["token"], int(doc["target_version"]), doc["previous_batch_id"],
-                       doc["as_of"], dict(doc["counts"]), tuple(StagedObject.from_json(e) for e in doc["entries"]),
-                       doc.get("window_start_hour"), doc.get("retain_from_hour"),
-                       LedgerUpdate.from_json(doc.get("ledger")), doc.get("partitions"),
-                       tuple(doc.get("retracts", ())), doc.get("reason"),
-                       None if doc.get("reshard") is None else (int(doc["reshard"][0]), int(doc["reshard"][1])))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            return codec.loads(cls, data, upgrade_journal)
+        except codec.CodecError as exc:
             raise CorruptStateError(f"promotion journal {name} does not parse: {exc}") from None
 
     def commit_record(self) -> CommitRecord:
-        objects = tuple(
-            PromotedObject(e.kind, e.final_key, e.staged.size, e.staged.etag, e.rows) for e in self.entries
-        )
-        heads = {e.cache_key: e.final_key for e in self.entries if e.cache_key is not None}
-        return CommitRecord(self.target_version, self.batch_id, self.previous_batch_id, self.token,
-                            self.as_of, dict(self.counts), objects, heads, self.window_start_hour,
-                            self.retain_from_hour, self.ledger_update, self.partitions, self.retracts, self.reason,
-                            self.reshard)
+        job = self.job
+        heads = {entry.cache_key: entry.final_key for entry in job.objects if entry.cache_key is not None}
+        return CommitRecord(self.target_version, job.batch_id, self.previous_batch_id, self.token, job.as_of,
+                            job.counts, tuple(entry.promoted for entry in job.objects), heads, job.change)
+
+
+def upgrade_journal(doc: Any) -> Any:
+    """Format 1 (unnumbered) held the job result's fields loose, its objects as `entries`."""
+    if not isinstance(doc, dict) or doc.get("format") == COMMIT_FORMAT:
+        return doc
+    job = {key: value for key, value in doc.items() if key not in ("token", "previous_batch_id", "target_version",
+                                                                     "entries")}
+    job.update(base_version=int(doc["target_version"]) - 1, objects=doc["entries"])
+    return {"format": COMMIT_FORMAT, "token": doc["token"], "previous_batch_id": doc["previous_batch_id"],
+            "job": upgrade_change_v1(job)}
 
 
 class EntryState(Enum):

@@ -24,7 +24,6 @@ from eventdedup.commit.gate import check_may_promote, exclusions_changed, refuse
 from eventdedup.commit.job_result import JobResult, load_job_result
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, journal_or_none
 from eventdedup.commit.log import (
-    CommittedState,
     batch_record,
     committed_version,
     is_committed,
@@ -32,6 +31,7 @@ from eventdedup.commit.log import (
     write_checkpoint_if_due,
     write_commit,
 )
+from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import withdraw_load_manifests
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
@@ -71,7 +71,7 @@ def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: 
     if journal is None:
         job = load_job_result(store, layout, batch_id)
         check_may_promote(store, layout, state, job)
-        journal = PromotionJournal.for_job(job, new_token(), state.last_batch_id)
+        journal = PromotionJournal(new_token(), state.last_batch_id, job)
         fresh = store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None
         if fresh:
             _withdraw_if_exclusions_changed(store, layout, job)
@@ -148,14 +148,6 @@ def _already_committed(store: S3Store, layout: Layout, state: CommittedState, ba
     clean_up_batch(store, layout, batch_id)
     log.info("batch %s is already committed as log version %d; nothing to promote", batch_id, record.version)
     return PromotionOutcome(batch_id, record.version, False, record.counts)
-
-
-def needs_dedup_job(store: S3Store, layout: Layout, batch_id: str) -> bool:
-    """Whether the batch still needs its Spark job: it is neither committed nor being promoted
-    (a promotion journal freezes the job's result; recomputing would stage objects it does not name)."""
-    if is_committed(store, layout, batch_id):
-        return False
-    return journal_or_none(store, layout, batch_id) is None
 
 
 def abandon_promotion(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:

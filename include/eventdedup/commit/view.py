@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import orjson
 
-from eventdedup.commit.log import CommitRecord, PromotedObject, committed_record, load_committed_state
+from eventdedup.commit.log import committed_record, load_committed_state
+from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 

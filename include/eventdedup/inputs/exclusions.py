@@ -16,8 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-import orjson
-
+from eventdedup import codec
 from eventdedup.errors import BatchManifestError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -33,15 +32,13 @@ class ExcludedInput:
     excluded_at: str
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps({"key": self.key, "etag": self.etag, "reason": self.reason,
-                             "excluded_at": self.excluded_at}, option=orjson.OPT_INDENT_2)
+        return codec.dumps(self, indent=True)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> ExcludedInput:
         try:
-            doc = orjson.loads(data)
-            return cls(str(doc["key"]), str(doc["etag"]), str(doc["reason"]), str(doc["excluded_at"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            return codec.loads(cls, data)
+        except codec.CodecError as exc:
             raise BatchManifestError(f"input exclusion {name} is unreadable: {exc}") from None
 
     @property

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-import orjson
-
+from eventdedup import codec
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError
 from eventdedup.inputs.landing import unconsumed_in_range
@@ -37,27 +36,13 @@ class BatchManifest:
     inputs: tuple[ObjectInfo, ...]
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(
-            {
-                "batch_id": self.batch_id,
-                "selector": self.selector.to_json(),
-                "as_of": utc_iso(self.as_of),
-                "inputs": [item.to_json() for item in self.inputs],
-            },
-            option=orjson.OPT_INDENT_2,
-        )
+        return codec.dumps(self, indent=True)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> BatchManifest:
         try:
-            doc = orjson.loads(data)
-            return cls(
-                batch_id=doc["batch_id"],
-                selector=InputSelector.from_json(doc["selector"]),
-                as_of=datetime.fromisoformat(doc["as_of"]),
-                inputs=tuple(ObjectInfo.from_json(item) for item in doc["inputs"]),
-            )
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            return codec.loads(cls, data)
+        except (codec.CodecError, BatchManifestError) as exc:
             raise BatchManifestError(f"batch manifest {name} is unreadable: {exc}") from None
 
 
@@ -88,7 +73,7 @@ def freeze_batch_inputs(
         winner = load_batch_manifest_or_none(store, layout, batch_id)
         assert winner is not None
         return _reused(winner, selector, store.uri(key))
-    log.info("staged batch %s: %d input objects (%s)", batch_id, len(inputs), selector.to_json())
+    log.info("staged batch %s: %d input objects (%s)", batch_id, len(inputs), codec.to_doc(selector))
     return manifest
 
 
@@ -110,8 +95,8 @@ def load_batch_manifest_or_none(store: S3Store, layout: Layout, batch_id: str) -
 def _reused(existing: BatchManifest, requested: InputSelector, uri: str) -> BatchManifest:
     if existing.selector != requested:
         raise BatchManifestError(
-            f"batch {existing.batch_id} already exists with inputs {existing.selector.to_json()} ({uri}); "
-            f"refusing a different input list {requested.to_json()}: use a new batch id"
+            f"batch {existing.batch_id} already exists with inputs {codec.to_doc(existing.selector)} ({uri}); "
+            f"refusing a different input list {codec.to_doc(requested)}: use a new batch id"
         )
     log.info("batch %s: reusing its frozen manifest (%d inputs)", existing.batch_id, len(existing.inputs))
     return existing

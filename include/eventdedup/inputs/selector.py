@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from eventdedup.errors import BatchManifestError, InvalidNameError
 from eventdedup.layout import Layout
@@ -58,24 +57,6 @@ class InputSelector:
             if not self.since < self.until:
                 raise BatchManifestError(
                     f"--since {self.since.isoformat()} must be before --until {self.until.isoformat()}")
-
-    def to_json(self) -> dict[str, Any]:
-        if self.input_prefix is not None:
-            return {"input_prefix": self.input_prefix, **({"reprocess": True} if self.reprocess else {}),
-                    **({"populate": True} if self.populate else {})}
-        if self.sweep_before is not None:
-            return {"sweep_before": utc_iso(self.sweep_before)}
-        assert self.since is not None and self.until is not None
-        return {"since": utc_iso(self.since), "until": utc_iso(self.until)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> InputSelector:
-        if "input_prefix" in data:
-            return cls(input_prefix=data["input_prefix"], reprocess=bool(data.get("reprocess", False)),
-                       populate=bool(data.get("populate", False)))
-        if "sweep_before" in data:
-            return cls(sweep_before=datetime.fromisoformat(data["sweep_before"]))
-        return cls(since=datetime.fromisoformat(data["since"]), until=datetime.fromisoformat(data["until"]))
 
 
 def checked_selector(layout: Layout, selector: InputSelector) -> InputSelector:

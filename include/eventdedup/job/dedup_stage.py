@@ -1,15 +1,13 @@
 """Executor side of stage 2: for each bucket of one sorted partition, load its committed cache
-once, decide every event of the bucket whatever its hour, and stage data, audit rows, the
-bucket's new cache segments (one per hour) and its id guard.
+once (every GET in flight at once), decide the bucket (eventdedup.dedup.bucket), and stage data,
+audit rows, quarantine, the bucket's new cache segments (one per hour) and its id guard.
 
-A bucket's events of every hour are decided together, so copies of one id in different hours of
-the batch meet; its hour segments and the id guards of the window are loaded once, and the
-hours the guards name for the bucket's ids are loaded too, so copies committed in other hours
-are found exactly (eventdedup.cache.guard).
+The decision is the library's; this module is its I/O: the shuffle records it receives, the
+loader that implements `BucketCache` over S3, and the files it writes, in input order.
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,33 +16,22 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from eventdedup.cache.epochs import BucketEpochs
-from eventdedup.cache.guard import GuardProbe, IdGuard, decode_guard, encode_guard
-from eventdedup.cache.heads import copy_forward_segment, load_head_runs
+from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
+from eventdedup.cache.heads import load_head_runs
 from eventdedup.cache.segment import CacheRun
-from eventdedup.cache.view import CacheView
 from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
-from eventdedup.dedup.decide import (
-    Action,
-    DuplicatePolicy,
-    KeyDecision,
-    KeyHours,
-    Outcome,
-    decide_key_group,
-    new_cache_run,
-    renamed_event_id,
-)
-from eventdedup.dedup.survivor import SurvivorPolicy
+from eventdedup.counts import BatchCounts
+from eventdedup.dedup.bucket import BucketRules, decide_bucket
 from eventdedup.errors import CorruptStateError, EventDedupError
 from eventdedup.job.read_units import LineNumbers
 from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, RangeFindings, RangeLines, ShuffleRecord
 from eventdedup.keys import CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store, process_client
-from eventdedup.sorting import distinct_sorted, unique_inverse
+from eventdedup.sorting import distinct_sorted
 from eventdedup.tables import (
     AUDIT_SCHEMA,
     OUTPUT_SCHEMA,
@@ -60,39 +47,22 @@ IO_THREADS = 16
 
 @dataclass(frozen=True)
 class DedupContext:
-    batch_id: str
     s3: S3Settings
     bucket: str
     layout: Layout
-    # eventdedup.cache.history.BatchHistory: whose runs the batch sees (owner -> commit version)
-    # and whose runs its new heads carry forward.
-    visible_owners: Mapping[str, int]
-    kept_owners: frozenset[str]
-    arrival_day: int  # the day of the guard the batch adds its ids to
-    guard_days: tuple[int, ...]  # arrival days of the window: the guards every bucket probes
+    rules: BucketRules  # how every bucket is decided
     input_keys: tuple[str, ...]
-    epochs: BucketEpochs  # bucket counts by hour; the job groups by the coarse count
     quarantine_key: tuple[str, ...]  # staged quarantine key per input index
     quarantine_final_key: tuple[str, ...]
-    survivor: SurvivorPolicy = SurvivorPolicy("first")
-    policy: DuplicatePolicy = DuplicatePolicy()
-    # A populate batch (eventdedup.ops.populate): what it would emit goes to the cache only,
-    # counted as `populated`; no data file is written.
-    populate: bool = False
 
-
-@dataclass
-class _BucketResult:
-    emitted: npt.NDArray[np.bool_]  # per row of the bucket
-    output: pa.Table  # the emitted rows, OUTPUT_SCHEMA without raw
-    duplicates: npt.NDArray[np.intp]  # rows of the bucket the audit holds
-    audit: pa.Table  # AUDIT_SCHEMA without raw
-    segments: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (hour, fine bucket) -> segment
-    guard: bytes | None = None
+    @property
+    def batch_id(self) -> str:
+        return self.rules.batch_id
 
 
 class _CacheLoader:
-    """Every cache object a partition reads, each loaded once, all in flight at once."""
+    """The committed cache over S3 (a `BucketCache`): every object a partition reads, each loaded
+    once, all in flight at once."""
 
     def __init__(self, store: S3Store, heads: Mapping[str, str], pool: ThreadPoolExecutor) -> None:
         self._store, self._heads, self._pool = store, heads, pool
@@ -142,21 +112,23 @@ def dedup_partition(ctx: DedupContext, cache_heads: Mapping[str, str], partition
     store = S3Store(process_client(ctx.s3), ctx.bucket)
     received = _Received.collect(records)
     numbers = received.line_numbers()
-    counts: Counter[str] = Counter()
+    counts = BatchCounts()
     staged: list[StagedObject | None] = []
     with ThreadPoolExecutor(IO_THREADS) as pool:
         writes: list[Future[StagedObject | None]] = [
             pool.submit(_stage_quarantine, store, ctx, index, findings, numbers)
             for index, findings in sorted(received.findings.items())]
-        for findings in received.findings.values():
-            counts["input_lines"] += sum(part.lines for part in findings)
-            counts["malformed"] += sum(len(part.raw) for part in findings)
+        findings = [part for parts in received.findings.values() for part in parts]
+        counts += BatchCounts(input_lines=sum(part.lines for part in findings),
+                              malformed=sum(len(part.raw) for part in findings))
         table = received.events()
         if table.num_rows:
-            writes.extend(_dedup_rows(ctx, store, cache_heads, partition, table, numbers, pool, counts))
+            decided, bucket_writes = _dedup_rows(ctx, store, cache_heads, partition, table, numbers, pool)
+            counts += decided
+            writes.extend(bucket_writes)
         staged = [write.result() for write in writes]
     yield from (record for record in staged if record is not None)
-    yield PartitionCounts(dict(counts))
+    yield PartitionCounts(counts)
 
 
 @dataclass
@@ -198,44 +170,56 @@ class _Received:
 
 
 def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str], partition: int,
-                table: pa.Table, numbers: LineNumbers, pool: ThreadPoolExecutor,
-                counts: Counter[str]) -> list[Future[StagedObject | None]]:
+                table: pa.Table, numbers: LineNumbers,
+                pool: ThreadPoolExecutor) -> tuple[BatchCounts, list[Future[StagedObject | None]]]:
     """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
     copied once, into the output and audit files (in input order) at the end."""
+    rules = ctx.rules
     narrow = table.drop_columns(["raw"]).combine_chunks()
-    buckets = bucket_array(digest_array(narrow.column("key_digest")), ctx.epochs.coarse)
+    buckets = bucket_array(digest_array(narrow.column("key_digest")), rules.epochs.coarse)
     order = np.argsort(buckets, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(buckets[order]) != 0])
     groups = {int(buckets[order[start]]): order[start:stop]
               for start, stop in zip(starts, np.r_[starts[1:], len(order)], strict=True)}
     hours = narrow.column("cache_hour").to_numpy()
     writes: list[Future[StagedObject | None]] = []
+    counts = BatchCounts()
     # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
     # as its loads land, and its segments are written while the next is decided.
     loader = _CacheLoader(store, cache_heads, pool)
     for bucket, rows in groups.items():
-        loader.prefetch(ctx.epochs, bucket, distinct_sorted(hours[rows]).tolist(), ctx.guard_days)
+        loader.prefetch(rules.epochs, bucket, distinct_sorted(hours[rows]).tolist(), rules.guard_days)
     outputs: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     audits: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     for bucket, rows in groups.items():
-        result = _decide_bucket(ctx, bucket, narrow.take(pa.array(rows)), loader, numbers, counts)
+        result = decide_bucket(rules, bucket, narrow.take(pa.array(rows)), loader)
+        counts += result.counts
         outputs.append((rows[result.emitted], result.output))
         audits.append((rows[result.duplicates], result.audit))
         for (hour, fine), segment in result.segments.items():
             writes.append(pool.submit(_stage_segment, store, ctx, CacheKey.of_hour(hour, fine), segment))
         if result.guard is not None:
-            writes.append(pool.submit(_stage_guard, store, ctx, bucket, result.guard))
+            writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard)))
     output_rows, output = _in_input_order(outputs)
     output_hours = hours[output_rows]
-    for hour in [] if ctx.populate else distinct_sorted(output_hours).tolist():
+    for hour in [] if rules.populate else distinct_sorted(output_hours).tolist():
         in_hour = output_hours == hour
         rows_of_hour = output_rows[in_hour]
         data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour)
         writes.append(pool.submit(_stage_data, store, ctx, partition, int(hour), data))
     audit_rows, audit = _in_input_order(audits)
     if len(audit_rows):
-        writes.append(pool.submit(_stage_audit, store, ctx, partition, _with_raw(audit, table, audit_rows)))
-    return writes
+        located = _with_location(ctx, audit, narrow.column("seq").to_numpy()[audit_rows], numbers)
+        writes.append(pool.submit(_stage_audit, store, ctx, partition, _with_raw(located, table, audit_rows)))
+    return counts, writes
+
+
+def _with_location(ctx: DedupContext, audit: pa.Table, seqs: npt.NDArray[np.int64], numbers: LineNumbers) -> pa.Table:
+    """Audit rows with where each came from: its input object and line number."""
+    input_index, line_number = numbers.of_seqs(seqs)
+    return (audit.append_column("source_object", pa.array(np.array(ctx.input_keys, dtype=object)[input_index],
+                                                          pa.string()))
+            .append_column("line_number", pa.array(line_number, pa.int64())))
 
 
 def _in_input_order(parts: list[tuple[npt.NDArray[np.intp], pa.Table]]) -> tuple[npt.NDArray[np.intp], pa.Table]:
@@ -254,187 +238,15 @@ def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp]) -> 
     return narrow.append_column("raw", table.column("raw").filter(pa.array(mask)))
 
 
-def _decide_bucket(ctx: DedupContext, bucket: int, table: pa.Table, loader: _CacheLoader, numbers: LineNumbers,
-                   counts: Counter[str]) -> _BucketResult:
-    """Decide one bucket's rows (narrow: no raw lines) of every hour against its cache."""
-    hours = table.column("cache_hour").to_numpy()
-    digests = digest_array(table.column("key_digest"))
-    fingerprints = table.column("fingerprint").to_numpy()
-    own_hours = [int(hour) for hour in distinct_sorted(hours)]
-    segments = {(hour, fine): loader.runs(hour, fine) for hour in own_hours
-                for fine in ctx.epochs.fine_of(bucket, hour)}
-    keys, key_of_row = unique_inverse(digests)
-    key_hours = _key_hours(ctx, bucket, keys, key_of_row, hours, loader)
-    other_hours = set(key_hours.hours) - set(own_hours)
-    for hour in sorted(other_hours):
-        segments.update({(hour, fine): loader.runs(hour, fine) for fine in ctx.epochs.fine_of(bucket, hour)})
-    counts["guard_hours_loaded"] += len(other_hours)
-    loaded: dict[int, list[CacheRun]] = defaultdict(list)  # an hour's runs: of every fine segment the bucket holds
-    for (hour, _), runs in sorted(segments.items()):
-        loaded[hour].extend(runs)
-    cache = CacheView.from_hours(loaded, ctx.visible_owners)
-    priorities = ctx.survivor.priorities(table.column("order_key"), table.num_rows)
-    decision = decide_key_group(digests, fingerprints, priorities, cache, ctx.batch_id, ctx.policy, key_hours)
-    _count(counts, decision, "populated" if ctx.populate else "output_rows")
-    counts["cross_hour_duplicates"] += int(np.count_nonzero(_cross_hour(decision, cache, key_of_row, hours)))
-    emitted = decision.emitted_mask
-    duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
-    result = _BucketResult(emitted, _output_rows(ctx, table, decision), duplicates,
-                           _audit_rows(ctx, table, decision, duplicates, numbers))
-    fine_buckets = ctx.epochs.fine_buckets(digests, hours)
-    new_hours, new_fines = distinct_pairs(hours[emitted], fine_buckets[emitted])
-    for hour, fine in zip(new_hours.tolist(), new_fines.tolist(), strict=True):
-        within = (hours == hour) & (fine_buckets == fine)
-        own_run = new_cache_run(ctx.batch_id, digests, fingerprints, decision, within=within)
-        result.segments[(hour, fine)] = copy_forward_segment(segments[(hour, fine)], ctx.kept_owners, own_run)
-        counts["cache_keys_written"] += len(own_run)
-    if emitted.any():
-        guard = loader.guard(ctx.arrival_day, bucket).with_ids(digests[emitted], hours[emitted])
-        result.guard = encode_guard(guard)
-    return result
-
-
-def _key_hours(ctx: DedupContext, bucket: int, keys: npt.NDArray[np.bytes_], key_of_row: npt.NDArray[np.intp],
-               hours: npt.NDArray[np.int64], loader: _CacheLoader) -> KeyHours:
-    """Which hours may hold each of the bucket's keys (sorted, distinct; `key_of_row` maps each
-    row to its key): the hours its copies in the batch fall in, and every hour some guard of the
-    window names for it."""
-    key_parts, hour_parts = [key_of_row], [hours]
-    probe = GuardProbe.of(keys)
-    for day in ctx.guard_days:
-        query, named = loader.guard(day, bucket).candidate_hours(probe)
-        key_parts.append(query)
-        hour_parts.append(named)
-    distinct_hours, distinct_keys = distinct_pairs(np.concatenate(hour_parts), np.concatenate(key_parts))
-    starts = np.flatnonzero(np.r_[True, np.diff(distinct_hours) != 0])  # sorted by hour: one run each
-    by_hour: dict[int, npt.NDArray[np.bool_]] = {}
-    for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(distinct_hours)], strict=True):
-        mask = np.zeros(len(keys), bool)
-        mask[distinct_keys[start:stop]] = True
-        by_hour[int(distinct_hours[start])] = mask
-    return KeyHours(keys, key_of_row, by_hour)
-
-
-def distinct_pairs(major: npt.NDArray[np.integer[Any]],
-                   minor: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The distinct (major, minor) pairs, sorted by major then minor. Packed into one int64 each
-    where their ranges allow (always, for hours, buckets and row indices): numpy's row-wise
-    unique (axis=0) sorts a structured view, several times slower than sorting integers."""
-    first: npt.NDArray[np.int64] = np.asarray(major, np.int64)
-    second: npt.NDArray[np.int64] = np.asarray(minor, np.int64)
-    if len(first) == 0:
-        return first, second
-    major_low, minor_low = int(first.min()), int(second.min())
-    major_span, minor_span = int(first.max()) - major_low + 1, int(second.max()) - minor_low + 1
-    if major_span * minor_span >= 1 << 62:
-        rows = np.unique(np.stack([first, second], axis=1), axis=0)
-        return rows[:, 0], rows[:, 1]
-    packed = distinct_sorted((first - major_low) * minor_span + (second - minor_low))
-    return packed // minor_span + major_low, packed % minor_span + minor_low
-
-
-def _cross_hour(decision: KeyDecision, cache: CacheView, key_of_row: npt.NDArray[np.intp],
-                hours: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Duplicates whose kept copy lies in another hour: what a cache keyed by hour alone misses."""
-    outcomes = decision.outcomes
-    cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
-    run_hours = np.array([*cache.hours, -1], np.int64)
-    holder = np.where(cross_batch, decision.holder, len(cache.hours))
-    found: npt.NDArray[np.bool_] = cross_batch & (run_hours[holder] != hours)
-    in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
-    if in_batch.any():
-        survivor_hour = np.full(key_of_row.max() + 1, -1, np.int64)
-        survivors = outcomes == Outcome.KEPT
-        survivor_hour[key_of_row[survivors]] = hours[survivors]
-        found |= in_batch & (survivor_hour[key_of_row] >= 0) & (survivor_hour[key_of_row] != hours)
-    return found
-
-
-def _output_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision) -> pa.Table:
-    """Emitted rows without their raw lines. Columns are built natively; per-row Python runs only
-    for the rare renamed and updated rows (their new id, their superseded batch)."""
-    emitted = np.flatnonzero(decision.emitted_mask)
-    kept = table.take(pa.array(emitted, pa.int64()))
-    actions = decision.actions[emitted]
-    rows = len(emitted)
-    event_ids = kept.column("event_id").combine_chunks()
-    no_text = pa.nulls(rows, pa.string())
-    columns: dict[str, Any] = {"event_id": event_ids, "original_event_id": no_text, "duplicate_of": no_text,
-                               "op": repeated_text("insert", rows), "supersedes_batch": no_text}
-    renamed = actions == Action.RENAME
-    if renamed.any():
-        at = np.flatnonzero(renamed)
-        originals = event_ids.take(pa.array(at, pa.int64())).to_pylist()
-        fingerprints = kept.column("fingerprint").take(pa.array(at, pa.int64())).to_pylist()
-        new_ids = [renamed_event_id(key, fingerprint) for key, fingerprint in zip(originals, fingerprints, strict=True)]
-        mask = pa.array(renamed)
-        columns["event_id"] = pc.replace_with_mask(event_ids, mask, pa.array(new_ids, pa.string()))
-        columns["original_event_id"] = pc.if_else(mask, event_ids, no_text)
-    flagged = actions == Action.KEEP
-    if flagged.any():
-        columns["duplicate_of"] = pc.if_else(pa.array(flagged), event_ids, no_text)
-    updated = actions == Action.UPDATE
-    if updated.any():
-        superseded = [decision.holder_batch(row) for row in emitted[updated].tolist()]
-        mask = pa.array(updated)
-        columns["op"] = pc.if_else(mask, pa.scalar("update"), pa.scalar("insert"))
-        columns["supersedes_batch"] = pc.replace_with_mask(no_text, mask, pa.array(superseded, pa.string()))
-    columns.update(event_time=kept.column("event_time"), batch_id=repeated_text(ctx.batch_id, rows))
-    return pa.table(columns, schema=_NARROW_OUTPUT)
-
-
-def _count(counts: Counter[str], decision: KeyDecision, emitted_as: str) -> None:
-    outcomes, actions = decision.outcomes, decision.actions
-    dropped = actions == Action.DROP
-    for outcome in Outcome:
-        if outcome is not Outcome.KEPT:
-            counts[outcome.reason] += int(np.count_nonzero(outcomes == outcome))
-    in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
-    cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
-    counts["in_batch_duplicates"] += int(np.count_nonzero(in_batch & dropped))
-    counts["cross_batch_duplicates"] += int(np.count_nonzero(cross_batch & dropped))
-    counts[emitted_as] += int(np.count_nonzero(~dropped))
-    counts["renamed"] += int(np.count_nonzero(actions == Action.RENAME))
-    counts["kept_synthetic"] += int(np.count_nonzero(actions == Action.KEEP))
-    counts["updates"] += int(np.count_nonzero(actions == Action.UPDATE))
-
-
-def _audit_rows(ctx: DedupContext, table: pa.Table, decision: KeyDecision, duplicates: npt.NDArray[np.intp],
-                numbers: LineNumbers) -> pa.Table:
-    """Every duplicate found, whatever became of it (dropped ones are only ever found here),
-    without its raw line."""
-    rows = table.take(pa.array(duplicates, pa.int64()))
-    input_index, line_number = numbers.of_seqs(rows.column("seq").to_numpy())
-    holders = np.array([*decision.owners, ctx.batch_id], dtype=object)
-    return pa.table({
-        "event_id": rows.column("event_id"),
-        "event_time": rows.column("event_time"),
-        "reason": pa.array(_REASONS[decision.outcomes[duplicates]], pa.string()),
-        "action": pa.array(_ACTION_LABELS[decision.actions[duplicates]], pa.string()),
-        "kept_in_batch": pa.array(holders[decision.holder[duplicates]], pa.string()),
-        "batch_id": repeated_text(ctx.batch_id, len(duplicates)),
-        "source_object": pa.array(np.array(ctx.input_keys, dtype=object)[input_index], pa.string()),
-        "line_number": pa.array(line_number, pa.int64()),
-    }, schema=_NARROW_AUDIT)
-
-
-# Labels indexed by the enums' values (0, 1, 2, ...), so an audit column is one numpy take.
-_REASONS = np.array([Outcome(i).reason for i in range(len(Outcome))], dtype=object)
-_ACTION_LABELS = np.array([Action(i).label for i in range(len(Action))], dtype=object)
-# Output and audit rows are decided without their raw lines, which join them once, at the end.
-_NARROW_OUTPUT = OUTPUT_SCHEMA.remove(OUTPUT_SCHEMA.get_field_index("raw"))
-_NARROW_AUDIT = AUDIT_SCHEMA.remove(AUDIT_SCHEMA.get_field_index("raw"))
-
-
 def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes) -> StagedObject:
     info = store.put_bytes(ctx.layout.staged_cache_segment(ctx.batch_id, key), segment)
     return StagedObject("cache", info, ctx.layout.final_cache_segment(ctx.batch_id, key), 0, cache_key=str(key))
 
 
 def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -> StagedObject:
-    info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.arrival_day, bucket), guard)
-    return StagedObject("cache", info, ctx.layout.final_guard(ctx.batch_id, ctx.arrival_day, bucket), 0,
-                        cache_key=guard_head_key(ctx.arrival_day, bucket))
+    info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.rules.arrival_day, bucket), guard)
+    return StagedObject("cache", info, ctx.layout.final_guard(ctx.batch_id, ctx.rules.arrival_day, bucket), 0,
+                        cache_key=guard_head_key(ctx.rules.arrival_day, bucket))
 
 
 def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int, table: pa.Table) -> StagedObject:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-from collections import Counter
 from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
@@ -22,12 +21,15 @@ from eventdedup import errors
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import check_cache_identity
-from eventdedup.commit.gate import refuse_if_retracted
-from eventdedup.commit.ingestion import ledger_update, legacy_floor
-from eventdedup.commit.job_result import COUNT_NAMES, JobResult, StagedObject, check_counts_balance
-from eventdedup.commit.journal import journal_or_none
-from eventdedup.commit.log import CommittedState, load_committed_state
+from eventdedup.commit.changes import BatchChange
+from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted
+from eventdedup.commit.job_result import JobResult, StagedObject
+from eventdedup.commit.ledger import inputs_to_read, ledger_update, legacy_floor
+from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
+from eventdedup.counts import BatchCounts
+from eventdedup.dedup.bucket import BucketRules
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.inputs.exclusions import ExcludedInput, load_exclusions
@@ -66,7 +68,7 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
     store.delete_prefix(layout.staging_root(batch_id))
     exclusions = load_exclusions(store, layout, batch_id)
-    to_read = inputs_to_read(state, history, manifest)
+    to_read = inputs_to_read(state.ledger, history.base_version, manifest, history.recorded_inputs)
     partitions = history.recorded_partitions or dedup_partitions(
         config.spark.partitions, epochs.coarse, sc.defaultParallelism,
         sum(info.size for _, info in to_read))
@@ -79,38 +81,6 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     return result
 
 
-def refuse_if_promotion_unfinished(store: S3Store, layout: Layout, batch_id: str) -> None:
-    """A journal names the staged objects (by ETag) its promotion copies; recomputing would delete
-    and replace them, and a recomputation that differs (settings changed between attempts) would
-    leave the journal naming objects that no longer exist: a promotion nobody can finish."""
-    if journal_or_none(store, layout, batch_id) is not None:
-        raise errors.InconsistentStoreError(
-            f"batch {batch_id} has an unfinished promotion ({store.uri(layout.journal(batch_id))}) of the objects "
-            f"staged under {store.uri(layout.staging_root(batch_id))}; recomputing would replace them. "
-            "Run `eventdedup recover` to finish (or abandon) it first"
-        )
-
-
-def inputs_to_read(state: CommittedState, history: BatchHistory,
-                   manifest: BatchManifest) -> list[tuple[int, ObjectInfo]]:
-    """The manifest's inputs (by index) that no batch committed before this one consumed: the
-    ledger's exactly-once rule. A prefix batch asked to reprocess reads them all; a rerun reads
-    exactly the inputs its commit recorded."""
-    if history.recorded_inputs is not None:
-        return [(index, info) for index, info in enumerate(manifest.inputs) if info in history.recorded_inputs]
-    if manifest.selector.reprocess:
-        return list(enumerate(manifest.inputs))
-    to_read = []
-    for index, info in enumerate(manifest.inputs):
-        entry = state.ledger.consumed_before(info, history.base_version + 1)
-        if entry is None:
-            to_read.append((index, info))
-        else:
-            log.info("batch %s: input %s (ETag %s) was consumed by log version %d; skipped (--reprocess to read it "
-                     "again)", manifest.batch_id, info.key, info.etag, entry.version)
-    return to_read
-
-
 def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout, manifest: BatchManifest,
                state: CommittedState, history: BatchHistory, exclusions: Mapping[str, ExcludedInput],
                inputs: list[tuple[int, ObjectInfo]], partitions: int, epochs: BucketEpochs) -> list[DriverRecord]:
@@ -120,17 +90,18 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
     read_ctx = ReadContext(batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, rules=rules,
                            buckets=epochs.coarse, partitions=partitions, excluded=excluded,
                            populate=manifest.selector.populate)
-    dedup_ctx = DedupContext(
-        batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, layout=layout,
-        visible_owners=history.visible_owners, kept_owners=history.kept_owners,
+    bucket_rules = BucketRules(
+        batch_id=batch_id, visible_owners=history.visible_owners, kept_owners=history.kept_owners,
         arrival_day=history.arrival_hour // 24,
-        guard_days=tuple(range(history.window_start_hour // 24, history.arrival_hour // 24 + 1)),
-        input_keys=tuple(info.key for info in manifest.inputs), epochs=epochs,
+        guard_days=tuple(range(history.window_start_hour // 24, history.arrival_hour // 24 + 1)), epochs=epochs,
+        survivor=SurvivorPolicy.parse(config.dedup.survivor),
+        policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
+    )
+    dedup_ctx = DedupContext(
+        s3=config.s3, bucket=config.s3.bucket, layout=layout, rules=bucket_rules,
+        input_keys=tuple(info.key for info in manifest.inputs),
         quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
-        survivor=SurvivorPolicy.parse(config.dedup.survivor),
-        policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog),
-        populate=manifest.selector.populate,
     )
 
     def cut_of(index: int, info: ObjectInfo) -> Cut:
@@ -182,25 +153,25 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
                      history: BatchHistory, records: list[DriverRecord], exclusions: Mapping[str, ExcludedInput],
                      to_read: list[tuple[int, ObjectInfo]], partitions: int) -> JobResult:
     layout = Layout(config.layout)
-    counts: Counter[str] = Counter({name: 0 for name in COUNT_NAMES})
     consumed = tuple(info for _, info in to_read)
     # The exclusions the job ran under (promotion compares them with the batch's current ones).
     excluded = sorted(info.key for info in manifest.inputs if info.key in exclusions)
-    counts["inputs_excluded"] = sum(1 for info in consumed if info.key in exclusions)
-    counts["inputs_already_consumed"] = len(manifest.inputs) - len(consumed)
+    counts = BatchCounts(inputs_excluded=sum(1 for info in consumed if info.key in exclusions),
+                         inputs_already_consumed=len(manifest.inputs) - len(consumed))
     objects: list[StagedObject] = []
     for record in records:
         if isinstance(record, PartitionCounts):
-            counts.update({name: int(value) for name, value in record.counts.items()})
+            counts += record.counts
         else:
             objects.append(record)
-    check_counts_balance(counts)
+    counts.check_balance()
     objects.sort(key=lambda obj: obj.staged.key)
     objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
-    update = ledger_update(config, manifest, consumed, state, legacy_floor(store, layout, state))
-    return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), dict(counts),
-                     tuple(objects), tuple(excluded), history.window_start_hour, history.retain_from_hour, update,
-                     partitions)
+    floor = legacy_floor(store, layout, state.ledger, state.latest_interval_batch_id)
+    change = BatchChange(history.window_start_hour, history.retain_from_hour,
+                         ledger_update(config, manifest, consumed, state.ledger, floor), partitions, tuple(excluded))
+    return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), counts, tuple(objects),
+                     change)
 
 
 def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,

@@ -10,10 +10,10 @@ type, never by its code. To the driver, executors return only staged-object desc
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from eventdedup.commit.job_result import StagedObject
+from eventdedup.counts import BatchCounts
 from eventdedup.tables import Seq
 
 _PARTITION_SHIFT = 32
@@ -85,7 +85,7 @@ def partition_of_bucket(bucket: Seq, partitions: int) -> Seq:
 class PartitionCounts:
     """Counts one dedup task adds to the batch's totals."""
 
-    counts: Mapping[str, int]
+    counts: BatchCounts
 
 
 DriverRecord = StagedObject | PartitionCounts

@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 import orjson
 
+from eventdedup import codec
 from eventdedup.config import Config
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -31,15 +31,6 @@ class Alert:
     def now(cls, batch_id: str, kind: str, message: str, run_id: str) -> Alert:
         return cls(batch_id, kind, message, run_id, datetime.now(timezone.utc).isoformat())
 
-    def to_json(self) -> dict[str, str]:
-        return {"batch_id": self.batch_id, "kind": self.kind, "message": self.message, "run_id": self.run_id,
-                "at": self.at}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Alert:
-        return cls(str(data["batch_id"]), str(data["kind"]), str(data["message"]), str(data["run_id"]),
-                   str(data["at"]))
-
     @property
     def subject(self) -> str:
         return f"eventdedup {self.kind.replace('_', ' ')}: batch {self.batch_id}"
@@ -48,8 +39,8 @@ class Alert:
 def record_alert(store: S3Store, config: Config, alert: Alert) -> str:
     """Write the alert object and the structured log line; returns the object's URI."""
     key = Layout(config.layout).alert(alert.batch_id)
-    store.put_bytes(key, orjson.dumps(alert.to_json(), option=orjson.OPT_INDENT_2), content_type="application/json")
-    log.error("EVENTDEDUP_ALERT %s", orjson.dumps({**alert.to_json(), "object": store.uri(key)}).decode())
+    store.put_bytes(key, codec.dumps(alert, indent=True), content_type="application/json")
+    log.error("EVENTDEDUP_ALERT %s", orjson.dumps({**codec.to_doc(alert), "object": store.uri(key)}).decode())
     return store.uri(key)
 
 
@@ -58,4 +49,4 @@ def read_alert(store: S3Store, config: Config, batch_id: str) -> Alert | None:
     body = store.get_bytes_or_none(Layout(config.layout).alert(batch_id))
     if body is None:
         return None
-    return Alert.from_json(orjson.loads(body))
+    return codec.loads(Alert, body)

@@ -19,7 +19,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from eventdedup.commit.log import CommitRecord, CommittedState, committed_record, load_committed_state
+from eventdedup.commit.log import committed_record, load_committed_state
+from eventdedup.commit.records import CommitRecord
+from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.errors import InconsistentStoreError
 from eventdedup.layout import Layout

@@ -8,15 +8,12 @@ from typing import TYPE_CHECKING
 
 from eventdedup.cache.claims import cache_claim_differences, own_guard_entries
 from eventdedup.cache.identity import check_cache_identity
-from eventdedup.commit.job_result import WORK_COUNT_NAMES, JobResult
-from eventdedup.commit.log import (
-    CommitRecord,
-    committed_record,
-    committed_version,
-    load_committed_state,
-    record_arrival_hour,
-)
-from eventdedup.commit.promotion import PromotionOutcome, needs_dedup_job, promote_batch
+from eventdedup.commit.gate import needs_dedup_job
+from eventdedup.commit.job_result import JobResult
+from eventdedup.commit.log import committed_record, committed_version, load_committed_state
+from eventdedup.commit.promotion import PromotionOutcome, promote_batch
+from eventdedup.commit.records import CommitRecord
+from eventdedup.commit.state import record_arrival_hour
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
@@ -78,8 +75,7 @@ def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord
         else:
             problems.append(f"{key}: rerun produced different bytes")
     # A count this version adds (e.g. inputs_excluded) is absent, i.e. 0, in older commit records.
-    names = (set(job.counts) | set(record.counts)) - set(WORK_COUNT_NAMES)
-    if any(job.counts.get(name, 0) != record.counts.get(name, 0) for name in names):
+    if job.counts.results() != record.counts.results():
         problems.append(f"counts differ: committed {dict(record.counts)}, rerun {dict(job.counts)}")
     return problems
 
@@ -93,8 +89,8 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, sc: SparkContext
         return [f"batch {batch_id} is not committed"]
     record = committed_record(store, layout, version)
     if record.is_operation:
-        return [f"{batch_id} (log version {version}) is a {'retraction' if record.retracts else 'reshard'}, not a "
-                "batch: there is nothing to recompute"]
+        return [f"{batch_id} (log version {version}) is a {record.change.KIND}, not a batch: there is nothing to "
+                "recompute"]
     job = run_dedup_job(sc, config, batch_id)
     try:
         epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)

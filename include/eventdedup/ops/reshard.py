@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from eventdedup.cache.identity import recorded_epochs
+from eventdedup.commit.changes import Reshard
 from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import journal_or_none
-from eventdedup.commit.log import CommittedState, committed_record, load_committed_state, log_time
+from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.promotion import promote_batch
+from eventdedup.commit.state import CommittedState, log_time
 from eventdedup.config import Config
+from eventdedup.counts import BatchCounts
 from eventdedup.errors import ConfigError
 from eventdedup.keys import CacheKey, hour_index_at, is_guard_head_key
 from eventdedup.layout import Layout
@@ -85,13 +88,12 @@ def reshard(store: S3Store, config: Config, buckets: int, now: datetime,
     if journal_or_none(store, layout, rid) is None:
         refuse_if_other_journals(store, layout, rid)
         store.delete_prefix(layout.staging_root(rid))
-        result = JobResult(rid, state.version, log_time(state, now).isoformat(),
-                           {"buckets": buckets, "from_hour": from_hour}, (),
-                           reshard=(from_hour, buckets))
+        result = JobResult(rid, state.version, log_time(state, now).isoformat(), BatchCounts(), (),
+                           Reshard(from_hour, buckets))
         store.put_bytes(layout.job_result(rid), result.to_bytes(), content_type="application/json")
     outcome = promote_batch(store, config, rid)
     record = committed_record(store, layout, outcome.version)
-    assert record.reshard == (from_hour, buckets)
+    assert record.change == Reshard(from_hour, buckets)
     log.warning("resharded the cache to %d buckets from hour %d (log version %d)", buckets, from_hour, outcome.version)
     return ReshardOutcome(rid, outcome.version, from_hour, buckets, outcome.newly_committed)
 

@@ -33,20 +33,17 @@ import pyarrow.parquet as pq
 
 from eventdedup.cache.heads import load_head_runs
 from eventdedup.cache.segment import encode_segment
+from eventdedup.commit.changes import Retraction
 from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import journal_or_none
-from eventdedup.commit.log import (
-    CommitRecord,
-    CommittedState,
-    committed_record,
-    committed_version,
-    load_committed_state,
-    log_time,
-)
+from eventdedup.commit.log import committed_record, committed_version, load_committed_state
 from eventdedup.commit.promotion import PromotionOutcome, clean_up_batch, promote_batch
+from eventdedup.commit.records import CommitRecord
+from eventdedup.commit.state import CommittedState, log_time
 from eventdedup.commit.view import withdraw_load_manifests
 from eventdedup.config import Config
+from eventdedup.counts import BatchCounts
 from eventdedup.errors import RetractionRefusedError
 from eventdedup.keys import CacheKey, is_guard_head_key
 from eventdedup.layout import Layout
@@ -61,9 +58,19 @@ RETRACT_ID_PREFIX = "retract-"
 class RetractionOutcome:
     retraction_id: str
     version: int
-    retracted: tuple[str, ...]
+    change: Retraction
     newly_committed: bool
-    counts: dict[str, int]
+
+    @property
+    def retracted(self) -> tuple[str, ...]:
+        return self.change.retracts
+
+    @property
+    def figures(self) -> dict[str, int]:
+        """What the retraction took out, as the CLI prints it."""
+        return {"retracted_batches": len(self.change.retracts),
+                "retracted_output_rows": self.change.retracted_output_rows,
+                "cache_keys_rewritten": self.change.cache_keys_rewritten}
 
 
 def retraction_id(batch_id: str) -> str:
@@ -92,16 +99,23 @@ def retract_batch(store: S3Store, config: Config, batch_id: str, reason: str, no
     else:
         log.info("retraction %s: finishing the promotion its journal records", rid)
     outcome: PromotionOutcome = promote_batch(store, config, rid)
-    record = committed_record(store, layout, outcome.version)
-    log.warning("retracted %s at log version %d: %s", ", ".join(record.retracts), outcome.version, record.reason)
-    return RetractionOutcome(rid, outcome.version, record.retracts, outcome.newly_committed, dict(outcome.counts))
+    return _outcome(committed_record(store, layout, outcome.version), outcome.newly_committed)
+
+
+def _outcome(record: CommitRecord, newly_committed: bool) -> RetractionOutcome:
+    change = record.change
+    if not isinstance(change, Retraction):
+        raise RetractionRefusedError(f"log version {record.version} ({record.batch_id}) is not a retraction")
+    if newly_committed:
+        log.warning("retracted %s at log version %d: %s", ", ".join(change.retracts), record.version, change.reason)
+    return RetractionOutcome(record.batch_id, record.version, change, newly_committed)
 
 
 def _already_retracted(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> RetractionOutcome:
     record = committed_record(store, layout, state.retracted[batch_id])
     withdraw_load_manifests(store, layout, record)  # what a crash right after the commit left undone
     clean_up_batch(store, layout, record.batch_id)
-    return RetractionOutcome(record.batch_id, record.version, record.retracts, False, dict(record.counts))
+    return _outcome(record, False)
 
 
 def retraction_targets(store: S3Store, layout: Layout, state: CommittedState, batch_id: str,
@@ -162,11 +176,7 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
         info = store.put_bytes(layout.staged_cache_segment(rid, key),
                                encode_segment([run for run in runs if run.owner in kept_owners]))
         objects.append(StagedObject("cache", info, layout.final_cache_segment(rid, key), 0, cache_key=name))
-    counts = {
-        "retracted_batches": len(targets),
-        "retracted_output_rows": sum(obj.rows for record in records for obj in record.objects if obj.kind == "data"),
-        "cache_keys_rewritten": len(names),
-    }
-    result = JobResult(rid, state.version, log_time(state, now).isoformat(), counts, tuple(objects), retracts=targets,
-                       reason=reason)
+    change = Retraction(targets, reason,
+                        sum(obj.rows for record in records for obj in record.objects if obj.kind == "data"), len(names))
+    result = JobResult(rid, state.version, log_time(state, now).isoformat(), BatchCounts(), tuple(objects), change)
     store.put_bytes(layout.job_result(rid), result.to_bytes(), content_type="application/json")

@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from eventdedup.commit.gate import check_may_start
-from eventdedup.commit.ingestion import consumed_predicate, legacy_floor, listing_floor
-from eventdedup.commit.log import CommittedState, load_committed_state
+from eventdedup.commit.ledger import consumed_predicate, legacy_floor, listing_floor
+from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.recovery import RecoveryReport, examine, recover
+from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError, InconsistentStoreError
 from eventdedup.inputs.intervals import IntervalBatch
@@ -33,6 +34,9 @@ class BatchPlan:
 
     batch_id: str
     selector: InputSelector
+
+    def __post_init__(self) -> None:
+        validate_batch_id(self.batch_id)  # also when read back from XCom (eventdedup.codec)
 
     @classmethod
     def for_run(cls, params: Mapping[str, Any], interval_start: datetime | None,
@@ -54,13 +58,6 @@ class BatchPlan:
         interval = IntervalBatch.for_interval(interval_start, interval_end)
         return cls(interval.batch_id, InputSelector(since=interval.since, until=interval.until))
 
-    def to_json(self) -> dict[str, Any]:
-        """Small and JSON-safe, for XCom: the plan, never data."""
-        return {"batch_id": self.batch_id, "selector": self.selector.to_json()}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BatchPlan:
-        return cls(validate_batch_id(str(data["batch_id"])), InputSelector.from_json(dict(data["selector"])))
 
 
 def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: datetime) -> BatchManifest:
@@ -74,9 +71,10 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now)
     else:
         committed = state.get()
-        consumed = consumed_predicate(committed, legacy_floor(store, layout, committed))
+        floor = legacy_floor(store, layout, committed.ledger, committed.latest_interval_batch_id)
+        consumed = consumed_predicate(committed.ledger, committed.version, floor)
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, consumed,
-                                       listing_floor(committed))
+                                       listing_floor(committed.ledger))
     log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
     return manifest
 

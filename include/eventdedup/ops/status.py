@@ -6,17 +6,20 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from eventdedup.commit.ingestion import consumed_predicate
-from eventdedup.commit.log import CommittedState, batch_record, committed_record, load_committed_state
+from eventdedup.commit.changes import Reshard, Retraction
+from eventdedup.commit.ledger import consumed_predicate
+from eventdedup.commit.log import batch_record, committed_record, load_committed_state
 from eventdedup.commit.recovery import examine
+from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
+from eventdedup.counts import BatchCounts
 from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
 log = logging.getLogger(__name__)
 
-TABLE_COLUMNS = ("input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "output_rows")
+TABLE_COLUMNS = BatchCounts.SUMMARY
 
 
 def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20) -> dict[str, Any]:
@@ -38,10 +41,10 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
         }
         if record.batch_id in state.retracted:
             entry["retracted_at_version"] = state.retracted[record.batch_id]
-        if record.retracts:
-            entry.update(retracts=list(record.retracts), reason=record.reason)
-        if record.reshard is not None:
-            entry["reshard"] = {"from_hour": record.reshard[0], "buckets": record.reshard[1]}
+        if isinstance(record.change, Retraction):
+            entry.update(retracts=list(record.change.retracts), reason=record.change.reason)
+        if isinstance(record.change, Reshard):
+            entry["reshard"] = {"from_hour": record.change.from_hour, "buckets": record.change.buckets}
         status["batches"].append(entry)
     status["batches"].reverse()
     return status
@@ -51,7 +54,7 @@ def ledger_lag(store: S3Store, config: Config, state: CommittedState, now: datet
     """How far ingestion lags: landing objects of the lookback before `now` that no batch consumed
     (older ones are the sweep's), the oldest of them, and the ledger's size."""
     start = now - timedelta(hours=config.inputs.lookback_hours)
-    waiting, _ = unconsumed_in_range(store, config, start, now, consumed_predicate(state, None))
+    waiting, _ = unconsumed_in_range(store, config, start, now, consumed_predicate(state.ledger, state.version, None))
     oldest = min(waiting, key=lambda info: info.last_modified or now, default=None)
     return {"unconsumed": len(waiting), "oldest_unconsumed": None if oldest is None else oldest.key,
             "oldest_unconsumed_last_modified": None if oldest is None or oldest.last_modified is None

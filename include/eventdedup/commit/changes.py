@@ -1,0 +1,75 @@
+"""What a commit changes: one typed value, one variant per kind of change.
+
+Carried whole from the job result through the promotion journal into the commit record, and
+applied to the folded state in one place (`CommittedState.apply`), the way pyiceberg's
+`TableUpdate` variants and delta-rs's `Action`s are. Its document is the codec's: an object
+with a `kind`.
+
+- `BatchChange`: a batch (scheduled interval, manual prefix, sweep, populate) adds its output,
+  cache runs and consumed inputs;
+- `Retraction`: batches leave the committed view (eventdedup.ops.retract);
+- `Reshard`: hour segments get another bucket count from an hour on (eventdedup.ops.reshard).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from eventdedup.codec import json_name
+from eventdedup.commit.ledger import LedgerUpdate
+
+
+@dataclass(frozen=True)
+class BatchChange:
+    KIND: ClassVar[str] = "batch"
+
+    # The first hour (hours since the epoch) the batch checked against the cache; a rerun checks
+    # the same hours. None in records written before it was recorded.
+    window_start_hour: int | None = None
+    # Hours before this one may leave the state: neither this batch nor a rerun of any batch whose
+    # window starts within a window of this one reads them (its window start minus one window).
+    retain_from_hour: int | None = None
+    # The input objects the batch consumed and the ledger's horizons (eventdedup.commit.ledger);
+    # None in records written before the ledger existed.
+    ledger_update: LedgerUpdate | None = field(default=None, metadata=json_name("ledger"))
+    # Dedup partitions the batch's job ran with (they lay out its data and audit files): a rerun
+    # uses them. None in records written before they were derived from the input.
+    partitions: int | None = None
+    # Input keys the job quarantined whole on an operator's exclusion (sorted): promotion refuses
+    # the change if the batch's exclusions are other than these when it commits.
+    excluded_inputs: tuple[str, ...] = ()
+    # False in records committed before windows were measured by arrival and copies were found
+    # across hours (format 1 records without a `cross_hour_duplicates` count): a rerun would see
+    # other history, so they are never recomputed.
+    arrival_windows: bool = True
+
+
+@dataclass(frozen=True)
+class Retraction:
+    """The batches this commit removes from the committed view, and why. Its objects are their
+    cache heads without their runs; it consumes no input and owns no cache run."""
+
+    KIND: ClassVar[str] = "retraction"
+
+    retracts: tuple[str, ...]
+    reason: str
+    retracted_output_rows: int = 0
+    cache_keys_rewritten: int = 0
+
+
+@dataclass(frozen=True)
+class Reshard:
+    """From `from_hour` on (hours since the epoch), hour segments have `buckets` buckets
+    (eventdedup.cache.epochs)."""
+
+    KIND: ClassVar[str] = "reshard"
+
+    from_hour: int
+    buckets: int
+
+    @property
+    def cutover(self) -> tuple[int, int]:
+        return self.from_hour, self.buckets
+
+
+Change = BatchChange | Retraction | Reshard

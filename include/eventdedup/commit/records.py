@@ -1,0 +1,121 @@
+"""The commit record: what commit N of the log says, and its format on S3.
+
+Modelled on Delta Lake's `_delta_log`: commit N is one JSON object written with
+`put_object(IfNoneMatch="*")`, so at most one writer can ever create it, and it names commit
+N-1's batch. A batch is visible, and its cache entries trusted, only once its commit exists.
+
+Format 2 (this one): the record's fields plus `change`, the typed payload of what it changes
+(eventdedup.commit.changes). Format 1 records (before the payload had one type) keep loading:
+`upgrade_commit_v1` turns them into format 2 documents, and so do the job results and promotion
+journals of that time (`upgrade_change_v1`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from eventdedup import codec
+from eventdedup.commit.changes import BatchChange, Change, Reshard, Retraction
+from eventdedup.counts import BatchCounts
+from eventdedup.errors import CorruptStateError
+from eventdedup.s3store import ObjectInfo
+
+COMMIT_FORMAT = 2
+
+
+@dataclass(frozen=True)
+class PromotedObject:
+    kind: str  # data | audit | quarantine | cache | load_manifest
+    key: str
+    size: int
+    etag: str
+    rows: int = 0
+
+    @property
+    def info(self) -> ObjectInfo:
+        return ObjectInfo(self.key, self.size, self.etag)
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    version: int
+    batch_id: str
+    previous_batch_id: str | None
+    # Unique per promotion attempt: lets a promoter whose PUT response was lost recognise the
+    # commit as its own (Iceberg's "commit state unknown") instead of reporting a conflict.
+    token: str
+    as_of: str
+    counts: BatchCounts
+    objects: tuple[PromotedObject, ...]
+    cache_heads: Mapping[str, str]  # cache key "YYYY-MM-DD/HH/BBBB" (or a guard's) -> object key
+    change: Change = field(default_factory=BatchChange)
+
+    @property
+    def is_operation(self) -> bool:
+        """A retraction or a reshard: staged from the log, not from a batch manifest; no input."""
+        return not isinstance(self.change, BatchChange)
+
+    @property
+    def retracts(self) -> tuple[str, ...]:
+        return self.change.retracts if isinstance(self.change, Retraction) else ()
+
+    @property
+    def batch_change(self) -> BatchChange | None:
+        return self.change if isinstance(self.change, BatchChange) else None
+
+    def to_bytes(self) -> bytes:
+        doc = {"format": COMMIT_FORMAT, **codec.to_doc(self)}
+        doc["cache_heads"] = dict(sorted(doc["cache_heads"].items()))
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str) -> CommitRecord:
+        try:
+            return codec.loads(cls, data, upgrade_commit)
+        except codec.CodecError as exc:
+            raise CorruptStateError(f"commit record {name} does not parse: {exc}; the log cannot be trusted") from None
+
+
+def upgrade_commit(doc: Any) -> Any:
+    if not isinstance(doc, dict):
+        return doc
+    if doc.get("format") == COMMIT_FORMAT:
+        return doc
+    if doc.get("format") != 1:
+        raise codec.CodecError(f"unknown format {doc.get('format')!r}")
+    return upgrade_change_v1(doc)
+
+
+_V1_CHANGE_FIELDS = ("window_start_hour", "retain_from_hour", "ledger", "partitions", "excluded_inputs", "retracts",
+                     "reason", "reshard")
+
+
+def upgrade_change_v1(doc: dict[str, Any]) -> dict[str, Any]:
+    """A format-1 document (commit record, job result or journal) with its change in one object.
+    Format 1 spelt a change as loose fields, and put a retraction's and a reshard's own figures
+    among the batch counts."""
+    upgraded = {key: value for key, value in doc.items() if key not in _V1_CHANGE_FIELDS}
+    counts = dict(doc.get("counts") or {})
+    change: dict[str, Any]
+    if doc.get("retracts"):
+        change = {"kind": Retraction.KIND, "retracts": doc["retracts"], "reason": doc.get("reason") or "",
+                  "retracted_output_rows": counts.pop("retracted_output_rows", 0),
+                  "cache_keys_rewritten": counts.pop("cache_keys_rewritten", 0)}
+        counts.pop("retracted_batches", None)
+    elif doc.get("reshard") is not None:
+        cutover = doc["reshard"]  # {"from_hour", "buckets"} in commit records, [hour, buckets] in job results
+        hour, buckets = (cutover["from_hour"], cutover["buckets"]) if isinstance(cutover, dict) else cutover
+        change = {"kind": Reshard.KIND, "from_hour": hour, "buckets": buckets}
+        counts.pop("buckets", None)
+        counts.pop("from_hour", None)
+    else:
+        change = {"kind": BatchChange.KIND, **{key: doc[key] for key in _V1_CHANGE_FIELDS[:5]
+                                               if doc.get(key) is not None},
+                  "arrival_windows": "cross_hour_duplicates" in counts}
+    upgraded["counts"] = counts
+    upgraded["change"] = change
+    upgraded["format"] = COMMIT_FORMAT
+    return upgraded

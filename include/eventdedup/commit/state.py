@@ -1,0 +1,224 @@
+"""The committed state: the commit log folded up to a version, pure (no S3 here).
+
+The folded state is bounded by the dedup window, not by the age of the store: each commit names
+the hour before which nothing it (or a rerun of a batch inside the window) reads, and the fold
+drops cache heads of hours before the newest such hour, and batches that can no longer be
+recomputed. A batch that leaves the state is still known to be committed: before the checkpoint
+that first omits it is written, a marker beside its manifest records its version
+(eventdedup.commit.log).
+
+Every kind of change a commit carries (eventdedup.commit.changes) is applied here, in
+`CommittedState.apply`, and nowhere else.
+"""
+from __future__ import annotations
+
+import gzip
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from eventdedup import codec
+from eventdedup.codec import TRANSIENT
+from eventdedup.commit.changes import BatchChange, Reshard, Retraction
+from eventdedup.commit.ledger import IngestionLedger
+from eventdedup.commit.records import CommitRecord
+from eventdedup.errors import CorruptStateError
+from eventdedup.inputs.intervals import interval_start_of
+from eventdedup.keys import CacheKey, hour_index_at
+
+CHECKPOINT_FORMAT = 2
+
+
+@dataclass(frozen=True)
+class CommittedState:
+    """The log folded up to `version`, bounded by the dedup window measured in arrival time.
+
+    Every commit has an arrival hour (eventdedup.cache.history: its as_of's hour, never before the
+    log's latest arrival, so arrivals never decrease along the log). A batch sees the cache
+    entries of batches that arrived within a window before it; `retain_from_hour`, a window before
+    the newest window start, is the horizon: entries that arrived before it are visible to no new
+    batch and to no rerun that can still be exact.
+
+    `batches` holds the recent batches (batch id -> commit version): a suffix of the log, from the
+    oldest batch that arrived at or after the horizon. Older batches are committed all the same:
+    ask `eventdedup.commit.log.committed_version`. `cache_heads` holds every cache object (hour
+    segments and id guards) some batch at or after the horizon wrote; `head_arrivals` the newest
+    arrival that wrote each.
+    """
+
+    version: int = 0
+    batches: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> commit version
+    cache_heads: Mapping[str, str] = field(default_factory=dict)
+    last_batch_id: str | None = None
+    arrivals: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> its arrival hour
+    retain_from_hour: int | None = None
+    # The committed batch whose id names the latest interval start: what interval run order needs.
+    latest_interval_batch_id: str | None = None
+    # The highest version whose batch has left `batches` (0: none has): below it, look for markers.
+    left_through_version: int = 0
+    # Every input object consumed by a recent commit (eventdedup.commit.ledger).
+    ledger: IngestionLedger = field(default_factory=IngestionLedger)
+    latest_arrival_hour: int | None = None
+    head_arrivals: Mapping[str, int] = field(default_factory=dict)  # cache head key -> newest writer arrival
+    # Batches that left the state since the checkpoint this state was loaded from: their markers
+    # are written before the next checkpoint. Not part of a checkpoint.
+    left_since_checkpoint: Mapping[str, int] = field(default_factory=dict, compare=False, metadata=TRANSIENT)
+    # Retracted batch id -> the version of the retraction: out of the committed view, never
+    # committed again under that id (their objects keep their names). Rare; kept for good.
+    retracted: Mapping[str, int] = field(default_factory=dict)
+    # Reshard cut-overs, (first hour, bucket count), in commit order (eventdedup.cache.epochs).
+    bucket_cutovers: tuple[tuple[int, int], ...] = ()
+
+    def apply(self, record: CommitRecord, name: str) -> CommittedState:
+        """The state after commit `record`: the one place where each kind of change takes effect."""
+        self._check_follows(record, name)
+        change = record.change
+        arrival = _later_hour(self.latest_arrival_hour, record_arrival_hour(record))
+        assert arrival is not None
+        batches = {**self.batches, record.batch_id: record.version}
+        arrivals = {**self.arrivals, record.batch_id: arrival}
+        horizon, ledger = self.retain_from_hour, self.ledger
+        retracted, cutovers = dict(self.retracted), self.bucket_cutovers
+        if isinstance(change, BatchChange):
+            horizon = _later_hour(horizon, change.retain_from_hour)
+            ledger = ledger.with_update(change.ledger_update, record.version,
+                                        hour_index_at(datetime.fromisoformat(record.as_of)))
+        elif isinstance(change, Retraction):
+            unknown = [batch for batch in change.retracts if batch not in self.batches]
+            if unknown:
+                raise CorruptStateError(f"commit record {name} retracts {unknown}, which are not recent committed "
+                                        "batches; the log is broken")
+            ledger = ledger.without_versions({self.batches[batch] for batch in change.retracts})
+            for batch in change.retracts:
+                batches.pop(batch)
+                arrivals.pop(batch, None)
+                retracted[batch] = record.version
+        elif isinstance(change, Reshard):
+            if cutovers and change.from_hour <= cutovers[-1][0]:
+                raise CorruptStateError(f"commit record {name} reshards from hour {change.from_hour}, not after the "
+                                        f"last cut-over at {cutovers[-1][0]}; the log is broken")
+            cutovers = (*cutovers, change.cutover)
+        left = dict(self.left_since_checkpoint)
+        for batch_id in _batches_leaving(batches, arrivals, horizon):
+            left[batch_id] = batches.pop(batch_id)
+            arrivals.pop(batch_id, None)
+        head_arrivals = {**self.head_arrivals, **{key: arrival for key in record.cache_heads}}
+        heads = {**self.cache_heads, **record.cache_heads}
+        if horizon is not None:
+            heads = {key: segment for key, segment in heads.items() if head_arrivals[key] >= horizon}
+            head_arrivals = {key: head_arrivals[key] for key in heads}
+        return CommittedState(
+            version=record.version, batches=batches, cache_heads=heads, last_batch_id=record.batch_id,
+            arrivals=arrivals, retain_from_hour=horizon,
+            latest_interval_batch_id=_later_interval(self.latest_interval_batch_id, record.batch_id),
+            left_through_version=max([self.left_through_version, *left.values()]), ledger=ledger,
+            latest_arrival_hour=arrival, head_arrivals=head_arrivals, left_since_checkpoint=left,
+            retracted=retracted, bucket_cutovers=cutovers,
+        )
+
+    def _check_follows(self, record: CommitRecord, name: str) -> None:
+        if record.version != self.version + 1 or record.previous_batch_id != self.last_batch_id:
+            raise CorruptStateError(
+                f"commit record {name} (version {record.version}, after {record.previous_batch_id!r}) does not "
+                f"follow version {self.version} ({self.last_batch_id!r}); the log is broken"
+            )
+        if (record.batch_id in self.batches or record.batch_id in self.left_since_checkpoint
+                or record.batch_id in self.retracted):
+            raise CorruptStateError(f"commit record {name} commits batch {record.batch_id} a second time")
+
+    def to_bytes(self) -> bytes:
+        """The checkpoint: gzip of the codec's document (the transient markers-to-write left out)."""
+        return gzip.compress(orjson.dumps({"format": CHECKPOINT_FORMAT, **codec.to_doc(self)}), mtime=0)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str) -> CommittedState:
+        try:
+            doc = orjson.loads(gzip.decompress(data))
+            state: CommittedState = codec.from_doc(cls, upgrade_checkpoint(doc))
+        except (OSError, EOFError, orjson.JSONDecodeError, codec.CodecError) as exc:
+            raise CorruptStateError(f"checkpoint {name} does not parse: {exc}") from None
+        # Version order: recent batches leave the state as a prefix of it.
+        return replace(state, batches=dict(sorted(state.batches.items(), key=lambda item: item[1])))
+
+
+def upgrade_checkpoint(doc: Any) -> Any:
+    """A checkpoint of any earlier version as the current document. Before formats were numbered
+    a checkpoint could lack `latest_interval_batch_id` (found from the batch ids), `arrivals`
+    (window starts per batch, event-hour heads), `latest_arrival_hour`, and a ledger's `started`
+    (a ledger was only written once started)."""
+    if not isinstance(doc, dict) or doc.get("format") == CHECKPOINT_FORMAT:
+        return doc
+    if doc.get("format") is not None:
+        raise codec.CodecError(f"unknown checkpoint format {doc.get('format')!r}")
+    doc = dict(doc)
+    if "latest_interval_batch_id" not in doc:
+        latest = None
+        for batch_id in doc.get("batches", {}):
+            latest = _later_interval(latest, batch_id)
+        doc["latest_interval_batch_id"] = latest
+    if "arrivals" not in doc:
+        starts = {str(k): int(v) for k, v in doc.get("window_starts", {}).items()}
+        horizon = doc.get("retain_from_hour")
+        window = max(starts.values()) - horizon if starts and horizon is not None else 0
+        doc["arrivals"] = {batch: start + window for batch, start in starts.items()}
+        doc["head_arrivals"] = {key: CacheKey.parse(key).hour_index for key in doc.get("cache_heads", {})}
+    if doc.get("latest_arrival_hour") is None and doc["arrivals"]:
+        doc["latest_arrival_hour"] = max(doc["arrivals"].values())
+    if isinstance(doc.get("ledger"), dict) and "started" not in doc["ledger"]:
+        doc["ledger"] = {**doc["ledger"], "started": True}
+    return doc
+
+
+def log_time(state: CommittedState, now: datetime) -> datetime:
+    """The time an operation commits at (a retraction, a reshard): the log's latest arrival, not
+    a clock, so it never moves the windows of the batches after it (a clock ahead of log time
+    during a backfill would); `now` only for a log without arrivals."""
+    if state.latest_arrival_hour is None:
+        return now
+    return datetime.fromtimestamp(state.latest_arrival_hour * 3600, tz=timezone.utc)
+
+
+def record_arrival_hour(record: CommitRecord) -> int:
+    """A commit's arrival hour: its window start plus one window (a window start is the arrival
+    minus the window, and the horizon it records one window earlier still); a record older than
+    window starts, and an operation, arrived at its as_of's hour."""
+    change = record.change
+    if (isinstance(change, BatchChange) and change.window_start_hour is not None
+            and change.retain_from_hour is not None):
+        return 2 * change.window_start_hour - change.retain_from_hour
+    return hour_index_at(datetime.fromisoformat(record.as_of))
+
+
+def _later_hour(current: int | None, candidate: int | None) -> int | None:
+    """Horizons and arrivals only move forward: a batch committed late cannot lower them."""
+    if candidate is None:
+        return current
+    return candidate if current is None else max(current, candidate)
+
+
+def _batches_leaving(batches: Mapping[str, int], arrivals: Mapping[str, int],
+                     horizon: int | None) -> list[str]:
+    """The oldest batches (a prefix in version order) that arrived before the horizon: no batch
+    sees their entries any more, and a rerun of them would read expired ones. Leaving as a prefix
+    keeps `batches` a suffix of the log, so a run owned by a batch not in it is older than every
+    batch in it."""
+    if horizon is None:
+        return []
+    leaving = []
+    for batch_id in batches:  # insertion order is version order
+        arrival = arrivals.get(batch_id)
+        if arrival is not None and arrival >= horizon:
+            break
+        leaving.append(batch_id)
+    return leaving
+
+
+def _later_interval(current: str | None, batch_id: str) -> str | None:
+    start = interval_start_of(batch_id)
+    if start is None:
+        return current
+    current_start = None if current is None else interval_start_of(current)
+    return batch_id if current_start is None or start > current_start else current

@@ -1,0 +1,94 @@
+"""What a batch counts: one home for every count's name, its meaning and the sums that must hold.
+
+A batch's counts travel from each dedup task to the driver, into the job result, the promotion
+journal and the commit record, and out to `status`, the metrics line and the Airflow XCom. They
+are one typed value everywhere; it is also a read-only mapping (name -> count), which is how the
+commit record, the CLI's JSON and the metrics show it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from eventdedup.errors import EventDedupError
+
+
+@dataclass(frozen=True)
+class BatchCounts(Mapping[str, int]):
+    """Every count of one batch. Duplicates are counted twice over: by what was found (the four
+    kinds) and by what became of them (dropped, renamed, kept, updated)."""
+
+    input_lines: int = 0  # every line of every input object read (or quarantined whole)
+    malformed: int = 0  # lines quarantined, with their reason
+    in_batch_duplicates: int = 0  # dropped: a copy of an event this batch emits
+    cross_batch_duplicates: int = 0  # dropped: a copy of an event an earlier batch emitted
+    output_rows: int = 0
+    cache_keys_written: int = 0  # (key, fingerprint) entries the batch added to the cache
+    cross_hour_duplicates: int = 0  # duplicates whose kept copy lies in another hour
+    guard_hours_loaded: int = 0  # hour segments loaded because an id guard named them (work, not result)
+    in_batch_natural: int = 0
+    in_batch_synthetic: int = 0
+    cross_batch_natural: int = 0
+    cross_batch_synthetic: int = 0
+    renamed: int = 0  # synthetic duplicates emitted under a derived id
+    kept_synthetic: int = 0  # synthetic duplicates emitted flagged (duplicate_of)
+    updates: int = 0  # changelog: emitted as op = update
+    inputs_excluded: int = 0  # input objects an operator excluded, quarantined whole
+    inputs_already_consumed: int = 0  # prefix inputs the ingestion ledger held, skipped
+    populated: int = 0  # a populate batch: events committed to the cache, not output
+
+    # Counts of work done, not of results: a rerun may do more of it (the id guards it probes hold
+    # ids committed after its batch, and name more hours), so verify-rerun does not compare them.
+    WORK: ClassVar[tuple[str, ...]] = ("guard_hours_loaded",)
+    # What `status` shows per batch.
+    SUMMARY: ClassVar[tuple[str, ...]] = ("input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates",
+                                          "output_rows")
+    # Every name is written, zeros too: readers of a commit record see the whole set.
+    CODEC_KEEP_DEFAULTS: ClassVar[bool] = True
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(spec.name for spec in dataclasses.fields(cls))
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int]) -> BatchCounts:
+        """From a mapping that names only counts (absent ones are 0); an unknown name is refused."""
+        unknown = set(counts) - set(cls.names())
+        if unknown:
+            raise EventDedupError(f"unknown count(s) {sorted(unknown)}; known: {list(cls.names())}")
+        return cls(**{name: int(value) for name, value in counts.items()})
+
+    def __getitem__(self, name: str) -> int:
+        if name not in self.names():
+            raise KeyError(name)
+        value: int = getattr(self, name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __add__(self, other: BatchCounts) -> BatchCounts:
+        return BatchCounts(**{name: self[name] + other[name] for name in self.names()})
+
+    def results(self) -> dict[str, int]:
+        """The counts a recomputation must reproduce (every one but the work counts)."""
+        return {name: self[name] for name in self.names() if name not in self.WORK}
+
+    def check_balance(self) -> None:
+        """Every input line is accounted for exactly once: quarantined, dropped with a reason,
+        output, or (a populate batch) committed to the cache only; and every duplicate found was
+        dropped, renamed or kept."""
+        accounted = (self.malformed + self.in_batch_duplicates + self.cross_batch_duplicates + self.output_rows
+                     + self.populated)
+        if accounted != self.input_lines:
+            raise EventDedupError(f"counts do not balance: {accounted} accounted for, {self.input_lines} input lines")
+        found = self.in_batch_natural + self.in_batch_synthetic + self.cross_batch_natural + self.cross_batch_synthetic
+        settled = self.in_batch_duplicates + self.cross_batch_duplicates + self.renamed + self.kept_synthetic
+        if found != settled:
+            raise EventDedupError(
+                f"counts do not balance: {found} duplicates found, {settled} dropped, renamed or kept")

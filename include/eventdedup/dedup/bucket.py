@@ -1,0 +1,196 @@
+"""Decide one bucket of a batch: every event of the bucket, whatever its hour, against the
+committed cache, behind a narrow cache interface.
+
+A bucket's events of every hour are decided together, so copies of one id in different hours of
+the batch meet. Which hours of the cache are read: the bucket's own hours (every fine segment an
+hour's bucket count puts inside the coarse bucket: eventdedup.cache.epochs), and every hour some
+id guard of the window names for one of its ids (eventdedup.cache.guard), so copies committed in
+other hours are found exactly. The outcome is what the batch emits, what it audits and why, the
+bucket's new cache segments (one per (hour, fine bucket) it adds ids to) and its new id guard,
+and its counts. Nothing here does I/O: the Spark stage's loader (eventdedup.job.dedup_stage)
+implements `BucketCache` over S3, and the tests over a dict.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from eventdedup.cache.epochs import BucketEpochs
+from eventdedup.cache.guard import GuardProbe, IdGuard
+from eventdedup.cache.heads import copy_forward_segment
+from eventdedup.cache.segment import CacheRun
+from eventdedup.cache.view import CacheView
+from eventdedup.counts import BatchCounts
+from eventdedup.dedup.decide import (
+    Action,
+    DuplicatePolicy,
+    KeyDecision,
+    KeyHours,
+    Outcome,
+    decide_key_group,
+    new_cache_run,
+)
+from eventdedup.dedup.rows import audit_columns, output_columns
+from eventdedup.dedup.survivor import SurvivorPolicy
+from eventdedup.keys import digest_array
+from eventdedup.sorting import distinct_sorted, unique_inverse
+
+
+class BucketCache(Protocol):
+    """What deciding a bucket reads of the committed cache."""
+
+    def runs(self, hour: int, bucket: int) -> list[CacheRun]:
+        """The committed runs of one (hour, fine bucket) segment; none when it has no head."""
+
+    def guard(self, day: int, bucket: int) -> IdGuard:
+        """The committed id guard of one (arrival day, coarse bucket); empty when it has no head."""
+
+
+@dataclass(frozen=True)
+class BucketRules:
+    """What a batch decides its buckets by (eventdedup.cache.history.BatchHistory and the config)."""
+
+    batch_id: str
+    # Whose runs the batch sees (owner -> commit version, the order of their runs) and whose runs
+    # its new heads carry forward.
+    visible_owners: Mapping[str, int]
+    kept_owners: frozenset[str]
+    arrival_day: int  # the day of the guard the batch adds its ids to
+    guard_days: tuple[int, ...]  # arrival days of the window: the guards every bucket probes
+    epochs: BucketEpochs  # bucket counts by hour; the job groups by the coarse count
+    survivor: SurvivorPolicy = SurvivorPolicy("first")
+    policy: DuplicatePolicy = DuplicatePolicy()
+    # A populate batch (eventdedup.ops.populate): what it would emit goes to the cache only,
+    # counted as `populated`.
+    populate: bool = False
+
+
+@dataclass
+class BucketOutcome:
+    emitted: npt.NDArray[np.bool_]  # per row of the bucket
+    output: pa.Table  # the emitted rows, OUTPUT_SCHEMA without raw
+    duplicates: npt.NDArray[np.intp]  # rows of the bucket the audit holds
+    audit: pa.Table  # their audit columns, AUDIT_SCHEMA without raw, source_object and line_number
+    counts: BatchCounts
+    segments: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (hour, fine bucket) -> new head
+    guard: IdGuard | None = None  # the bucket's new guard of the arrival day; None: it adds no id
+
+
+def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: BucketCache) -> BucketOutcome:
+    """Decide one bucket's rows (in input order, narrow: SHUFFLE_SCHEMA without raw) of every hour."""
+    hours = table.column("cache_hour").to_numpy()
+    digests = digest_array(table.column("key_digest"))
+    fingerprints = table.column("fingerprint").to_numpy()
+    own_hours = [int(hour) for hour in distinct_sorted(hours)]
+    segments = {(hour, fine): cache.runs(hour, fine)
+                for hour in own_hours for fine in rules.epochs.fine_of(bucket, hour)}
+    keys, key_of_row = unique_inverse(digests)
+    key_hours = _key_hours(rules, bucket, keys, key_of_row, hours, cache)
+    other_hours = sorted(set(key_hours.hours) - set(own_hours))
+    for hour in other_hours:
+        segments.update({(hour, fine): cache.runs(hour, fine) for fine in rules.epochs.fine_of(bucket, hour)})
+    loaded: dict[int, list[CacheRun]] = defaultdict(list)  # an hour's runs: of every fine segment the bucket holds
+    for (hour, _), runs in sorted(segments.items()):
+        loaded[hour].extend(runs)
+    view = CacheView.from_hours(loaded, rules.visible_owners)
+    priorities = rules.survivor.priorities(table.column("order_key"), table.num_rows)
+    decision = decide_key_group(digests, fingerprints, priorities, view, rules.batch_id, rules.policy, key_hours)
+    emitted = decision.emitted_mask
+    duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
+    outcome = BucketOutcome(emitted, output_columns(rules.batch_id, table, decision), duplicates,
+                            audit_columns(rules.batch_id, table, decision, duplicates), BatchCounts())
+    fine_buckets = rules.epochs.fine_buckets(digests, hours)
+    new_hours, new_fines = distinct_pairs(hours[emitted], fine_buckets[emitted])
+    written = 0
+    for hour, fine in zip(new_hours.tolist(), new_fines.tolist(), strict=True):
+        within = (hours == hour) & (fine_buckets == fine)
+        own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within)
+        outcome.segments[(hour, fine)] = copy_forward_segment(segments[(hour, fine)], rules.kept_owners, own_run)
+        written += len(own_run)
+    if emitted.any():
+        outcome.guard = cache.guard(rules.arrival_day, bucket).with_ids(digests[emitted], hours[emitted])
+    cross_hour = int(np.count_nonzero(cross_hour_duplicates(decision, view, key_of_row, hours)))
+    outcome.counts = counts_of(decision, rules.populate, cache_keys_written=written, cross_hour_duplicates=cross_hour,
+                               guard_hours_loaded=len(other_hours))
+    return outcome
+
+
+def _key_hours(rules: BucketRules, bucket: int, keys: npt.NDArray[np.bytes_], key_of_row: npt.NDArray[np.intp],
+               hours: npt.NDArray[np.int64], cache: BucketCache) -> KeyHours:
+    """Which hours may hold each of the bucket's keys (sorted, distinct; `key_of_row` maps each
+    row to its key): the hours its copies in the batch fall in, and every hour some guard of the
+    window names for it."""
+    key_parts, hour_parts = [key_of_row], [hours]
+    probe = GuardProbe.of(keys)
+    for day in rules.guard_days:
+        query, named = cache.guard(day, bucket).candidate_hours(probe)
+        key_parts.append(query)
+        hour_parts.append(named)
+    distinct_hours, distinct_keys = distinct_pairs(np.concatenate(hour_parts), np.concatenate(key_parts))
+    starts = np.flatnonzero(np.r_[True, np.diff(distinct_hours) != 0])  # sorted by hour: one run each
+    by_hour: dict[int, npt.NDArray[np.bool_]] = {}
+    for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(distinct_hours)], strict=True):
+        mask = np.zeros(len(keys), bool)
+        mask[distinct_keys[start:stop]] = True
+        by_hour[int(distinct_hours[start])] = mask
+    return KeyHours(keys, key_of_row, by_hour)
+
+
+def distinct_pairs(major: npt.NDArray[np.integer[Any]],
+                   minor: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct (major, minor) pairs, sorted by major then minor. Packed into one int64 each
+    where their ranges allow (always, for hours, buckets and row indices): numpy's row-wise
+    unique (axis=0) sorts a structured view, several times slower than sorting integers."""
+    first: npt.NDArray[np.int64] = np.asarray(major, np.int64)
+    second: npt.NDArray[np.int64] = np.asarray(minor, np.int64)
+    if len(first) == 0:
+        return first, second
+    major_low, minor_low = int(first.min()), int(second.min())
+    major_span, minor_span = int(first.max()) - major_low + 1, int(second.max()) - minor_low + 1
+    if major_span * minor_span >= 1 << 62:
+        rows = np.unique(np.stack([first, second], axis=1), axis=0)
+        return rows[:, 0], rows[:, 1]
+    packed = distinct_sorted((first - major_low) * minor_span + (second - minor_low))
+    return packed // minor_span + major_low, packed % minor_span + minor_low
+
+
+def cross_hour_duplicates(decision: KeyDecision, view: CacheView, key_of_row: npt.NDArray[np.intp],
+                          hours: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Duplicates whose kept copy lies in another hour: what a cache keyed by hour alone misses."""
+    outcomes = decision.outcomes
+    cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
+    run_hours = np.array([*view.hours, -1], np.int64)
+    holder = np.where(cross_batch, decision.holder, len(view.hours))
+    found: npt.NDArray[np.bool_] = cross_batch & (run_hours[holder] != hours)
+    in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
+    if in_batch.any():
+        survivor_hour = np.full(key_of_row.max() + 1, -1, np.int64)
+        survivors = outcomes == Outcome.KEPT
+        survivor_hour[key_of_row[survivors]] = hours[survivors]
+        found |= in_batch & (survivor_hour[key_of_row] >= 0) & (survivor_hour[key_of_row] != hours)
+    return found
+
+
+def counts_of(decision: KeyDecision, populate: bool, **work: int) -> BatchCounts:
+    """The counts of one decided group: duplicates found by kind, what became of them, what was
+    emitted (or, for a populate batch, committed to the cache only)."""
+    outcomes, actions = decision.outcomes, decision.actions
+    dropped = actions == Action.DROP
+    in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
+    cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
+    emitted = int(np.count_nonzero(~dropped))
+    found = {outcome.reason: int(np.count_nonzero(outcomes == outcome)) for outcome in Outcome
+             if outcome is not Outcome.KEPT}
+    return BatchCounts(
+        in_batch_duplicates=int(np.count_nonzero(in_batch & dropped)),
+        cross_batch_duplicates=int(np.count_nonzero(cross_batch & dropped)),
+        output_rows=0 if populate else emitted, populated=emitted if populate else 0,
+        renamed=int(np.count_nonzero(actions == Action.RENAME)),
+        kept_synthetic=int(np.count_nonzero(actions == Action.KEEP)),
+        updates=int(np.count_nonzero(actions == Action.UPDATE)), **found, **work)
