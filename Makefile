@@ -25,10 +25,10 @@ $(VENV)/.installed: pyproject.toml devtools/pyproject.toml requirements.lock
 	$(PY) -m compileall -q include devtools/eventdedup_dev >/dev/null
 	touch $@
 
-# Spark 4 needs Java 17+: the library's own check, with its message (eventdedup.job.spark_session);
+# Spark 4 needs Java 17+: the library's own check, with its message (eventdedup.spark.session);
 # then, once per virtualenv (~30 s), the driver JVM's class-data archive: local sessions start ~2 s faster.
 check-java: venv
-	@$(PY) -m eventdedup.job.spark_session --class-archive >/dev/null
+	@$(PY) -m eventdedup.spark.session --class-archive >/dev/null
 
 demo: venv check-java
 	$(PY) scripts/airflow_demo.py

@@ -22,7 +22,7 @@ from peers import SparkBatchPeer, StreamingPeer  # noqa: E402
 from workload import Workload, WorkloadSpec  # noqa: E402
 
 from eventdedup.config import SparkSettings  # noqa: E402
-from eventdedup.job.spark_session import build_spark_session  # noqa: E402
+from eventdedup.spark.session import build_spark_session  # noqa: E402
 
 
 def main() -> int:

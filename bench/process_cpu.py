@@ -36,11 +36,11 @@ def process_cpu_seconds(pid: int) -> float | None:
 
 
 def is_spark_python(proc: Path) -> bool:
-    """Spark's Python daemon or a worker it forked (`python -m eventdedup.job.spark_daemon`). The
+    """Spark's Python daemon or a worker it forked (`python -m eventdedup.spark.daemon`). The
     JVM's own command line names the daemon module too, as a --conf: until 2026-11-25 the JVM
     was counted as a worker as well as apart, so earlier "workers" figures hold it twice."""
     try:
-        return b"-m\x00eventdedup.job.spark_daemon" in (proc / "cmdline").read_bytes()
+        return b"-m\x00eventdedup.spark.daemon" in (proc / "cmdline").read_bytes()
     except OSError:
         return False
 

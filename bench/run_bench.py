@@ -48,9 +48,9 @@ from eventdedup.config import Config, config_from_mapping  # noqa: E402
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector  # noqa: E402
 from eventdedup.job.driver import run_dedup_job  # noqa: E402
-from eventdedup.job.spark_session import build_spark_context  # noqa: E402
 from eventdedup.layout import Layout  # noqa: E402
 from eventdedup.s3store import S3Store, make_client  # noqa: E402
+from eventdedup.spark.session import build_spark_context  # noqa: E402
 from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
 from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
 from eventdedup_dev.stack import descendants  # noqa: E402
@@ -498,11 +498,11 @@ def command_environment() -> dict[str, str]:
 def airflow_dedup_step(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
     """The pipeline DAG's Spark task as Airflow's operator submits it on its default master:
     `spark-submit spark_jobs/dedup_batch.py` (a new driver JVM and new workers every batch) with
-    the operator's shape for `local[*]` (eventdedup.job.deployment), wall time, for a one-event
+    the operator's shape for `local[*]` (eventdedup.spark.deployment), wall time, for a one-event
     batch and the measured batch, alternating. One server holds the window's history; the step
     only stages its result, so every run sees the same history. Staging and promotion are tasks
     of their own and are not in these figures."""
-    from eventdedup.job.deployment import submit_shape
+    from eventdedup.spark.deployment import submit_shape
 
     anchored = anchored_now(spec)
     workload = Workload(anchored)

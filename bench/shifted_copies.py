@@ -19,7 +19,7 @@ from run_bench import RESULTS, machine, parse_args, shifted_copies  # noqa: E402
 from workload import WorkloadSpec  # noqa: E402
 
 from eventdedup.config import SparkSettings  # noqa: E402
-from eventdedup.job.spark_session import build_spark_context  # noqa: E402
+from eventdedup.spark.session import build_spark_context  # noqa: E402
 from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS  # noqa: E402
 
 

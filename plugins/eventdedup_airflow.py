@@ -76,7 +76,7 @@ SECRET_ENV_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TO
 
 class EventDedupSparkSubmitOperator(SparkSubmitOperator):
     """spark-submit of spark_jobs/dedup_batch.py, shaped for the Spark connection's master when
-    the task runs (eventdedup.job.deployment): local mode on loopback with this interpreter, or a
+    the task runs (eventdedup.spark.deployment): local mode on loopback with this interpreter, or a
     cluster with the packaged job environment (EVENTDEDUP_SPARK_JOB_ARCHIVE, `make package`) and
     the driver at EVENTDEDUP_SPARK_DRIVER_HOST.
 
@@ -103,7 +103,7 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
         from airflow.sdk.log import mask_secret
 
-        from eventdedup.job.deployment import submit_shape
+        from eventdedup.spark.deployment import submit_shape
 
         master = self._get_hook()._connection["master"]
         shape = submit_shape(master, sys.executable, os.environ.get("EVENTDEDUP_SPARK_JOB_ARCHIVE") or None,

@@ -22,7 +22,7 @@ os.environ.update(LOCAL_CREDENTIALS)
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 # Every JVM the tests start (the shared session, spark-submit under Airflow, CLI subprocesses)
 # lives seconds to minutes: C1-only JIT and the serial collector cut its CPU by ~28% (measured),
-# and the suite is CPU-bound on 2 cores. Production drivers get C1-only too (eventdedup.job.driver_start);
+# and the suite is CPU-bound on 2 cores. Production drivers get C1-only too (eventdedup.spark.driver_start);
 # the serial collector is the tests' alone.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
@@ -72,7 +72,7 @@ def store(s3_server: LocalS3Process, config: Config) -> S3Store:
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     from eventdedup.config import SparkSettings
-    from eventdedup.job.spark_session import build_spark_context
+    from eventdedup.spark.session import build_spark_context
 
     # A SparkContext, as the CLI starts: the job is RDD-only.
     context = build_spark_context(SparkSettings(master="local[2]", partitions=4, driver_memory="2g"), "eventdedup-tests")

@@ -44,7 +44,7 @@ def planted_batches(now: datetime) -> list[PlantedBatch]:
 
 
 def run_planted_batches(print_json: bool = False) -> int:
-    from eventdedup.job.spark_session import build_spark_context
+    from eventdedup.spark.session import build_spark_context
 
     os.environ.update(LOCAL_CREDENTIALS)
     now = datetime.now(timezone.utc)

@@ -148,14 +148,14 @@ def _store(config: Config) -> S3Store:
 
 
 def _spark_factory(config: Config) -> Callable[[], SparkContext]:
-    from eventdedup.job.spark_session import build_spark_context
+    from eventdedup.spark.session import build_spark_context
 
     return lambda: build_spark_context(config.spark)
 
 
 def _early_spark(config: Config) -> Callable[[], SparkContext]:
     """For a command that almost always runs a job: Spark starts while it stages."""
-    from eventdedup.job.spark_session import started_in_background
+    from eventdedup.spark.session import started_in_background
 
     return started_in_background(_spark_factory(config))
 

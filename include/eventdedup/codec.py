@@ -97,8 +97,13 @@ def from_doc(kind: type[T] | Any, doc: Document) -> T:
         raise exc.at("$") from None
 
 
-def dumps(value: Any, indent: bool = False) -> bytes:
-    return orjson.dumps(to_doc(value), option=orjson.OPT_INDENT_2 if indent else 0)
+def dumps(value: Any, indent: bool = False, format_version: int | None = None) -> bytes:
+    """The document's bytes; `format_version` opens it with a `"format"` key (records whose layout
+    has changed over time say which one they hold)."""
+    doc = to_doc(value)
+    if format_version is not None:
+        doc = {"format": format_version, **doc}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0)
 
 
 def loads(kind: type[T], data: bytes, upgrade: Callable[[Document], Document] | None = None) -> T:

@@ -79,7 +79,7 @@ def _new_session() -> boto3.session.Session:
     models through the process's one data loader. Each session's own loader parsed botocore's S3
     model and endpoint rules again: ~50 ms of every client on a quiet 2-core host, about three
     times that on a busy one, paid by every command and every Spark worker. Forked Spark workers
-    inherit the loader warm (warm_service_models, eventdedup.job.spark_daemon)."""
+    inherit the loader warm (warm_service_models, eventdedup.spark.daemon)."""
     with _loader_lock:
         core = botocore.session.get_session()
         if _shared_loaders:

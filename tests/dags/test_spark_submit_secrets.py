@@ -85,7 +85,7 @@ def test_a_local_submit_carries_the_local_start_and_leaves_the_users_settings(  
     operator (its conf, its env_vars, its properties file)."""
     from eventdedup_airflow import EventDedupSparkSubmitOperator
 
-    from eventdedup.job import driver_start
+    from eventdedup.spark import driver_start
 
     for name in (*driver_start.WORKER_ALLOCATOR_ENV, "SPARK_HOME"):
         monkeypatch.delenv(name, raising=False)

@@ -3,7 +3,7 @@ real Spark and the real S3 server with random job retries and reruns of committe
 committed output and audit equal the plain reference model, for every policy.
 
 Few examples (each is several Spark jobs); the per-key logic gets hundreds more, without Spark,
-in tests/unit/test_dedup_properties.py.
+in tests/unit/dedup/test_dedup_properties.py.
 """
 from __future__ import annotations
 

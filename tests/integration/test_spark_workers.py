@@ -67,7 +67,7 @@ def _allocator_facts(_: Iterator[int]) -> Iterator[tuple[dict[str, str | None], 
     import os
     import resource
 
-    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+    from eventdedup.spark.driver_start import WORKER_ALLOCATOR_ENV
 
     def faults_to_fill(size: int) -> int:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -83,7 +83,7 @@ def _allocator_facts(_: Iterator[int]) -> Iterator[tuple[dict[str, str | None], 
 def test_workers_keep_the_memory_they_free_for_their_next_allocation(spark) -> None:  # type: ignore[no-untyped-def]
     """A 64 MiB block freed and allocated again costs no page faults the second time: without the
     allocator settings glibc maps it afresh each time and faults in every one of its pages."""
-    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+    from eventdedup.spark.driver_start import WORKER_ALLOCATOR_ENV
 
     # A variable the environment already sets is the user's: the workers inherit it instead.
     expected = {name: os.environ.get(name, value) for name, value in WORKER_ALLOCATOR_ENV.items()}
@@ -95,10 +95,10 @@ def test_workers_keep_the_memory_they_free_for_their_next_allocation(spark) -> N
 
 
 def test_the_allocator_settings_yield_to_the_users_and_a_submitted_driver_adds_none(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Under spark-submit the submit carries them, for a local master only (eventdedup.job.deployment)."""
+    """Under spark-submit the submit carries them, for a local master only (eventdedup.spark.deployment)."""
     from eventdedup.config import SparkSettings
-    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
-    from eventdedup.job.spark_session import _settings_conf
+    from eventdedup.spark.driver_start import WORKER_ALLOCATOR_ENV
+    from eventdedup.spark.session import _settings_conf
 
     for name in WORKER_ALLOCATOR_ENV:
         monkeypatch.delenv(name, raising=False)
@@ -118,7 +118,7 @@ def test_the_allocator_settings_yield_to_the_users_and_a_submitted_driver_adds_n
 _DRIVER = """
 import os, sys
 from eventdedup.config import SparkSettings
-from eventdedup.job.spark_session import build_spark_context
+from eventdedup.spark.session import build_spark_context
 
 context = build_spark_context(SparkSettings(master="local[1]"), "eventdedup-jvm-output")
 jvm = context._jvm
@@ -155,14 +155,14 @@ def test_the_driver_jvm_writes_through_our_relay_not_into_the_callers_pipes(cli_
 
 
 def test_the_driver_jvm_the_cli_starts_compiles_with_c1_only(cli_driver) -> None:  # type: ignore[no-untyped-def]
-    """It lives for one batch (eventdedup.job.driver_start); read from the JVM's own diagnostics."""
+    """It lives for one batch (eventdedup.spark.driver_start); read from the JVM's own diagnostics."""
     assert "TieredStopAtLevel 1" in cli_driver.stdout.splitlines()
 
 
 def test_the_class_archive_is_whole_when_its_writer_returns(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The JVM writes the archive as it exits, after the child's Python is gone: the writer must
     wait for the JVM itself, not only for the child's output to end."""
-    from eventdedup.job.spark_session import write_class_archive
+    from eventdedup.spark.session import write_class_archive
 
     archive = write_class_archive(tmp_path / "classes.jsa")
     assert archive == tmp_path / "classes.jsa" and archive.stat().st_size > 1_000_000
@@ -172,12 +172,12 @@ def test_the_class_archive_is_whole_when_its_writer_returns(tmp_path) -> None:  
 _SUBMITTED_APP = """
 import os
 from eventdedup.config import SparkSettings
-from eventdedup.job.spark_session import build_spark_context
+from eventdedup.spark.session import build_spark_context
 
 context = build_spark_context(SparkSettings(), "eventdedup-local-submit")
 arguments = context._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
 print("jvm", " ".join(str(argument) for argument in arguments))
-from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+from eventdedup.spark.driver_start import WORKER_ALLOCATOR_ENV
 names = tuple(WORKER_ALLOCATOR_ENV)
 
 
@@ -195,7 +195,7 @@ def _submit(app: str, tmp_path: Path, environ: dict[str, str]) -> list[str]:
     """spark-submit of `app` on local[2] as the operator shapes it for `environ`, its stdout lines."""
     import sys
 
-    from eventdedup.job.deployment import submit_shape
+    from eventdedup.spark.deployment import submit_shape
 
     shape = submit_shape("local[2]", sys.executable, environ=environ)
     # as the provider's hook renders the operator's conf: each setting one --conf argument
@@ -212,7 +212,7 @@ def _submit(app: str, tmp_path: Path, environ: dict[str, str]) -> list[str]:
 def _worker_line(changed: dict[str, str]) -> str:
     """What _SUBMITTED_APP prints for a worker: each allocator variable it sees (ours, or as
     `changed`), then pyarrow's pool (glibc's: ARROW_DEFAULT_MEMORY_POOL=system)."""
-    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+    from eventdedup.spark.driver_start import WORKER_ALLOCATOR_ENV
 
     return " ".join(["worker", *({**WORKER_ALLOCATOR_ENV, **changed}.values()), "system"])
 
@@ -220,7 +220,7 @@ def _worker_line(changed: dict[str, str]) -> str:
 def _environ_without_ours() -> dict[str, str]:
     """The runner's environment without what would decide these tests for them: the allocator
     variables, the tests' own JVM options (C1-only, conftest), a site's Spark configuration."""
-    from eventdedup.job.driver_start import WORKER_ALLOCATOR_ENV
+    from eventdedup.spark.driver_start import WORKER_ALLOCATOR_ENV
 
     return {key: value for key, value in os.environ.items()
             if key not in {"PYSPARK_GATEWAY_PORT", *WORKER_ALLOCATOR_ENV, "JDK_JAVA_OPTIONS", "SPARK_CONF_DIR",
@@ -235,7 +235,7 @@ def test_a_local_spark_submit_runs_with_the_settings_a_cli_run_starts_its_own_dr
     on unless it is quoted."""
     import shutil
 
-    from eventdedup.job import driver_start
+    from eventdedup.spark import driver_start
 
     archive = tmp_path / "jvm classes" / "spark.jsa"
     archive.parent.mkdir()

@@ -10,9 +10,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "include" / "eventdedup"
-# Top-level modules first, then the subpackages in the order data flows through them; a module
+# Top-level modules first, then the subpackages in the order data flows through them (spark, the
+# plumbing that starts the job, after the job whose modules its daemon pre-imports); a module
 # may import only from its own level or the levels before it.
-LEVELS = ["<top>", "parse", "inputs", "commit", "cache", "dedup", "job", "ops", "cli"]
+LEVELS = ["<top>", "parse", "inputs", "commit", "cache", "dedup", "job", "spark", "ops", "cli"]
 
 
 def level_of(module: str) -> int:

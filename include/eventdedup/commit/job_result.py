@@ -11,9 +11,9 @@ from typing import Any
 
 from eventdedup import codec
 from eventdedup.commit.changes import BatchChange, Change
-from eventdedup.commit.records import COMMIT_FORMAT, PromotedObject, upgrade_change_v1
+from eventdedup.commit.records import COMMIT_FORMAT, PromotedObject, read_record, upgrade_change_v1
 from eventdedup.counts import BatchCounts
-from eventdedup.errors import BatchNotReadyError, CorruptStateError
+from eventdedup.errors import BatchNotReadyError
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
 
@@ -43,14 +43,11 @@ class JobResult:
     change: Change = field(default_factory=BatchChange)
 
     def to_bytes(self) -> bytes:
-        return codec.dumps({"format": COMMIT_FORMAT, **codec.to_doc(self)}, indent=True)
+        return codec.dumps(self, indent=True, format_version=COMMIT_FORMAT)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "job result") -> JobResult:
-        try:
-            return codec.loads(cls, data, upgrade_job_result)
-        except codec.CodecError as exc:
-            raise CorruptStateError(f"{name} does not parse: {exc}; rerun the dedup step") from None
+        return read_record(cls, data, upgrade_job_result, name, "rerun the dedup step")
 
     @property
     def excluded_inputs(self) -> tuple[str, ...]:

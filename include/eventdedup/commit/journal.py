@@ -12,8 +12,7 @@ from typing import Any
 
 from eventdedup import codec
 from eventdedup.commit.job_result import JobResult, StagedObject
-from eventdedup.commit.records import COMMIT_FORMAT, CommitRecord, upgrade_change_v1
-from eventdedup.errors import CorruptStateError
+from eventdedup.commit.records import COMMIT_FORMAT, CommitRecord, read_record, upgrade_change_v1
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -39,18 +38,15 @@ class PromotionJournal:
         return self.job.objects
 
     def to_bytes(self) -> bytes:
-        return codec.dumps({"format": COMMIT_FORMAT, **codec.to_doc(self)}, indent=True)
+        return codec.dumps(self, indent=True, format_version=COMMIT_FORMAT)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> PromotionJournal:
-        try:
-            return codec.loads(cls, data, upgrade_journal)
-        except codec.CodecError as exc:
-            raise CorruptStateError(f"promotion journal {name} does not parse: {exc}") from None
+        return read_record(cls, data, upgrade_journal, f"promotion journal {name}", "run `eventdedup recover`")
 
     def commit_record(self) -> CommitRecord:
         job = self.job
-        heads = {entry.cache_key: entry.final_key for entry in job.objects if entry.cache_key is not None}
+        heads = dict(sorted((entry.cache_key, entry.final_key) for entry in job.objects if entry.cache_key is not None))
         return CommitRecord(self.target_version, job.batch_id, self.previous_batch_id, self.token, job.as_of,
                             job.counts, tuple(entry.promoted for entry in job.objects), heads, job.change)
 

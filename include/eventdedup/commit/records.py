@@ -11,11 +11,9 @@ journals of that time (`upgrade_change_v1`).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
+from typing import Any, TypeVar
 
 from eventdedup import codec
 from eventdedup.commit.changes import BatchChange, Change, Reshard, Retraction
@@ -24,6 +22,7 @@ from eventdedup.errors import CorruptStateError
 from eventdedup.s3store import ObjectInfo
 
 COMMIT_FORMAT = 2
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -67,16 +66,19 @@ class CommitRecord:
         return self.change if isinstance(self.change, BatchChange) else None
 
     def to_bytes(self) -> bytes:
-        doc = {"format": COMMIT_FORMAT, **codec.to_doc(self)}
-        doc["cache_heads"] = dict(sorted(doc["cache_heads"].items()))
-        return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        return codec.dumps(self, indent=True, format_version=COMMIT_FORMAT)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> CommitRecord:
-        try:
-            return codec.loads(cls, data, upgrade_commit)
-        except codec.CodecError as exc:
-            raise CorruptStateError(f"commit record {name} does not parse: {exc}; the log cannot be trusted") from None
+        return read_record(cls, data, upgrade_commit, f"commit record {name}", "the log cannot be trusted")
+
+
+def read_record(kind: type[R], data: bytes, upgrade: Callable[[Any], Any], what: str, consequence: str) -> R:
+    """A commit record, job result or journal of any format; damage is a CorruptStateError naming it."""
+    try:
+        return codec.loads(kind, data, upgrade)
+    except codec.CodecError as exc:
+        raise CorruptStateError(f"{what} does not parse: {exc}; {consequence}") from None
 
 
 def upgrade_commit(doc: Any) -> Any:

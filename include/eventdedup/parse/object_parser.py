@@ -5,7 +5,7 @@ bounds are vectorised over Arrow and numpy arrays.
 `parse_event` stays the reference. A line goes the fast way only when every step can vouch for
 it, and then yields exactly what `parse_event` would; any other line (too long, not JSON, a
 repeated key, an odd id or timestamp, out of range) is handed to `parse_event`, which produces
-the row or the quarantine reason. tests/unit/test_batch_parser.py holds the two paths equal on
+the row or the quarantine reason. tests/unit/parse/test_batch_parser.py holds the two paths equal on
 hostile lines.
 
 Why the re-serialisation vouches for a line: orjson keeps the last of repeated keys, so if
@@ -154,7 +154,7 @@ def _parse_slowly(line: InputLine, input_index: int, rules: ParseRules, result: 
     except MemoryError:
         raise  # the machine's state, not the line's: the task fails and is retried
     except Exception as exc:  # noqa: BLE001 -- the contract: one odd line never fails a batch
-        # parse_event names every reason it knows (tests/unit/test_parser_contract.py holds it to
+        # parse_event names every reason it knows (tests/unit/parse/test_parser_contract.py holds it to
         # that for any JSON); an exception it does not know still quarantines only this line,
         # unless it keeps happening: then it is a bug, and quarantining every event would hide it.
         result.unexpected += 1

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from eventdedup.errors import EventDedupError
-from eventdedup.job.java import require_java
+from eventdedup.spark.java import require_java
 
 
 def test_missing_java_is_named_by_the_python_check(tmp_path) -> None:
@@ -27,7 +27,7 @@ def test_old_java_is_refused_with_its_version(tmp_path) -> None:
 def test_the_makefile_check_says_what_to_install(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = "/usr/bin/env-none:" + str(tmp_path)  # no java anywhere; the interpreter is named by path
-    done = subprocess.run([sys.executable, "-m", "eventdedup.job.spark_session"], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "eventdedup.spark.session"], env=env, capture_output=True,
                           text=True)
     assert done.returncode == 1
     assert "Java 17+ is required by Spark but no 'java' was found" in done.stderr
@@ -36,7 +36,7 @@ def test_the_makefile_check_says_what_to_install(tmp_path) -> None:
 def test_a_background_start_runs_while_the_caller_goes_on() -> None:
     import threading
 
-    from eventdedup.job.spark_session import started_in_background
+    from eventdedup.spark.session import started_in_background
 
     caller_went_on = threading.Event()
     calls = []
@@ -54,7 +54,7 @@ def test_a_background_start_runs_while_the_caller_goes_on() -> None:
 
 
 def test_a_failed_background_start_is_raised_where_the_session_is_wanted() -> None:
-    from eventdedup.job.spark_session import started_in_background
+    from eventdedup.spark.session import started_in_background
 
     def start() -> str:
         raise EventDedupError("Java 17+ is required by Spark")

@@ -1,4 +1,4 @@
-"""The spark-submit shape for local mode and for a cluster (eventdedup.job.deployment)."""
+"""The spark-submit shape for local mode and for a cluster (eventdedup.spark.deployment)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from eventdedup.errors import EventDedupError
-from eventdedup.job import driver_start
-from eventdedup.job.deployment import submit_shape
+from eventdedup.spark import driver_start
+from eventdedup.spark.deployment import submit_shape
 
 PYTHON = "/srv/airflow/venv/bin/python"
 ALLOCATOR = {"MALLOC_TRIM_THRESHOLD_": str(4 << 30), "MALLOC_MMAP_THRESHOLD_": str(4 << 30), "MIMALLOC_PURGE_DELAY": "-1",

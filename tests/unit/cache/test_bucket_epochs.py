@@ -10,7 +10,7 @@ from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.errors import ConfigError
 from eventdedup.keys import DIGEST_DTYPE
 
-from .test_keys import splitmix_bucket
+from ..test_keys import splitmix_bucket
 
 
 def test_each_hour_takes_the_count_of_its_epoch_and_a_key_stays_inside_its_coarse_bucket() -> None:

@@ -6,7 +6,7 @@ raised is not reused. A plain daemon forks a bare interpreter and each worker th
 pyarrow, numpy, boto3, PySpark's worker and the job's modules itself, ~1.2 s of CPU every time.
 Importing them once here, before any fork, makes every worker start warm. Nothing here opens a
 connection or starts a thread (PySpark's own daemon defers `pyspark.worker` for fear of imports
-that start threads; the imports here start none, which `tests/unit/test_spark_daemon.py`
+that start threads; the imports here start none, which `tests/unit/spark/test_spark_daemon.py`
 checks), and each forked worker reseeds numpy's global generator, which pandas imports.
 
 Spark also puts its `pyspark.zip` first on the executors' path, and Python keeps no bytecode
@@ -21,7 +21,7 @@ and, writing their collector headers, copied the pages holding them into the wor
 frozen before the first fork (`gc.freeze`, Python's advice for a server that forks without
 exec): collections in the workers walk only what the workers themselves made.
 
-Selected by `spark.python.daemon.module` (see spark_session.py); needs eventdedup importable by
+Selected by `spark.python.daemon.module` (see session.py); needs eventdedup importable by
 the executors' Python, which the job needs anyway.
 """
 from __future__ import annotations

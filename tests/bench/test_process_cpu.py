@@ -136,8 +136,8 @@ def test_what_a_process_uses_goes_to_the_phase_named_at_each_sample(children: li
 
 
 def test_spark_python_processes_are_told_by_the_daemon_module_they_run(children: list) -> None:
-    worker = _burner("-m", "eventdedup.job.spark_daemon")
-    jvm_like = _burner("--conf", "spark.python.daemon.module=eventdedup.job.spark_daemon")
+    worker = _burner("-m", "eventdedup.spark.daemon")
+    jvm_like = _burner("--conf", "spark.python.daemon.module=eventdedup.spark.daemon")
     children.extend([worker, jvm_like])
     assert is_spark_python(Path(f"/proc/{worker.pid}"))
     assert not is_spark_python(Path(f"/proc/{jvm_like.pid}"))

@@ -1,11 +1,11 @@
 """What a Spark driver started on this host runs with beyond the job's own settings, whoever
-starts it: the CLI and the bench (eventdedup.job.spark_session), or Airflow's operator through
-a local-master spark-submit (eventdedup.job.deployment). One home, so the two never differ.
+starts it: the CLI and the bench (eventdedup.spark.session), or Airflow's operator through
+a local-master spark-submit (eventdedup.spark.deployment). One home, so the two never differ.
 
 - **The class-data archive.** Starting the driver JVM loads ~10,000 of Spark's classes, most of
   the ~6 s a local session took to start, paid by every batch. Java's application class-data
   sharing (JEP 350) maps them from an archive written once by a session that ran a task
-  (`make`'s Java check: spark_session.write_class_archive), in the virtualenv whose jars it
+  (`make`'s Java check: eventdedup.spark.session.write_class_archive), in the virtualenv whose jars it
   holds, named for the pyspark and Java versions. A JVM that finds it does not match its class
   path loads the classes itself: so does one whose class path starts with a $SPARK_CONF_DIR
   of the user's (Spark's launcher puts the configuration directory first on it).
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from eventdedup.errors import EventDedupError
-from eventdedup.job.java import java_binary, java_version_text
+from eventdedup.spark.java import java_binary, java_version_text
 
 # The local Python workers keep the memory they free for their next task instead of handing it
 # back to the kernel and faulting it in again, page by page: glibc's heap (Python's objects,

@@ -6,7 +6,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from eventdedup.job.spark_daemon import installed_copy_of_spark_zips
+from eventdedup.spark.daemon import installed_copy_of_spark_zips
 
 
 def _package(directory: Path, name: str, version: str) -> None:
@@ -114,7 +114,7 @@ def test_the_warm_imports_start_no_thread_beyond_numpys_and_pyarrows() -> None:
         "names = lambda: sorted(open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task'))\n"
         "import numpy, pyarrow\n"
         "before = names()\n"
-        "from eventdedup.job.spark_daemon import warm_imports\n"
+        "from eventdedup.spark.daemon import warm_imports\n"
         "warm_imports()\n"
         "print(before == names(), threading.active_count())\n"
     )
@@ -127,7 +127,7 @@ def test_forked_workers_draw_different_numpy_random_numbers() -> None:
     reseed in each child every worker would draw the same numbers."""
     script = (
         "import os, numpy\n"
-        "from eventdedup.job.spark_daemon import warm_imports\n"
+        "from eventdedup.spark.daemon import warm_imports\n"
         "warm_imports()\n"
         "draws = []\n"
         "for _ in range(2):\n"
@@ -148,6 +148,6 @@ def test_a_psutil_that_fails_to_import_does_not_stop_the_daemon(tmp_path: Path) 
     """PySpark's shuffle carries on without psutil when importing it fails; so must the daemon."""
     (tmp_path / "psutil.py").write_text("raise ImportError('wrong ELF class')\n")
     script = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" \
-             "from eventdedup.job.spark_daemon import warm_imports\nwarm_imports()\nprint('started')\n"
+             "from eventdedup.spark.daemon import warm_imports\nwarm_imports()\nprint('started')\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["started"]

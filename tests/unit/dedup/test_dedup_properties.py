@@ -28,7 +28,7 @@ from eventdedup.keys import bucket_array, key_digest
 from eventdedup.parse.order_keys import order_key_of_value
 from eventdedup.tables import UTC_MICROS
 
-from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, Verdict, decide_batch
+from ...support.reference_model import ModelEvent, ModelPolicy, ModelStore, Verdict, decide_batch
 
 HOUR = 490_000  # hours since the epoch
 WINDOW = 24

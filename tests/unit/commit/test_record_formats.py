@@ -23,7 +23,7 @@ from eventdedup.inputs.manifest import BatchManifest
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.s3store import ObjectInfo
 
-V1 = Path(__file__).parent.parent / "fixtures" / "formats" / "v1"
+V1 = Path(__file__).parents[2] / "fixtures" / "formats" / "v1"
 INTERVAL = "20261126T055300Z"
 LANDING = ObjectInfo("landing/a.jsonl", 291, '"070b953ac66849bca95178bd84e0cd07"')
 

@@ -5,13 +5,13 @@ SparkContext and no SparkSession: creating a session's SQL side in the driver JV
 of every batch's start-up on a 2-core host, for nothing the job uses. `build_spark_session`
 remains for what does use SQL (the benchmark's Spark peers).
 
-`python -m eventdedup.job.spark_session` is the Java check `make` runs before anything starts
+`python -m eventdedup.spark.session` is the Java check `make` runs before anything starts
 Spark: one check, in one place, with one message. With `--class-archive` it also writes the
-driver JVM's class-data archive (eventdedup.job.driver_start) when the environment has none yet.
+driver JVM's class-data archive (eventdedup.spark.driver_start) when the environment has none yet.
 
-A driver this process starts also gets what eventdedup.job.driver_start adds for a driver
+A driver this process starts also gets what eventdedup.spark.driver_start adds for a driver
 started on this host (the driver JVM's class-data archive, the local workers' allocator);
-under spark-submit those come with the submit (eventdedup.job.deployment, a local master) or
+under spark-submit those come with the submit (eventdedup.spark.deployment, a local master) or
 are the deployment's (a cluster).
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventdedup.config import SparkSettings
 from eventdedup.errors import EventDedupError
-from eventdedup.job.driver_start import class_archive_path, driver_start_conf
-from eventdedup.job.java import require_java
+from eventdedup.spark.driver_start import class_archive_path, driver_start_conf
+from eventdedup.spark.java import require_java
 
 if TYPE_CHECKING:
     from pyspark import SparkConf, SparkContext
@@ -45,7 +45,7 @@ def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
     conf = SparkConf().setAppName(app_name).setAll(list(_settings_conf(settings, extra_conf).items()))
     if SparkContext._gateway is None and not launched_by_spark_submit():
         # The first context of this process starts the driver JVM: with its output relayed,
-        # so that the command's end does not wait for the JVM's (eventdedup.job.jvm_output).
+        # so that the command's end does not wait for the JVM's (eventdedup.spark.jvm_output).
         context = SparkContext(conf=conf, gateway=_relayed_gateway(conf))
     else:
         context = SparkContext.getOrCreate(conf)
@@ -56,7 +56,7 @@ def build_spark_context(settings: SparkSettings, app_name: str = "eventdedup",
 def _relayed_gateway(conf: SparkConf) -> Any:  # py4j's JavaGateway; py4j ships no types
     from pyspark.java_gateway import launch_gateway
 
-    from eventdedup.job.jvm_output import relayed_launch
+    from eventdedup.spark.jvm_output import relayed_launch
 
     return relayed_launch(lambda stdout, stderr: launch_gateway(  # type: ignore[no-untyped-call]
         conf, popen_kwargs={"stdout": stdout, "stderr": stderr}))
@@ -89,8 +89,8 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
                    c1_only: bool = True) -> dict[str, str]:
     conf = {
         "spark.python.worker.reuse": "true",
-        # Workers fork from a daemon that has already imported the job's modules (spark_daemon.py).
-        "spark.python.daemon.module": "eventdedup.job.spark_daemon",
+        # Workers fork from a daemon that has already imported the job's modules (eventdedup.spark.daemon).
+        "spark.python.daemon.module": "eventdedup.spark.daemon",
         "spark.sql.shuffle.partitions": "8",
         # What the job shuffles is Arrow IPC already compressed (zstd, eventdedup.tables):
         # compressing it again cost the JVM ~0.15 s of CPU per million events for nothing.
@@ -100,7 +100,7 @@ def _settings_conf(settings: SparkSettings, extra_conf: Mapping[str, str] | None
     if not launched_by_spark_submit():
         # Under spark-submit (Airflow's SparkSubmitOperator, a cluster) the master, driver memory,
         # host and interpreter come from spark-submit and its connection: do not override them
-        # (on a local master the submit carries driver_start_conf itself: eventdedup.job.deployment).
+        # (on a local master the submit carries driver_start_conf itself: eventdedup.spark.deployment).
         conf.update({
             "spark.master": settings.master,
             "spark.ui.enabled": "false",
@@ -148,7 +148,7 @@ def write_class_archive(archive: Path | None = None) -> Path:
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_suffix(f".{os.getpid()}.partial")
     script = ("import sys; from eventdedup.config import SparkSettings; "
-              "from eventdedup.job.spark_session import build_spark_context; "
+              "from eventdedup.spark.session import build_spark_context; "
               "s = build_spark_context(SparkSettings(master='local[1]'), 'eventdedup-class-archive', "
               "{'spark.driver.defaultJavaOptions': sys.argv[1]}); "
               "s.parallelize(range(8), 2).map(lambda x: (x, x)).partitionBy(2).count(); "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eventdedup.job.jvm_output import OutputRelay, relayed_launch
+from eventdedup.spark.jvm_output import OutputRelay, relayed_launch
 
 # Writes 1 MiB (16 times a pipe's buffer) to stdout and a line to stderr between its halves.
 _WRITER = ("import os, sys; half = bytes(range(256)) * 2048; os.write(1, half); "

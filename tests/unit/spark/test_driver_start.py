@@ -1,13 +1,13 @@
 """What a driver started on this host adds to a job's settings, and what it leaves to the user
-(eventdedup.job.driver_start)."""
+(eventdedup.spark.driver_start)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from eventdedup.job import driver_start
-from eventdedup.job.driver_start import driver_start_conf, java_properties
+from eventdedup.spark import driver_start
+from eventdedup.spark.driver_start import driver_start_conf, java_properties
 
 TRIM, MMAP, PURGE = "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MIMALLOC_PURGE_DELAY"
 ALLOCATOR = {f"spark.executorEnv.{TRIM}": str(4 << 30), f"spark.executorEnv.{MMAP}": str(4 << 30),

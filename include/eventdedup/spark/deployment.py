@@ -2,7 +2,7 @@
 
 Local mode (`local`, `local[N]`) is the machine the scheduler runs on: the driver stays on
 loopback and the workers run the submitting interpreter, which has eventdedup installed; the
-job runs with the local settings a CLI run starts its own driver with (eventdedup.job.driver_start).
+job runs with the local settings a CLI run starts its own driver with (eventdedup.spark.driver_start).
 
 On a cluster (standalone `spark://`, YARN, Kubernetes) none of that holds. Executor hosts have
 neither this interpreter's path nor eventdedup, so the job ships its own environment: the
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from eventdedup.errors import EventDedupError
-from eventdedup.job.driver_start import driver_start_conf, is_local_master
+from eventdedup.spark.driver_start import driver_start_conf, is_local_master
 
 # The fragment after '#' is the directory Spark unpacks the archive into on every executor.
 ENVIRONMENT_DIR = "environment"
