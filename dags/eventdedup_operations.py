@@ -43,16 +43,14 @@ def eventdedup_populate() -> None:
         """The populate batch's id and the pipeline params that process it."""
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
-        from eventdedup.layout import Layout
-        from eventdedup.ops.populate import populate_batch_id, populate_selector
+        from eventdedup.ops.populate import plan_populate
 
         context = get_current_context()
         params = context["params"]
         config = load_pipeline_config()
         with alert_and_raise(str(params.get("batch_id") or "populate"), "populate_failed", context):
-            selector = populate_selector(Layout(config.layout), str(params["source_prefix"]))
-            batch_id = params.get("batch_id") or populate_batch_id(s3_store(config), selector)
-        return {"batch_id": batch_id, "input_prefix": selector.input_prefix, "populate": True}
+            plan = plan_populate(s3_store(config), config, str(params["source_prefix"]), params.get("batch_id"))
+        return {"batch_id": plan.batch_id, "input_prefix": plan.selector.input_prefix, "populate": True}
 
     planned = plan_populate()
     process_populate = TriggerDagRunOperator(

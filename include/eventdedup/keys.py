@@ -187,6 +187,13 @@ def hour_index_at(moment: datetime) -> int:
     return int(moment.timestamp()) // 3600
 
 
+def hour_text(hour_index: int | None) -> str:
+    """An hour index as people read it in a message: '2026-11-26T07:00Z' ('(none)' for None)."""
+    if hour_index is None:
+        return "(none)"
+    return CacheKey.of_hour(hour_index, 0).hour_start.strftime("%Y-%m-%dT%H:00Z")
+
+
 def hour_codes(event_time_us: npt.NDArray[np.int64], buckets_of_rows: npt.NDArray[np.int64],
                buckets: int) -> npt.NDArray[np.int64]:
     """`CacheKey.code` of many events at once."""

@@ -19,7 +19,8 @@ from eventdedup.errors import InvalidNameError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
-from eventdedup.ops.populate import populate_batch_id, populate_selector, run_populate
+from eventdedup.ops.populate import plan_populate, populate_selector, run_populate
+from eventdedup.ops.retract import retract_batch
 from eventdedup.s3store import S3Store
 from eventdedup.tables import OUTPUT_SCHEMA
 
@@ -76,17 +77,19 @@ def _key(event_id: str) -> bytes:
 
 @pytest.fixture
 def dataset(store: S3Store) -> list[bytes]:
-    """A 3-day deduped/ dataset moved over from an earlier pipeline; no commit in this store."""
+    """A 3-day dataset of an earlier pipeline's output, moved over beside this store's own
+    (`previous/deduped/`): no commit of this store names it. (Under this store's own output prefix,
+    populate reads only what this store committed: test_populate_of_the_output_reads_the_committed_view.)"""
     lines: list[bytes] = []
     for (day, hour), hour_lines in sorted(_three_days().items()):
-        store.put_bytes(f"deduped/date={day}/hour={hour}/legacy-part-00000.parquet",
+        store.put_bytes(f"previous/deduped/date={day}/hour={hour}/legacy-part-00000.parquet",
                         _output_parquet(hour_lines, "legacy"))
         lines += hour_lines
     return lines
 
 
 def test_populate_from_deduped_then_a_resend_of_1000_emits_none_of_them(store, config, spark, dataset) -> None:
-    outcome = run_populate(store, config, "deduped/", NOW, lambda: spark)
+    outcome = run_populate(store, config, "previous/deduped/", NOW, lambda: spark)
     assert outcome.newly_committed and outcome.batch_id.startswith("populate-")
     assert outcome.counts["populated"] == len(dataset) == DAYS * 24 * EVENTS_PER_HOUR
     assert outcome.counts["output_rows"] == 0 and outcome.counts["input_lines"] == len(dataset)
@@ -100,7 +103,7 @@ def test_populate_from_deduped_then_a_resend_of_1000_emits_none_of_them(store, c
 
     # Populate again: the same dataset is the same, committed batch; nothing changes.
     before = bucket_listing(store)
-    again = run_populate(store, config, "deduped/", NOW, lambda: spark)
+    again = run_populate(store, config, "previous/deduped/", NOW, lambda: spark)
     assert (again.batch_id, again.version, again.newly_committed) == (outcome.batch_id, outcome.version, False)
     assert bucket_listing(store) == before
 
@@ -121,12 +124,12 @@ def test_populate_from_deduped_then_a_resend_of_1000_emits_none_of_them(store, c
 
 def test_populate_id_follows_the_dataset_and_a_grown_dataset_takes_only_its_new_objects(
         store, config, spark, dataset) -> None:
-    selector = populate_selector(Layout(config.layout), "deduped/")
-    first = run_populate(store, config, "deduped/", NOW, lambda: spark)
-    assert first.batch_id == populate_batch_id(store, selector)
+    first = run_populate(store, config, "previous/deduped/", NOW, lambda: spark)
+    assert first.batch_id == plan_populate(store, config, "previous/deduped/").batch_id
     extra = [_event(10_000 + i, NOW - timedelta(hours=1)) for i in range(5)]
-    store.put_bytes("deduped/date=2026-11-22/hour=05/legacy-part-00001.parquet", _output_parquet(extra, "legacy"))
-    grown = run_populate(store, config, "deduped/", NOW, lambda: spark)
+    store.put_bytes("previous/deduped/date=2026-11-22/hour=05/legacy-part-00001.parquet",
+                    _output_parquet(extra, "legacy"))
+    grown = run_populate(store, config, "previous/deduped/", NOW, lambda: spark)
     assert grown.batch_id != first.batch_id and grown.newly_committed
     assert grown.counts["populated"] == 5 and grown.counts["inputs_already_consumed"] == DAYS * 24
     assert grown.counts["input_lines"] == 5
@@ -169,5 +172,30 @@ def test_populate_may_read_the_output_prefix_but_nothing_else_of_ours(config) ->
     for prefix in ("_eventdedup/cache/", "audit/", "quarantine/", "_eventdedup/"):
         with pytest.raises(InvalidNameError):
             populate_selector(layout, prefix)
+        with pytest.raises(InvalidNameError):  # before any S3 request: the store is not even used
+            plan_populate(None, config, prefix)  # type: ignore[arg-type]
     with pytest.raises(InvalidNameError):  # an ordinary batch still may not read our output
         run_batch(None, config, "x", InputSelector(input_prefix="deduped/"), NOW, lambda: None)  # type: ignore[arg-type]
+
+
+def test_populate_of_the_output_reads_the_committed_view_not_a_listing(store, config, spark) -> None:
+    """Issue 38, item 7: populate of deduped/ listed the prefix, so a retracted batch's files (which
+    stay in place: their commit names them) became "seen", and the retracted input processed again
+    under a new id came out as duplicates of itself (0 of 100 emitted, through the CLI). Populate
+    of our own output reads the committed view: X's files are not read, Y's are."""
+    x_lines = [orjson.dumps({"event_id": f"x{i}", "created_at": "2026-11-22T05:10:00Z"}) for i in range(6)]
+    y_lines = [orjson.dumps({"event_id": f"y{i}", "created_at": "2026-11-22T04:10:00Z"}) for i in range(4)]
+    put_lines(store, "landing/x/1.jsonl", x_lines)
+    put_lines(store, "landing/y/1.jsonl", y_lines)
+    run_batch(store, config, "x", InputSelector(input_prefix="landing/x/"), NOW, lambda: spark)
+    run_batch(store, config, "y", InputSelector(input_prefix="landing/y/"), NOW, lambda: spark)
+    retract_batch(store, config, "x", "bad input", NOW)
+    populated = run_populate(store, config, "deduped/", NOW, lambda: spark)
+    # y's 4 events were committed by y: the populate finds them as cross-batch duplicates; x's
+    # files (retracted) are not part of the dataset.
+    assert (populated.counts["input_lines"], populated.counts["cross_batch_duplicates"]) == (4, 4)
+    again = run_batch(store, config, "x-again", InputSelector(input_prefix="landing/x/", reprocess=True), NOW,
+                      lambda: spark)
+    assert again.counts["output_rows"] == 6
+    assert sorted(row["event_id"] for row in committed_rows(store, config, "data") if row["batch_id"] == "x-again") == [
+        f"x{i}" for i in range(6)]

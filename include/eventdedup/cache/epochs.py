@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventdedup.errors import ConfigError
-from eventdedup.keys import bucket_hash
+from eventdedup.keys import bucket_hash, hour_text
 
 Cutover = tuple[int, int]  # (first hour, hours since the epoch; bucket count from it on)
 
@@ -62,7 +62,8 @@ class BucketEpochs:
         """These epochs plus a reshard; refused unless it grows the count by a whole factor, after
         the last cut-over."""
         if self.cutovers and first_hour <= self.cutovers[-1][0]:
-            raise ConfigError(f"a cut-over at hour {first_hour} is not after the last one ({self.cutovers[-1][0]})")
+            raise ConfigError(f"a cut-over at {hour_text(first_hour)} is not after the last one "
+                              f"({hour_text(self.cutovers[-1][0])})")
         if buckets <= self.current or buckets % self.current:
             raise ConfigError(f"buckets = {buckets}: a reshard grows the count by a whole factor: a multiple of the "
                               f"current {self.current}, above it (a key's new bucket must lie inside its old one)")

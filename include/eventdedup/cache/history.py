@@ -22,7 +22,7 @@ from datetime import datetime
 from eventdedup.commit.log import committed_record, committed_version
 from eventdedup.commit.state import CommittedState, record_arrival_hour
 from eventdedup.errors import ExpiredHistoryError
-from eventdedup.keys import CacheKey, hour_index_at
+from eventdedup.keys import hour_index_at, hour_text
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
 
@@ -56,7 +56,7 @@ def history_for_batch(store: S3Store, layout: Layout, state: CommittedState, bat
     arrival = hour_index_at(as_of)
     if state.latest_arrival_hour is not None and state.latest_arrival_hour > arrival:
         log.info("batch %s (as of %s) arrives after the log's latest arrival %s: its cache window is measured from "
-                 "there", batch_id, as_of.isoformat(), _hour_text(state.latest_arrival_hour))
+                 "there", batch_id, as_of.isoformat(), hour_text(state.latest_arrival_hour))
         arrival = state.latest_arrival_hour
     start = arrival - window_hours
     return BatchHistory(state.version, arrival, start, start - window_hours,
@@ -77,7 +77,7 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
     if batch_id not in state.batches:
         raise ExpiredHistoryError(
             f"batch {batch_id} was committed at log version {own_version}, but its window has expired (cache entries "
-            f"that arrived before {_hour_text(state.retain_from_hour)} are gone): it can no longer be recomputed. Its "
+            f"that arrived before {hour_text(state.retain_from_hour)} are gone): it can no longer be recomputed. Its "
             "commit stands; to reprocess its input, run it as a new batch id"
         )
     record = committed_record(store, layout, own_version)
@@ -101,8 +101,8 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
     start = change.window_start_hour if change.window_start_hour is not None else arrival - window_hours
     if state.retain_from_hour is not None and start < state.retain_from_hour:
         raise ExpiredHistoryError(
-            f"batch {batch_id} (log version {own_version}) saw cache entries that arrived from {_hour_text(start)}, "
-            f"but entries that arrived before {_hour_text(state.retain_from_hour)} have expired: it can no longer be "
+            f"batch {batch_id} (log version {own_version}) saw cache entries that arrived from {hour_text(start)}, "
+            f"but entries that arrived before {hour_text(state.retain_from_hour)} have expired: it can no longer be "
             "recomputed exactly"
         )
     retain = change.retain_from_hour if change.retain_from_hour is not None else start - window_hours
@@ -111,8 +111,3 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
     return BatchHistory(own_version - 1, arrival, start, retain, _visible(state, start, own_version), kept, recorded,
                         change.partitions)
 
-
-def _hour_text(hour_index: int | None) -> str:
-    if hour_index is None:
-        return "(none)"
-    return CacheKey.of_hour(hour_index, 0).hour_start.strftime("%Y-%m-%dT%H:00Z")

@@ -16,6 +16,7 @@ import orjson
 from eventdedup.cache.epochs import BucketEpochs, Cutover
 from eventdedup.config import Config
 from eventdedup.errors import ConfigError
+from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -50,7 +51,7 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
               "the recorded values or start a new cache (new cache and state prefixes)"
         )
     if config.dedup.buckets and config.dedup.buckets != epochs.current:
-        since = f" since hour {cutovers[-1][0]} (reshard)" if cutovers else ""
+        since = f" since {hour_text(cutovers[-1][0])} (reshard)" if cutovers else ""
         raise ConfigError(
             f"the dedup cache has {epochs.current} buckets{since}, configured {config.dedup.buckets} "
             f"({store.uri(key)}): set [dedup] buckets = {epochs.current}, or leave it unset to follow the cache. "

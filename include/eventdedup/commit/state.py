@@ -27,7 +27,7 @@ from eventdedup.commit.ledger import IngestionLedger
 from eventdedup.commit.records import CommitRecord
 from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.intervals import interval_start_of
-from eventdedup.keys import CacheKey, hour_index_at
+from eventdedup.keys import CacheKey, hour_index_at, hour_text
 
 CHECKPOINT_FORMAT = 2
 
@@ -98,8 +98,8 @@ class CommittedState:
                 retracted[batch] = record.version
         elif isinstance(change, Reshard):
             if cutovers and change.from_hour <= cutovers[-1][0]:
-                raise CorruptStateError(f"commit record {name} reshards from hour {change.from_hour}, not after the "
-                                        f"last cut-over at {cutovers[-1][0]}; the log is broken")
+                raise CorruptStateError(f"commit record {name} reshards from {hour_text(change.from_hour)}, not after "
+                                        f"the last cut-over at {hour_text(cutovers[-1][0])}; the log is broken")
             cutovers = (*cutovers, change.cutover)
         left = dict(self.left_since_checkpoint)
         for batch_id in _batches_leaving(batches, arrivals, horizon):

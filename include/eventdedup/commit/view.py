@@ -13,8 +13,9 @@ import orjson
 
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
-from eventdedup.s3store import S3Store
+from eventdedup.s3store import ObjectInfo, S3Store
 
 
 def committed_records(store: S3Store, layout: Layout) -> Iterator[CommitRecord]:
@@ -30,6 +31,20 @@ def committed_objects(store: S3Store, layout: Layout, kind: str) -> Iterator[Pro
     """The objects of one kind (data, audit, quarantine) of every batch in the committed view."""
     for record in committed_records(store, layout):
         yield from (obj for obj in record.objects if obj.kind == kind)
+
+
+def dataset_objects(store: S3Store, layout: Layout, selector: InputSelector) -> list[ObjectInfo]:
+    """The objects a populate batch reads (eventdedup.ops.populate). Under our own output prefix,
+    the committed view's data files: a listing would also take files of batches that were
+    retracted, or that lost their commit, and their events would become "seen" (and a reprocessed
+    retracted input would come out as duplicates of itself). Anywhere else, every object under
+    the prefix."""
+    prefix = selector.input_prefix
+    assert prefix is not None and selector.populate
+    if not prefix.startswith(layout.settings.output_prefix):
+        return list(store.list(prefix))
+    return sorted((obj.info for obj in committed_objects(store, layout, "data") if obj.key.startswith(prefix)),
+                  key=lambda info: info.key)
 
 
 EMPTY_LOAD_MANIFEST = orjson.dumps({"entries": []})

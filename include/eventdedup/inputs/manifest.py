@@ -8,7 +8,7 @@ freezes everything under the prefix, and its job skips (and counts) what the led
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -49,8 +49,11 @@ class BatchManifest:
 def freeze_batch_inputs(
     store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
     is_consumed: Callable[[ObjectInfo], bool] = lambda _: False, floor: datetime | None = None,
+    objects: Callable[[], Iterable[ObjectInfo]] | None = None,
 ) -> BatchManifest:
-    """Return the batch's manifest, listing its inputs and writing it first if this batch id is new."""
+    """Return the batch's manifest, listing its inputs and writing it first if this batch id is new.
+    `objects` gives a prefix batch's objects where a listing of the prefix would not (a populate of
+    our own output reads the committed view: eventdedup.commit.view.dataset_objects)."""
     validate_batch_id(batch_id)
     layout = Layout(config.layout)
     selector = checked_selector(layout, selector)
@@ -66,7 +69,7 @@ def freeze_batch_inputs(
         raise BatchManifestError(
             f"batch {batch_id}: its interval ends at {utc_iso(as_of)}, after the current time {utc_iso(now)}; "
             "a batch may only take what has already landed")
-    inputs = tuple(_list_inputs(store, config, selector, is_consumed, floor))
+    inputs = tuple(_list_inputs(store, config, selector, is_consumed, floor, objects))
     manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs)
     if store.put_if_absent(key, manifest.to_bytes()) is None:
         # Another stager won the race; its manifest is the batch's definition.
@@ -102,10 +105,11 @@ def _reused(existing: BatchManifest, requested: InputSelector, uri: str) -> Batc
     return existing
 
 
-def _list_inputs(store: S3Store, config: Config, selector: InputSelector,
-                 is_consumed: Callable[[ObjectInfo], bool], floor: datetime | None) -> list[ObjectInfo]:
+def _list_inputs(store: S3Store, config: Config, selector: InputSelector, is_consumed: Callable[[ObjectInfo], bool],
+                 floor: datetime | None, objects: Callable[[], Iterable[ObjectInfo]] | None) -> list[ObjectInfo]:
     if selector.input_prefix is not None:
-        found = [item for item in store.list(selector.input_prefix) if not item.key.endswith("/")]  # no "folders"
+        listed = store.list(selector.input_prefix) if objects is None else objects()
+        found = [item for item in listed if not item.key.endswith("/")]  # no "folders"
     else:
         start, end = selector_range(config, selector)
         start = start if floor is None else max(start, floor)  # below it the ledger has forgotten

@@ -23,11 +23,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from eventdedup.commit.promotion import PromotionOutcome
+from eventdedup.commit.view import dataset_objects
 from eventdedup.config import Config
+from eventdedup.errors import BatchManifestError
 from eventdedup.inputs.selector import InputSelector, checked_selector
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.ops.pipeline import run_batch
+from eventdedup.ops.scheduling import BatchPlan
 from eventdedup.s3store import S3Store
 
 if TYPE_CHECKING:
@@ -42,20 +45,30 @@ def populate_selector(layout: Layout, source_prefix: str) -> InputSelector:
     return checked_selector(layout, InputSelector(input_prefix=source_prefix, populate=True))
 
 
-def populate_batch_id(store: S3Store, selector: InputSelector) -> str:
-    """`populate-<16 hex>`: BLAKE2b over the prefix and every object under it (key, ETag), so the
-    same dataset always names the same batch."""
+def plan_populate(store: S3Store, config: Config, source_prefix: str, batch_id: str | None = None) -> BatchPlan:
+    """The populate batch of a dataset: its selector (refused, before any S3 request, if it
+    overlaps our own state) and its id (`populate-<16 hex>`: BLAKE2b over the prefix and every
+    object it reads, key and ETag, so the same dataset always names the same batch). A dataset
+    with nothing to read is refused, naming the prefix: a mistyped prefix must not look like success."""
+    layout = Layout(config.layout)
+    selector = checked_selector(layout, InputSelector(input_prefix=source_prefix, populate=True))
     assert selector.input_prefix is not None
-    digest = hashlib.blake2b(selector.input_prefix.encode("utf-8") + b"\n", digest_size=8)
-    for item in sorted(store.list(selector.input_prefix), key=lambda info: info.key):
-        digest.update(f"{item.key}\t{item.etag}\n".encode())
-    return f"{POPULATE_ID_PREFIX}{digest.hexdigest()}"
+    objects = [info for info in dataset_objects(store, layout, selector) if not info.key.endswith("/")]
+    if not objects:
+        committed = " committed by a batch" if selector.input_prefix.startswith(config.layout.output_prefix) else ""
+        raise BatchManifestError(f"nothing to populate: no object{committed} under {store.uri(selector.input_prefix)}; "
+                                 "check --source-prefix")
+    if batch_id is None:
+        digest = hashlib.blake2b(selector.input_prefix.encode("utf-8") + b"\n", digest_size=8)
+        for info in sorted(objects, key=lambda item: item.key):
+            digest.update(f"{info.key}\t{info.etag}\n".encode())
+        batch_id = f"{POPULATE_ID_PREFIX}{digest.hexdigest()}"
+    return BatchPlan(validate_batch_id(batch_id), selector)
 
 
 def run_populate(store: S3Store, config: Config, source_prefix: str, now: datetime,
                  spark: Callable[[], SparkContext], batch_id: str | None = None) -> PromotionOutcome:
     """Stage, compute and commit the populate batch; a committed one is reported, not redone."""
-    selector = populate_selector(Layout(config.layout), source_prefix)
-    batch_id = validate_batch_id(batch_id) if batch_id else populate_batch_id(store, selector)
-    log.info("populate %s from %s", batch_id, selector.input_prefix)
-    return run_batch(store, config, batch_id, selector, now, spark)
+    plan = plan_populate(store, config, source_prefix, batch_id)
+    log.info("populate %s from %s", plan.batch_id, plan.selector.input_prefix)
+    return run_batch(store, config, plan.batch_id, plan.selector, now, spark)

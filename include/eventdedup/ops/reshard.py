@@ -33,7 +33,7 @@ from eventdedup.commit.state import CommittedState, log_time
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import ConfigError
-from eventdedup.keys import CacheKey, hour_index_at, is_guard_head_key
+from eventdedup.keys import CacheKey, hour_index_at, hour_text, is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -50,7 +50,7 @@ class ReshardOutcome:
 
     @property
     def from_text(self) -> str:
-        return _hour_text(self.from_hour)
+        return hour_text(self.from_hour)
 
 
 def earliest_cutover_hour(state: CommittedState, now: datetime, max_future_hours: int) -> int:
@@ -80,9 +80,9 @@ def reshard(store: S3Store, config: Config, buckets: int, now: datetime,
     from_hour = earliest if effective_from is None else _whole_hour(effective_from)
     if from_hour < earliest:
         raise ConfigError(
-            f"a cut-over at {_hour_text(from_hour)} is too early: committed batches may have written hours up to "
-            f"{_hour_text(earliest - 1)} with {epochs.current} buckets; the earliest cut-over is "
-            f"{_hour_text(earliest)}")
+            f"a cut-over at {hour_text(from_hour)} is too early: committed batches may have written hours up to "
+            f"{hour_text(earliest - 1)} with {epochs.current} buckets; the earliest cut-over is "
+            f"{hour_text(earliest)}")
     epochs.with_cutover(from_hour, buckets)  # refuses a count that is not a whole multiple, or a cut-over too early
     rid = reshard_id(from_hour, buckets)
     if journal_or_none(store, layout, rid) is None:
@@ -103,6 +103,3 @@ def _whole_hour(moment: datetime) -> int:
         raise ConfigError(f"--effective-from {moment.isoformat()} must be a whole hour with a UTC offset")
     return hour_index_at(moment)
 
-
-def _hour_text(hour: int) -> str:
-    return CacheKey.of_hour(hour, 0).hour_start.strftime("%Y-%m-%dT%H:00Z")

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from eventdedup.cache.heads import load_head_runs
 from eventdedup.cache.segment import encode_segment
-from eventdedup.commit.changes import Retraction
+from eventdedup.commit.changes import Reshard, Retraction
 from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import journal_or_none
@@ -45,7 +45,7 @@ from eventdedup.commit.view import withdraw_load_manifests
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import RetractionRefusedError
-from eventdedup.keys import CacheKey, is_guard_head_key
+from eventdedup.keys import CacheKey, hour_text, is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import S3Store
@@ -131,6 +131,7 @@ def retraction_targets(store: S3Store, layout: Layout, state: CommittedState, ba
         raise RetractionRefusedError(
             f"batch {batch_id} (log version {committed}) arrived before the window's horizon: its cache entries have "
             "expired and no batch sees them any more, so retracting it would not let its input through as new")
+    _refuse_an_operation(committed_record(store, layout, version))
     targets = [batch_id]
     dependents: dict[str, int] = {}
     for later, later_version in sorted(state.batches.items(), key=lambda item: item[1]):
@@ -147,6 +148,21 @@ def retraction_targets(store: S3Store, layout: Layout, state: CommittedState, ba
             f"batch {batch_id} cannot be retracted alone: later batches decided duplicates against it: {named}. "
             "Retracting it would leave their output wrong; retract them too with --cascade")
     return tuple(targets)
+
+
+def _refuse_an_operation(record: CommitRecord) -> None:
+    """A retraction or a reshard is not a batch: retracting one would report a change that does
+    not happen (its effects are not what a batch's retraction takes away)."""
+    change = record.change
+    if isinstance(change, Retraction):
+        raise RetractionRefusedError(
+            f"{record.batch_id} is a retraction, not a batch: a retraction cannot be undone, so "
+            f"{', '.join(change.retracts)} stays retracted. To bring its events back, process its input again under "
+            "a new batch id (`eventdedup run-batch --input-prefix ...`)")
+    if isinstance(change, Reshard):
+        raise RetractionRefusedError(
+            f"{record.batch_id} is a reshard, not a batch: a reshard cannot be undone (the cache's bucket count only "
+            f"grows; {change.buckets} buckets from {hour_text(change.from_hour)} stay in force)")
 
 
 def _rows_decided_against(store: S3Store, record: CommitRecord, targets: set[str]) -> int:

@@ -16,6 +16,7 @@ from eventdedup.commit.ledger import consumed_predicate, legacy_floor, listing_f
 from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.recovery import RecoveryReport, examine, recover
 from eventdedup.commit.state import CommittedState
+from eventdedup.commit.view import dataset_objects
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError, InconsistentStoreError
 from eventdedup.inputs.intervals import IntervalBatch
@@ -67,7 +68,10 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
     checked_selector(layout, plan.selector)
     state = _StateOnce(store, layout)
     check_may_start(store, layout, plan.batch_id, plan.selector, state.get)
-    if plan.selector.input_prefix is not None:  # the job skips what the ledger holds, and counts it
+    if plan.selector.populate:  # the job skips what the ledger holds, and counts it
+        manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now,
+                                       objects=lambda: dataset_objects(store, layout, plan.selector))
+    elif plan.selector.input_prefix is not None:
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now)
     else:
         committed = state.get()

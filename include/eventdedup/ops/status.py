@@ -14,6 +14,7 @@ from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.inputs.landing import unconsumed_in_range
+from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -44,7 +45,8 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
         if isinstance(record.change, Retraction):
             entry.update(retracts=list(record.change.retracts), reason=record.change.reason)
         if isinstance(record.change, Reshard):
-            entry["reshard"] = {"from_hour": record.change.from_hour, "buckets": record.change.buckets}
+            entry["reshard"] = {"from_hour": record.change.from_hour, "from": hour_text(record.change.from_hour),
+                                "buckets": record.change.buckets}
         status["batches"].append(entry)
     status["batches"].reverse()
     return status
