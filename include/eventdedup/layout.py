@@ -54,9 +54,6 @@ class Layout:
     def staged_guard(self, batch_id: str, day: int, bucket: int) -> str:
         return f"{self.staging_root(batch_id)}cache/{_guard_folder(day, bucket)}{GUARD_SUFFIX}"
 
-    def staged_redshift_manifest(self, batch_id: str) -> str:
-        return f"{self.staging_root(batch_id)}load.manifest"
-
     # --- final, promoted locations ------------------------------------------------------------
     def final_data(self, batch_id: str, date_text: str, hour_text: str, partition: int) -> str:
         return (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.commit.promotion import promote_batch
 from eventdedup.commit.recovery import recover
 from eventdedup.errors import EventDedupError
@@ -20,9 +20,9 @@ from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
-from ..support.helpers import NOW, bucket_listing, put_lines
+from ..support.helpers import NOW, bucket_listing, committed_rows, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
-from ..support.s3_faults import CrashingClient, PausingClient
+from ..support.s3_faults import CrashingClient, PausingClient, SimulatedCrash
 from .conftest import E, committed_state_of, config_for, fresh_copy
 
 B3 = [E % (b"a%d" % i, 3 + i % 2, 1) for i in range(16, 24)]  # overlaps b2 (a16..a19)
@@ -192,3 +192,62 @@ def _only_b2(sequential: dict[str, Any]) -> dict[str, Any]:
             "ledger": [entry for entry in state["ledger"] if entry[2] != "b3"],
             **{kind: [row for row in rows if "'batch_id': 'b3'" not in row] for kind, rows in state.items()
                if kind not in ("batches", "ledger")}}
+
+
+@pytest.mark.parametrize("finisher", ["recover", "a second promoter"])
+def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_finished_by_another(
+        s3_server, both_computed, spark, finisher) -> None:
+    """Issue 38, item 4: promoter P1 passes the gate; `exclude-input` completes (no journal yet, so
+    it stands); P1 writes its journal and dies before it looks at the exclusions again. Whoever
+    finishes that journal (`recover` rolling it forward, or a second promoter resuming it) used to
+    commit the batch with the excluded object's events and inputs_excluded = 0. The exclusions the
+    job ran under travel in the journal and are checked before the commit on every path: the
+    promotion is abandoned, nothing is committed, and the batch reruns with the object excluded."""
+    from eventdedup.errors import StaleBatchError
+    from eventdedup.ops.exclude import exclude_input
+
+    bucket = fresh_copy(s3_server, both_computed)
+    config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+    layout = Layout(config.layout)
+    counter = CrashingClient(s3_server.client(), crash_at=None)
+    promote_batch(S3Store(counter, fresh_copy(s3_server, both_computed)), config, "b2")
+    journal_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
+                       if name == "put_object" and "/journal/" in kwargs["Key"])
+    # P1 stops just before its journal PUT, the exclusion runs to its end, then the PUT takes
+    # effect and P1 dies (its response lost): the journal stands, P1 never looks again.
+    dying = PausingClient(CrashingClient(s3_server.client(), crash_at=journal_put, flavour="lose_response"),
+                          journal_put)
+    died: dict[str, BaseException] = {}
+    thread = threading.Thread(target=lambda: _catch(died, lambda: promote_batch(S3Store(dying, bucket), config, "b2")))
+    thread.start()
+    assert dying.paused.wait(timeout=60)
+    excluded = exclude_input(store, layout, "b2", "landing/b2/2.jsonl", "unreadable", NOW)
+    dying.release()
+    thread.join(timeout=120)
+    assert isinstance(died["error"], SimulatedCrash) and store.head(layout.journal("b2")) is not None
+
+    if finisher == "recover":
+        report = recover(store, config)
+        assert report.consistent and any("abandoned" in action for action in report.actions), report.actions
+    else:
+        with pytest.raises(StaleBatchError, match="now excludes"):
+            promote_batch(store, config, "b2")
+    state = load_committed_state(store, layout)
+    assert "b2" not in state.batches and store.head(layout.journal("b2")) is None
+    assert not [k for k in bucket_listing(store) if "b2" in k.rsplit("/", 1)[-1] and k.startswith(
+        ("deduped/", "audit/", "quarantine/", "manifests/"))]  # nothing of b2 promoted remains
+    run_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW, lambda: spark)
+    record = read_commit(store, layout, load_committed_state(store, layout).batches["b2"])
+    assert record is not None and record.counts["inputs_excluded"] == 1
+    quarantined = [row for row in committed_rows(store, config, "quarantine") if row["batch_id"] == "b2"]
+    assert [(row["source_object"], row["line_number"], row["error"]) for row in quarantined
+            if row["source_object"] == excluded.key] == [(excluded.key, 0, "excluded by operator: unreadable")]
+    assert_commits_are_whole(store, config)
+    assert_seen_ids_match_output(store, config)
+
+
+def _catch(into: dict[str, BaseException], work: Any) -> None:
+    try:
+        work()
+    except BaseException as exc:  # noqa: BLE001 - the test reads what the dying promoter raised
+        into["error"] = exc

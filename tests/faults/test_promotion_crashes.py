@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import itertools
 
+import orjson
 import pytest
 
-from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.commit.promotion import promote_batch
 from eventdedup.commit.recovery import examine, recover
 from eventdedup.errors import InconsistentStoreError
@@ -93,3 +94,35 @@ def test_recomputing_a_batch_whose_promotion_is_unfinished_is_refused_and_its_st
     assert {k: e for k, e in bucket_listing(store).items() if k.startswith(layout.staging_root("b2"))} == staged
     assert recover(store, config).consistent
     assert "b2" in load_committed_state(store, layout).batches
+
+
+@pytest.mark.parametrize("flavour", ["raise_before", "lose_response"])
+def test_a_load_manifest_exists_only_once_its_batch_is_committed_at_every_step_of_a_promotion(
+        s3_server, ready_to_promote, flavour) -> None:
+    """Issue 38, item 2: the Redshift load manifest was a staged object, copied to manifests/ before
+    the commit PUT: a promotion that crashed after its copies, or lost its log version to another
+    batch, left a manifest naming the data files of a batch that is not committed, and a loader
+    triggered by manifest PUTs would load it. Killed at each S3 request of a promotion: no manifest
+    while the batch is uncommitted; after `recover`, exactly its committed data files."""
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    counter = CrashingClient(store.client, crash_at=None)
+    promote_batch(S3Store(counter, store.bucket), config, "b2")
+    total = len(counter.calls)
+    for crash_at in range(1, total + 1):
+        config, store = fresh_copy(s3_server, ready_to_promote)
+        layout = Layout(config.layout)
+        crashing = CrashingClient(store.client, crash_at=crash_at, flavour=flavour)
+        with pytest.raises(SimulatedCrash):
+            promote_batch(S3Store(crashing, store.bucket), config, "b2")
+        committed = "b2" in load_committed_state(store, layout).batches
+        manifest = store.get_bytes_or_none(layout.redshift_manifest("b2"))
+        assert committed or manifest is None, (crash_at, crashing.calls[-1][0])
+        assert recover(store, config).consistent, crash_at
+        if not committed:
+            promote_batch(store, config, "b2")
+        record = read_commit(store, layout, load_committed_state(store, layout).batches["b2"])
+        assert record is not None
+        # By key: the bucket was cloned from a snapshot, and a URL names the bucket it was written in.
+        listed = [(entry["url"].split("/", 3)[3], entry["meta"]["content_length"])
+                  for entry in orjson.loads(store.get_bytes(layout.redshift_manifest("b2")))["entries"]]
+        assert listed == [(obj.key, obj.size) for obj in record.objects if obj.kind == "data"], crash_at

@@ -30,13 +30,17 @@ def two_batches(store, config, spark):  # type: ignore[no-untyped-def]
 
 
 def promised(store, config) -> dict[str, tuple[int, str, str]]:  # type: ignore[no-untyped-def]
-    """What the log promises, read the plain way: every object of every commit by key."""
+    """What the log promises, read the plain way: every object of every commit by key, and each
+    batch's load manifest (written after its commit, from it)."""
     layout = Layout(config.layout)
     out = {}
     for version in range(1, load_committed_state(store, layout).version + 1):
         record = read_commit(store, layout, version)
         assert record is not None
         out.update({obj.key: (obj.size, obj.etag, obj.kind) for obj in record.objects})
+        manifest = store.head(layout.redshift_manifest(record.batch_id))
+        assert manifest is not None
+        out[manifest.key] = (manifest.size, manifest.etag, "load_manifest")
     return out
 
 

@@ -95,7 +95,8 @@ def test_populate_from_deduped_then_a_resend_of_1000_emits_none_of_them(store, c
     assert outcome.counts["output_rows"] == 0 and outcome.counts["input_lines"] == len(dataset)
     layout = Layout(config.layout)
     record = read_commit(store, layout, outcome.version)
-    assert record is not None and {obj.kind for obj in record.objects} == {"cache", "load_manifest"}
+    assert record is not None and {obj.kind for obj in record.objects} == {"cache"}
+    assert orjson.loads(store.get_bytes(layout.redshift_manifest(outcome.batch_id))) == {"entries": []}
     assert committed_rows(store, config, "data") == [] and committed_rows(store, config, "audit") == []
     expected_entries = sorted((outcome.batch_id, _key(orjson.loads(line)["event_id"]), expected_fingerprint(line))
                               for line in dataset)

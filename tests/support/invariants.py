@@ -16,7 +16,9 @@ from .helpers import committed_cache_entries, committed_rows
 
 def assert_commits_are_whole(store: S3Store, config: Config) -> None:
     """Every object a commit names exists with its recorded size and ETag: no partial batch is
-    visible. A retracted batch's load manifest exists, emptied (eventdedup.commit.view)."""
+    visible. A retracted batch's load manifest exists, emptied (eventdedup.commit.view). And the
+    load manifests follow the log (assert_load_manifests_follow_the_log)."""
+    assert_load_manifests_follow_the_log(store, config)
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
     for version in range(1, state.version + 1):
@@ -44,3 +46,34 @@ def assert_seen_ids_match_output(store: S3Store, config: Config) -> None:
         for row in committed_rows(store, config, "data")
     }
     assert seen == output
+
+
+def assert_load_manifests_follow_the_log(store: S3Store, config: Config) -> None:
+    """A Redshift load manifest exists only for a committed batch, listing exactly its committed
+    data files (emptied once it is retracted); a committed batch has one, unless the promotion
+    that wrote its commit has not finished (its journal, or its retraction's, still exists:
+    whoever finishes it writes the manifest). Written out from the rule, not by the code's helper."""
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    records = {}
+    for version in range(1, state.version + 1):
+        record = read_commit(store, layout, version)
+        assert record is not None
+        records[record.batch_id] = record
+    manifests = {info.key[len(config.layout.manifest_prefix):-len(".manifest")]: info.key
+                 for info in store.list(config.layout.manifest_prefix)}
+    retracted_by = {target: record.batch_id for record in records.values() for target in record.retracts}
+    uncommitted = sorted(set(manifests) - set(records))
+    assert uncommitted == [], f"load manifests of batches that are not committed: {uncommitted}"
+    for batch_id, record in records.items():
+        if record.is_operation:
+            continue
+        finisher = retracted_by.get(batch_id, batch_id)
+        pending = store.head(layout.journal(finisher)) is not None
+        body = store.get_bytes_or_none(layout.redshift_manifest(batch_id))
+        wanted = [] if batch_id in state.retracted else [(obj.key, obj.size) for obj in record.objects
+                                                         if obj.kind == "data"]
+        # The URLs name the bucket (a test's cloned bucket keeps its source's): compared by key.
+        listed = None if body is None else [(entry["url"].split("/", 3)[3], entry["meta"]["content_length"])
+                                            for entry in orjson.loads(body)["entries"] if entry["mandatory"]]
+        assert pending or listed == wanted, f"{batch_id}: load manifest {body!r}"

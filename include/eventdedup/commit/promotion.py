@@ -3,10 +3,12 @@
 Order of effects, each safe to repeat:
   1. write the promotion journal (IfNoneMatch);
   2. copy every staged object to its final key (skipping ones already promoted);
-  3. write commit `base_version + 1` with IfNoneMatch: the single atomic step that makes the
+  3. check the batch's exclusions are still the ones its job ran under (else abandon);
+  4. write commit `base_version + 1` with IfNoneMatch: the single atomic step that makes the
      batch, its output and its cache entries visible together;
-  4. a retraction empties the load manifests of what it retracts (eventdedup.commit.view);
-  5. checkpoint if due, then delete staging and the journal.
+  5. write the load manifests the commit implies (eventdedup.commit.view: a batch's lists its
+     data files; a retraction empties its targets'), derived from the commit record;
+  6. checkpoint if due, then delete staging and the journal.
 A crash before 3 leaves an invisible batch that `recover` rolls forward or reports; a crash after
 3 leaves only garbage that the next promotion or `recover` cleans up.
 """
@@ -25,14 +27,16 @@ from eventdedup.commit.job_result import JobResult, load_job_result
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, journal_or_none
 from eventdedup.commit.log import (
     batch_record,
+    committed_record,
     committed_version,
     is_committed,
     load_committed_state,
     write_checkpoint_if_due,
     write_commit,
 )
+from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
-from eventdedup.commit.view import withdraw_load_manifests
+from eventdedup.commit.view import publish_load_manifests
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
 from eventdedup.layout import Layout
@@ -106,7 +110,7 @@ def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str)
         return  # the store is unreachable or broken: the original error says more
     version = committed_version(store, layout, state, batch_id)
     if version is not None:
-        clean_up_batch(store, layout, batch_id)
+        finish_committed(store, layout, committed_record(store, layout, version))
         raise CommitConflictError(
             f"batch {batch_id}: another promoter committed it as log version {version} while this "
             f"one ran; nothing is lost and nothing is left to do"
@@ -133,19 +137,44 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
         to_copy = [check.entry for check in checks if check.state is EntryState.STAGED]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda entry: store.copy(entry.staged, entry.final_key), to_copy))
+    _abandon_if_exclusions_changed(store, layout, journal)
     record = journal.commit_record()
     write_commit(store, layout, record)
     committed = state.apply(record, store.uri(layout.commit(record.version)))
-    withdraw_load_manifests(store, layout, record)  # a retraction's; before the journal goes
+    publish_load_manifests(store, layout, record, lambda batch: batch in committed.retracted)
     write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
     clean_up_batch(store, layout, journal.batch_id)
     log.info("batch %s committed as log version %d (%d objects)", journal.batch_id, record.version, len(record.objects))
     return PromotionOutcome(journal.batch_id, record.version, True, record.counts)
 
 
+def _abandon_if_exclusions_changed(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
+    """The last check before the commit, on every path that commits a journal (a fresh promotion,
+    a resumed one, `recover` rolling it forward): a job result computed under other exclusions
+    than the batch has now (an `exclude-input` that completed before this journal was written)
+    would commit the excluded object's events. Its promotion is abandoned; the batch reruns."""
+    excluded = exclusions_changed(store, layout, journal.job)
+    if excluded is None:
+        return
+    abandon_promotion(store, layout, journal)
+    raise StaleBatchError(
+        f"batch {journal.batch_id}: its job ran with excluded inputs {list(journal.job.excluded_inputs)}, but the "
+        f"batch now excludes {excluded}: its promotion is abandoned (nothing was committed); rerun the dedup step "
+        f"for {journal.batch_id}")
+
+
+def finish_committed(store: S3Store, layout: Layout, record: CommitRecord) -> None:
+    """What a commit leaves to do, for whoever finds it committed (the promotion that crashed after
+    its commit, `recover`, a retried promotion or retraction): its load manifests, then its staging
+    and journal. Idempotent."""
+    publish_load_manifests(store, layout, record,
+                           lambda batch: batch in load_committed_state(store, layout).retracted)
+    clean_up_batch(store, layout, record.batch_id)
+
+
 def _already_committed(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> PromotionOutcome:
     record = batch_record(store, layout, state, batch_id)
-    clean_up_batch(store, layout, batch_id)
+    finish_committed(store, layout, record)
     log.info("batch %s is already committed as log version %d; nothing to promote", batch_id, record.version)
     return PromotionOutcome(batch_id, record.version, False, record.counts)
 

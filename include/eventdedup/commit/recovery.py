@@ -12,10 +12,9 @@ from typing import Any
 
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, list_journals
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state, read_commit
-from eventdedup.commit.promotion import abandon_promotion, clean_up_batch, execute_journal
-from eventdedup.commit.view import withdraw_load_manifests
+from eventdedup.commit.promotion import abandon_promotion, execute_journal, finish_committed
 from eventdedup.config import Config
-from eventdedup.errors import CommitConflictError, EventDedupError
+from eventdedup.errors import CommitConflictError, EventDedupError, StaleBatchError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -72,10 +71,10 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
     version = committed_version(store, layout, state, batch)
     if version is not None:
         if apply:
-            withdraw_load_manifests(store, layout, committed_record(store, layout, version))
-            clean_up_batch(store, layout, batch)
-        report.cleanups.append(f"batch {batch} is committed (version {version}); "
-                               f"{'removed' if apply else 'would remove'} its leftover journal and staging")
+            finish_committed(store, layout, committed_record(store, layout, version))
+        report.cleanups.append(f"batch {batch} is committed (version {version}); {'wrote' if apply else 'would write'} "
+                               f"its load manifests and {'removed' if apply else 'would remove'} its leftover journal "
+                               "and staging")
         return
     if state.version >= journal.target_version:
         # A lost race (two batches promoted at once): the loser committed nothing, so everything
@@ -105,5 +104,8 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
         outcome = execute_journal(store, config, journal, state)
     except CommitConflictError as exc:
         report.problems.append(str(exc))
+        return
+    except StaleBatchError as exc:  # its exclusions changed: abandoned, nothing committed
+        report.actions.append(str(exc))
         return
     report.actions.append(f"batch {batch} rolled forward and committed as version {outcome.version}")

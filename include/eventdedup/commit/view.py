@@ -2,15 +2,17 @@
 
 Every commit's objects, except those of batches a later commit retracted (eventdedup.ops.retract).
 Their objects stay where they are (a commit still names them) but belong to no view: readers that
-go through the log or the per-batch load manifests never see them again (their load manifests
-are emptied once the retraction is committed; the only objects a commit names that ever change).
+go through the log or the per-batch load manifests never see them again. The load manifests are
+part of the view, derived from the commit records and written only after a commit exists
+(`publish_load_manifests`); a retraction empties its targets'.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import orjson
 
+from eventdedup.commit.changes import Retraction
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.inputs.selector import InputSelector
@@ -50,10 +52,29 @@ def dataset_objects(store: S3Store, layout: Layout, selector: InputSelector) -> 
 EMPTY_LOAD_MANIFEST = orjson.dumps({"entries": []})
 
 
-def withdraw_load_manifests(store: S3Store, layout: Layout, retraction: CommitRecord) -> None:
-    """Empty the Redshift load manifests of the batches a committed retraction retracts. Only
-    after its commit (before, they are still in the view; an abandoned retraction must leave them
-    whole); idempotent, so whoever finishes the retraction (its promotion, `recover`, a retried
-    `retract`) may write them again."""
-    for batch_id in retraction.retracts:
-        store.put_bytes(layout.redshift_manifest(batch_id), EMPTY_LOAD_MANIFEST, content_type="application/json")
+def load_manifest_bytes(store: S3Store, record: CommitRecord) -> bytes:
+    """A batch's Redshift COPY manifest: its data files at their final keys, as its commit names
+    them (an operation's, or a batch that wrote no data file: no entry)."""
+    entries = [{"url": store.uri(obj.key), "mandatory": True, "meta": {"content_length": obj.size}}
+               for obj in record.objects if obj.kind == "data"]
+    return orjson.dumps({"entries": entries}, option=orjson.OPT_INDENT_2)
+
+
+def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord,
+                           is_retracted: Callable[[str], bool]) -> None:
+    """Make the load manifests agree with a commit, after it exists (before it, a loader triggered by
+    the manifest's PUT would load a batch that may never commit, or lose its commit to another):
+    a batch's manifest lists its data files, unless the batch is retracted; a retraction empties
+    its targets'. Idempotent: the promotion, `recover`, a retried promotion or retraction may each
+    run it. A batch's manifest is checked again after its write (`is_retracted` reads the log as
+    it is then): a retraction committed meanwhile empties it after its own commit, or is seen here."""
+    if isinstance(record.change, Retraction):
+        for batch_id in record.change.retracts:
+            store.put_bytes(layout.redshift_manifest(batch_id), EMPTY_LOAD_MANIFEST, content_type="application/json")
+        return
+    if record.is_operation or is_retracted(record.batch_id):
+        return
+    key = layout.redshift_manifest(record.batch_id)
+    store.put_bytes(key, load_manifest_bytes(store, record), content_type="application/json")
+    if is_retracted(record.batch_id):
+        store.put_bytes(key, EMPTY_LOAD_MANIFEST, content_type="application/json")

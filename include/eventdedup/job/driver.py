@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
-import orjson
-
 from eventdedup import errors
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.history import BatchHistory, history_for_batch
@@ -166,24 +164,8 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
             objects.append(record)
     counts.check_balance()
     objects.sort(key=lambda obj: obj.staged.key)
-    objects.append(_stage_redshift_manifest(store, layout, manifest.batch_id, objects))
     floor = legacy_floor(store, layout, state.ledger, state.latest_interval_batch_id)
     change = BatchChange(history.window_start_hour, history.retain_from_hour,
                          ledger_update(config, manifest, consumed, state.ledger, floor), partitions, tuple(excluded))
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), counts, tuple(objects),
                      change)
-
-
-def _stage_redshift_manifest(store: S3Store, layout: Layout, batch_id: str,
-                             objects: list[StagedObject]) -> StagedObject:
-    """A Redshift COPY manifest of the batch's data files, at their final locations."""
-    entries = [
-        {"url": store.uri(obj.final_key), "mandatory": True, "meta": {"content_length": obj.staged.size}}
-        for obj in objects if obj.kind == "data"
-    ]
-    info: ObjectInfo = store.put_bytes(layout.staged_redshift_manifest(batch_id),
-                                       orjson.dumps({"entries": entries}, option=orjson.OPT_INDENT_2),
-                                       content_type="application/json")
-    return StagedObject("load_manifest", info, layout.redshift_manifest(batch_id))
-
-

@@ -22,6 +22,7 @@ from typing import Any
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
+from eventdedup.commit.view import load_manifest_bytes
 from eventdedup.config import Config
 from eventdedup.errors import InconsistentStoreError
 from eventdedup.layout import Layout
@@ -74,7 +75,7 @@ def fsck(store: S3Store, config: Config, last: int | None = None) -> FsckReport:
     state = load_committed_state(store, layout)
     oldest = 1 if last is None else max(1, state.version - last + 1)
     records = [committed_record(store, layout, version) for version in range(state.version, oldest - 1, -1)]
-    expected = _expected_objects(layout, state, records)
+    expected = _expected_objects(store, layout, state, records)
     report = FsckReport(commits_checked=len(records), objects_checked=len(expected))
     groups: dict[tuple[str, str], list[Expected]] = defaultdict(list)
     for item in expected:
@@ -86,7 +87,7 @@ def fsck(store: S3Store, config: Config, last: int | None = None) -> FsckReport:
             info = found.get(item.key)
             if info is None:
                 report.missing.append(item)
-            elif item.size is not None and (info.size, info.etag) != (item.size, item.etag):
+            elif item.size is not None and (info.size != item.size or item.etag not in (None, info.etag)):
                 report.changed.append((item, info))
     return report
 
@@ -100,10 +101,12 @@ def fsck_gate(store: S3Store, config: Config, last: int | None = None) -> FsckRe
     return report
 
 
-def _expected_objects(layout: Layout, state: CommittedState, records: list[CommitRecord]) -> list[Expected]:
+def _expected_objects(store: S3Store, layout: Layout, state: CommittedState,
+                      records: list[CommitRecord]) -> list[Expected]:
     expected: list[Expected] = []
     segments: dict[str, Expected] = {}
     for record in records:
+        expected += _load_manifest(store, layout, state, record)
         for obj in record.objects:
             item = Expected(obj.kind, obj.key, obj.size, obj.etag, record.batch_id, record.version)
             if obj.kind == "cache":
@@ -124,6 +127,17 @@ def _expected_objects(layout: Layout, state: CommittedState, records: list[Commi
         if segment in segments:
             expected.append(segments[segment])
     return expected
+
+
+def _load_manifest(store: S3Store, layout: Layout, state: CommittedState, record: CommitRecord) -> list[Expected]:
+    """A batch's load manifest, derived from its commit (eventdedup.commit.view): its size is
+    known, its ETag is the store's to choose; a retracted batch's is emptied, so only its
+    existence is checked. A format-1 record names its manifest among its objects instead."""
+    if record.is_operation or any(obj.kind == "load_manifest" for obj in record.objects):
+        return []
+    key = layout.redshift_manifest(record.batch_id)
+    size = None if record.batch_id in state.retracted else len(load_manifest_bytes(store, record))
+    return [Expected("load_manifest", key, size, None, record.batch_id, record.version)]
 
 
 def _listing_group(item: Expected) -> tuple[str, str]:

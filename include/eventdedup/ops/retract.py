@@ -38,10 +38,9 @@ from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state
-from eventdedup.commit.promotion import PromotionOutcome, clean_up_batch, promote_batch
+from eventdedup.commit.promotion import PromotionOutcome, finish_committed, promote_batch
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState, log_time
-from eventdedup.commit.view import withdraw_load_manifests
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import RetractionRefusedError
@@ -113,8 +112,7 @@ def _outcome(record: CommitRecord, newly_committed: bool) -> RetractionOutcome:
 
 def _already_retracted(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> RetractionOutcome:
     record = committed_record(store, layout, state.retracted[batch_id])
-    withdraw_load_manifests(store, layout, record)  # what a crash right after the commit left undone
-    clean_up_batch(store, layout, record.batch_id)
+    finish_committed(store, layout, record)  # what a crash right after the commit left undone
     return _outcome(record, False)
 
 
@@ -179,7 +177,7 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
                       reason: str, now: datetime) -> None:
     """Stage the heads without the targets' runs, then the job result (last, like a Spark job's:
     its presence means staging finished). Their load manifests are emptied once the retraction is
-    committed (eventdedup.commit.view.withdraw_load_manifests): before, they are still the view's."""
+    committed (eventdedup.commit.view.publish_load_manifests): before, they are still the view's."""
     store.delete_prefix(layout.staging_root(rid))  # leftovers of an earlier attempt
     records = [committed_record(store, layout, state.batches[target]) for target in targets]
     names = sorted({name for record in records for name in record.cache_heads if not is_guard_head_key(name)}
