@@ -171,7 +171,7 @@ def _run_batch(args: argparse.Namespace) -> int:
         spark = _early_spark(config)  # first: the JVM starts while the S3 client is made and staging runs
         outcome = run_batch(_store(config), config, batch_id, selector, datetime.now(timezone.utc), spark, timings)
     state = "committed" if outcome.newly_committed else "already committed"
-    counts = orjson.dumps(dict(outcome.counts)).decode()
+    counts = orjson.dumps(dict(outcome.counts), option=orjson.OPT_SORT_KEYS).decode()
     print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {counts}")
     if args.timings:
         print(orjson.dumps({name: round(seconds, 3) for name, seconds in timings.seconds.items()}).decode(),
@@ -202,7 +202,7 @@ def _dedup(args: argparse.Namespace) -> int:
         print(f"batch {batch_id} is already committed; nothing to compute")
         return 0
     result = run_dedup_job(_spark_factory(config)(), config, batch_id)
-    print(orjson.dumps(dict(result.counts)).decode())
+    print(orjson.dumps(dict(result.counts), option=orjson.OPT_SORT_KEYS).decode())
     return 0
 
 
@@ -267,7 +267,7 @@ def _populate(args: argparse.Namespace) -> int:
                            _spark_factory(config), args.batch_id)
     state = "committed" if outcome.newly_committed else "already committed (nothing changed)"
     print(f"populate {outcome.batch_id} {state} as log version {outcome.version}: "
-          f"{orjson.dumps(dict(outcome.counts)).decode()}")
+          f"{orjson.dumps(dict(outcome.counts), option=orjson.OPT_SORT_KEYS).decode()}")
     return 0
 
 
@@ -310,7 +310,7 @@ def _sweep(args: argparse.Namespace) -> int:
     record_alert(store, config, Alert.now(outcome.plan.batch_id, "unconsumed_inputs", outcome.message(store), "cli"))
     promoted = run_batch(store, config, outcome.plan.batch_id, outcome.plan.selector, now, _early_spark(config))
     print(f"sweep: batch {promoted.batch_id} committed {outcome.found} unconsumed object(s) as log version "
-          f"{promoted.version}: {orjson.dumps(dict(promoted.counts)).decode()}")
+          f"{promoted.version}: {orjson.dumps(dict(promoted.counts), option=orjson.OPT_SORT_KEYS).decode()}")
     return 0
 
 

@@ -112,7 +112,14 @@ def loads(kind: type[T], data: bytes, upgrade: Callable[[Document], Document] | 
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise CodecError(f"not JSON: {exc}") from None
-    return from_doc(kind, doc if upgrade is None else upgrade(doc))
+    if upgrade is not None:
+        try:
+            doc = upgrade(doc)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, CodecError):
+                raise
+            raise CodecError(f"an earlier format, but not one it could have written: {exc!r}") from None
+    return from_doc(kind, doc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,7 +311,8 @@ def _mapping_decoder(key_hint: Any, value_hint: Any) -> Decoder:
         try:
             return {key_decoder(key): value_decoder(value) for key, value in items.items()}
         except CodecError as exc:
-            key = next(key for key, value in items.items() if not _decodes(value_decoder, value))
+            key = next(key for key, value in items.items()
+                       if not (_decodes(key_decoder, key) and _decodes(value_decoder, value)))
             raise exc.at(f".{key}") from None
     return decode
 

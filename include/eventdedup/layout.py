@@ -36,6 +36,12 @@ class Layout:
         return f"{self.settings.staging_prefix}{validate_batch_id(batch_id)}/"
 
     def job_result(self, batch_id: str) -> str:
+        """Format 2 and later. A new name, so that a release reading format 1 finds no job result
+        (and refuses to promote) instead of misreading one (a rolling upgrade, a rollback)."""
+        return f"{self.staging_root(batch_id)}job-result.json"
+
+    def legacy_job_result(self, batch_id: str) -> str:
+        """Where format-1 job results were written: read when there is no format-2 one."""
         return f"{self.staging_root(batch_id)}_job_result.json"
 
     def staged_data(self, batch_id: str, date_text: str, hour_text: str, partition: int) -> str:

@@ -48,7 +48,7 @@ def test_an_unset_count_follows_a_reshard_and_a_set_one_must_name_the_new_count(
     cutovers = ((500_000, 8),)
     epochs = check_cache_identity(store, layout, make_config(s3_server.endpoint_url, bucket, dedup=UNSET), cutovers)
     assert (epochs.coarse, epochs.current) == (4, 8)
-    with pytest.raises(ConfigError, match=r"has 8 buckets since hour 500000 \(reshard\), configured 4"):
+    with pytest.raises(ConfigError, match=r"has 8 buckets since 2027-01-15T08:00Z \(reshard\), configured 4"):
         check_cache_identity(store, layout, first, cutovers)
 
 

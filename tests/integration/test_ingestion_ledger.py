@@ -9,10 +9,7 @@ asked to reprocess; the sweep takes unconsumed objects older than the lookback.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
-
-import pytest
 
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.config import Config
@@ -22,43 +19,17 @@ from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 from eventdedup.ops.status import ledger_lag
 from eventdedup.ops.sweep import stage_sweep
-from eventdedup.s3store import S3Store, make_client
-from eventdedup_dev.s3_fault_proxy import FaultProxy
+from eventdedup.s3store import S3Store
 
-from ..support.helpers import NOW, as_format_1, commit_counts, committed_rows, make_config, put_lines
+from ..support.helpers import NOW, as_format_1, commit_counts, committed_rows, put_lines
+from ..support.landing import interval_batch, land, through_proxy
 
 STEP = timedelta(minutes=5)
 T0 = NOW - timedelta(hours=1)  # 05:00
 
 
-@pytest.fixture(scope="module")
-def dating_proxy(s3_server) -> Iterator[FaultProxy]:
-    with FaultProxy(s3_server.endpoint_url) as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def dated(dating_proxy: FaultProxy) -> Iterator[dict[str, datetime]]:
-    """key -> the LastModified LIST replies show for it (the server's own for keys not in it)."""
-    dates: dict[str, datetime] = {}
-    dating_proxy.redate(dates.get)
-    yield dates
-    dating_proxy.redate(None)
-
-
 def event(event_id: str, minute: int, v: int = 1) -> bytes:
     return b'{"event_id":"%s","created_at":"2026-11-22T05:%02d:00Z","v":%d}' % (event_id.encode(), minute, v)
-
-
-def through_proxy(dating_proxy: FaultProxy, s3_server, bucket: str, **sections: dict) -> tuple[S3Store, Config]:
-    sections = {**sections, "dedup": {"buckets": 2, **sections.get("dedup", {})}, "spark": {"partitions": 2}}
-    config = make_config(dating_proxy.endpoint_url, bucket, **sections)
-    return S3Store(make_client(config.s3), bucket), config
-
-
-def land(store: S3Store, dated: dict[str, datetime], key: str, lines: list[bytes], at: datetime) -> None:
-    put_lines(store, key, lines)
-    dated[key] = at
 
 
 def run_interval(store: S3Store, config: Config, start: datetime, spark) -> None:
@@ -151,14 +122,6 @@ def test_the_sweep_takes_an_object_older_than_the_lookback_that_no_batch_consume
     assert [(r["event_id"], r["reason"]) for r in committed_rows(store, config, "audit")] == [
         ("t", "cross_batch_natural")]
     assert stage_sweep(store, config) is None  # swept once: nothing waits any more
-
-
-def interval_batch(store: S3Store, config: Config, start: datetime, end: datetime, spark) -> str:
-    """An interval of any length, staged a minute after its end."""
-    batch_id = start.strftime("%Y%m%dT%H%M%SZ")
-    run_batch(store, config, batch_id, InputSelector(since=start, until=end), end + timedelta(minutes=1),
-              lambda: spark)
-    return batch_id
 
 
 def test_an_interval_longer_than_the_lookback_takes_its_whole_interval(dating_proxy, dated, s3_server, bucket,

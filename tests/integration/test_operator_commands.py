@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import orjson
 import pytest
 
 from eventdedup.cli import EXIT_FAILED, main
@@ -64,6 +65,11 @@ def test_retracting_a_retraction_is_refused_and_the_batch_stays_retracted(tmp_pa
     assert "retract-x is a retraction, not a batch" in err and "x stays retracted" in err
     assert dict(load_committed_state(store, Layout(config.layout)).retracted) == {"x": 2}
     assert committed_rows(store, config, "data") == []
+    assert main(["status", "--config", path, "--json"]) == 0
+    entries = {entry["batch_id"]: entry for entry in orjson.loads(capsys.readouterr().out)["batches"]}
+    assert entries["retract-x"]["counts"] == {"retracted_batches": 1, "retracted_output_rows": 1,
+                                              "cache_keys_rewritten": 1}  # what it took out, not 18 zeros
+    assert (entries["retract-x"]["retracts"], entries["x"]["retracted_at_version"]) == (["x"], 2)
 
 
 def test_populating_from_a_prefix_with_nothing_under_it_is_refused_naming_it(tmp_path, s3_server, bucket, store,

@@ -58,7 +58,7 @@ def test_a_duplicate_of_history_before_a_reshard_is_dropped_after_it_and_reruns_
     # After every hour b1 could have written: its arrival (06:00) plus max_future_hours (24), plus one.
     assert outcome.from_hour == hour_index_at(NOW) + 24 + 1 and outcome.from_text == "2026-11-23T07:00Z"
     cutover = outcome.from_hour
-    with pytest.raises(ConfigError, match=r"has 8 buckets since hour \d+ \(reshard\).*set \[dedup\] buckets = 8"):
+    with pytest.raises(ConfigError, match=r"has 8 buckets since \d{4}-\d\d-\d\dT\d\d:00Z \(reshard\).*set \[dedup\] buckets = 8"):
         run(store, before, spark, "refused", [ev("q", hour(23, 9))], LATER)
 
     b2_new_after = [ev(f"n{i}", hour(23, 8 + i % 2)) for i in range(30)]  # hours on the new count

@@ -79,3 +79,12 @@ def test_a_document_holding_something_else_names_where(doc: object, where: str) 
 def test_garbage_bytes_are_a_codec_error() -> None:
     with pytest.raises(CodecError, match="not JSON"):
         codec.loads(Record, b"{nope")
+
+
+def test_a_mapping_whose_key_does_not_decode_names_the_key() -> None:
+    @dataclass(frozen=True)
+    class ByHour:
+        hours: Mapping[int, str]
+
+    with pytest.raises(CodecError, match=r"^\$\.hours\.x: expected an integer"):
+        codec.from_doc(ByHour, {"hours": {"x": "y"}})

@@ -56,6 +56,12 @@ class Retraction:
     retracted_output_rows: int = 0
     cache_keys_rewritten: int = 0
 
+    @property
+    def figures(self) -> dict[str, int]:
+        """What it took out, as the CLI and status show it."""
+        return {"retracted_batches": len(self.retracts), "retracted_output_rows": self.retracted_output_rows,
+                "cache_keys_rewritten": self.cache_keys_rewritten}
+
 
 @dataclass(frozen=True)
 class Reshard:
@@ -70,6 +76,10 @@ class Reshard:
     @property
     def cutover(self) -> tuple[int, int]:
         return self.from_hour, self.buckets
+
+    @property
+    def figures(self) -> dict[str, int]:
+        return {"buckets": self.buckets, "from_hour": self.from_hour}
 
 
 Change = BatchChange | Retraction | Reshard

@@ -56,17 +56,28 @@ class JobResult:
 
 
 def upgrade_job_result(doc: Any) -> Any:
-    """Format 1 (unnumbered) spelt the change as loose fields."""
+    """Format 1 (no `format` key) spelt the change as loose fields; a format this release does
+    not know is refused, never read as format 1."""
     if not isinstance(doc, dict) or doc.get("format") == COMMIT_FORMAT:
         return doc
+    if "format" in doc:
+        raise codec.CodecError(f"unknown format {doc['format']!r}")
     return upgrade_change_v1(doc)
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:
-    data = store.get_bytes_or_none(layout.job_result(batch_id))
-    if data is None:
-        raise BatchNotReadyError(
-            f"batch {batch_id}: no job result at {store.uri(layout.job_result(batch_id))}; "
-            f"the Spark job has not completed (run or rerun the dedup step)"
-        )
-    return JobResult.from_bytes(data, store.uri(layout.job_result(batch_id)))
+    """The batch's job result: format 2 where this release writes it, else a format-1 one an
+    earlier release wrote (a batch computed before an upgrade, promoted after it)."""
+    for key in (layout.job_result(batch_id), layout.legacy_job_result(batch_id)):
+        data = store.get_bytes_or_none(key)
+        if data is not None:
+            return JobResult.from_bytes(data, store.uri(key))
+    raise BatchNotReadyError(
+        f"batch {batch_id}: no job result at {store.uri(layout.job_result(batch_id))}; "
+        f"the Spark job has not completed (run or rerun the dedup step)"
+    )
+
+
+def withdraw_job_result(store: S3Store, layout: Layout, batch_id: str) -> None:
+    """Delete the batch's job result, of either format: the next promotion finds none."""
+    store.delete_keys([layout.job_result(batch_id), layout.legacy_job_result(batch_id)])

@@ -136,9 +136,8 @@ class CommittedState:
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> CommittedState:
         try:
-            doc = orjson.loads(gzip.decompress(data))
-            state: CommittedState = codec.from_doc(cls, upgrade_checkpoint(doc))
-        except (OSError, EOFError, orjson.JSONDecodeError, codec.CodecError) as exc:
+            state: CommittedState = codec.loads(cls, gzip.decompress(data), upgrade_checkpoint)
+        except (OSError, EOFError, codec.CodecError) as exc:
             raise CorruptStateError(f"checkpoint {name} does not parse: {exc}") from None
         # Version order: recent batches leave the state as a prefix of it.
         return replace(state, batches=dict(sorted(state.batches.items(), key=lambda item: item[1])))
@@ -167,8 +166,8 @@ def upgrade_checkpoint(doc: Any) -> Any:
         doc["head_arrivals"] = {key: CacheKey.parse(key).hour_index for key in doc.get("cache_heads", {})}
     if doc.get("latest_arrival_hour") is None and doc["arrivals"]:
         doc["latest_arrival_hour"] = max(doc["arrivals"].values())
-    if isinstance(doc.get("ledger"), dict) and "started" not in doc["ledger"]:
-        doc["ledger"] = {**doc["ledger"], "started": True}
+    if isinstance(doc.get("ledger"), dict) and doc["ledger"] and "started" not in doc["ledger"]:
+        doc["ledger"] = {**doc["ledger"], "started": True}  # an empty one was a ledger never started
     return doc
 
 

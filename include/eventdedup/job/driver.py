@@ -21,7 +21,7 @@ from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted
-from eventdedup.commit.job_result import JobResult, StagedObject
+from eventdedup.commit.job_result import JobResult, StagedObject, withdraw_job_result
 from eventdedup.commit.ledger import inputs_to_read, ledger_update, legacy_floor
 from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.state import CommittedState
@@ -61,7 +61,7 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     # second look is still possible (a job and a promoter of one batch at once): attempt-scoped
     # staging prefixes would close it; until then the DAG never runs the two concurrently.
     refuse_if_promotion_unfinished(store, layout, batch_id)
-    store.delete_keys([layout.job_result(batch_id)])
+    withdraw_job_result(store, layout, batch_id)
     refuse_if_promotion_unfinished(store, layout, batch_id)
     # Leftovers of an earlier attempt with other settings must not be promoted with this one.
     store.delete_prefix(layout.staging_root(batch_id))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from eventdedup.commit.job_result import withdraw_job_result
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import is_committed
 from eventdedup.errors import BatchManifestError, CommitConflictError, EventDedupError, InconsistentStoreError
@@ -44,7 +45,7 @@ def exclude_input(store: S3Store, layout: Layout, batch_id: str, input_key: str,
         raise refusal
     # A job result computed before this exclusion must not be promoted (the promotion gate checks
     # it too); without one, the next attempt recomputes.
-    store.delete_keys([layout.job_result(batch_id)])
+    withdraw_job_result(store, layout, batch_id)
     log.warning("batch %s: input %s excluded (%s); its next job quarantines it whole", batch_id,
                 store.uri(input_key), record.reason)
     return record

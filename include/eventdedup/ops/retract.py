@@ -66,10 +66,7 @@ class RetractionOutcome:
 
     @property
     def figures(self) -> dict[str, int]:
-        """What the retraction took out, as the CLI prints it."""
-        return {"retracted_batches": len(self.change.retracts),
-                "retracted_output_rows": self.change.retracted_output_rows,
-                "cache_keys_rewritten": self.change.cache_keys_rewritten}
+        return self.change.figures
 
 
 def retraction_id(batch_id: str) -> str:

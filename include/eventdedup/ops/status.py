@@ -6,7 +6,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from eventdedup.commit.changes import Reshard, Retraction
+from eventdedup.commit.changes import BatchChange, Reshard, Retraction
 from eventdedup.commit.ledger import consumed_predicate
 from eventdedup.commit.log import batch_record, committed_record, load_committed_state
 from eventdedup.commit.recovery import examine
@@ -37,7 +37,8 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
         record = committed_record(store, layout, version)
         entry: dict[str, Any] = {
             "version": record.version, "batch_id": record.batch_id, "as_of": record.as_of,
-            "counts": dict(record.counts),
+            # An operation's own figures where a batch has its counts (its counts are all zero).
+            "counts": dict(record.counts) if isinstance(record.change, BatchChange) else record.change.figures,
             "outputs": [store.uri(o.key) for o in record.objects if o.kind == "data"],
         }
         if record.batch_id in state.retracted:

@@ -109,3 +109,86 @@ def test_batch_manifests_and_exclusions_read_the_same() -> None:
 def test_a_damaged_record_is_named_not_half_read(damage: bytes) -> None:
     with pytest.raises(CorruptStateError, match="commit record c9 does not parse"):
         CommitRecord.from_bytes(damage, "c9")
+
+
+def test_a_format_2_job_result_has_a_name_format_1_readers_do_not_look_at_and_format_1_is_still_read(
+        tmp_path: Path) -> None:
+    """A release that reads format 1 does not check `format`: handed a format-2 job result, it read
+    the change as absent and committed the batch without its ledger entries, window or partitions
+    (a rolling upgrade, a rollback). So format 2 is written under another name, which such a
+    release does not find (it refuses: no job result), while a format-1 one left by such a release
+    is still read from its old name."""
+    from eventdedup.commit.job_result import load_job_result
+    from eventdedup.config import LayoutSettings
+    from eventdedup.layout import Layout
+
+    class Files:
+        """The two keys a job result may have, in a dict (no S3 needed to read them)."""
+
+        def __init__(self, objects: dict[str, bytes]) -> None:
+            self.objects = objects
+
+        def get_bytes_or_none(self, key: str) -> bytes | None:
+            return self.objects.get(key)
+
+        def uri(self, key: str) -> str:
+            return f"s3://b/{key}"
+
+    layout = Layout(LayoutSettings())
+    assert layout.job_result("manual-3") != layout.legacy_job_result("manual-3")
+    assert layout.legacy_job_result("manual-3") == "_eventdedup/staging/manual-3/_job_result.json"
+    legacy = (V1 / "job_result.json").read_bytes()
+    job = load_job_result(Files({layout.legacy_job_result("manual-3"): legacy}), layout, "manual-3")  # type: ignore[arg-type]
+    assert job == JobResult.from_bytes(legacy)
+    newer = load_job_result(Files({layout.legacy_job_result("manual-3"): legacy,  # type: ignore[arg-type]
+                                   layout.job_result("manual-3"): job.to_bytes()}), layout, "manual-3")
+    assert newer == job
+
+
+@pytest.mark.parametrize("reader, name", [(JobResult.from_bytes, "job_result.json"),
+                                          (lambda data: PromotionJournal.from_bytes(data, "j"), "journal.json")])
+def test_a_format_this_release_does_not_know_is_refused_not_read_as_format_1(reader, name) -> None:
+    import orjson
+
+    doc = orjson.loads((V1 / name).read_bytes())
+    with pytest.raises(CorruptStateError, match="unknown format 3"):
+        reader(orjson.dumps({**doc, "format": 3}))
+
+
+@pytest.mark.parametrize("damage", [
+    ("journal.json", lambda d: d.pop("target_version")),
+    ("commit-5.json", lambda d: d["reshard"].pop("from_hour")),
+    ("commit-1.json", lambda d: d.update(counts=[1, 2])),
+    ("commit-1.json", lambda d: d.update(counts={"input_lines": "4"})),
+])
+def test_a_damaged_format_1_document_is_a_named_corrupt_state_not_a_traceback(damage) -> None:
+    import orjson
+
+    name, hurt = damage
+    doc = orjson.loads((V1 / name).read_bytes())
+    hurt(doc)
+    read = (lambda data: PromotionJournal.from_bytes(data, "j")) if name == "journal.json" else (
+        lambda data: CommitRecord.from_bytes(data, "c"))
+    with pytest.raises(CorruptStateError, match="does not parse"):
+        read(orjson.dumps(doc))
+
+
+def test_a_damaged_old_checkpoint_is_a_named_corrupt_state() -> None:
+    import gzip
+
+    import orjson
+
+    old = {"version": 2, "batches": {"b": 1}, "cache_heads": {}, "last_batch_id": "b", "retain_from_hour": 5,
+           "window_starts": {"b": "not an hour"}}
+    with pytest.raises(CorruptStateError, match="checkpoint cp does not parse"):
+        CommittedState.from_bytes(gzip.compress(orjson.dumps(old)), "cp")
+    empty_ledger = {**old, "window_starts": {"b": 9}, "ledger": {}}
+    assert not CommittedState.from_bytes(gzip.compress(orjson.dumps(empty_ledger)), "cp").ledger.started
+
+
+def test_a_count_earlier_releases_kept_still_reads() -> None:
+    import orjson
+
+    doc = orjson.loads((V1 / "commit-pre-ledger.json").read_bytes())
+    doc["counts"]["older_than_window"] = 3  # counted by releases e3a54f4 .. 7b2fb56
+    assert CommitRecord.from_bytes(orjson.dumps(doc), "c").counts.older_than_window == 3
