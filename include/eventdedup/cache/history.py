@@ -3,9 +3,18 @@
 Cache entries live `window_hours` from the arrival of the batch that wrote them, whatever their
 events' times (Flink's state TTL from arrival, Amplitude's arrival-day filters): a batch sees the
 entries of every batch that arrived within one window before it, in every hour, so a re-sent old
-event is caught while its original is in the window. A batch's arrival hour is its as_of's hour,
-but never before the log's latest arrival: arrivals never decrease along the log, so a manual
-batch staged long ago still sees the last window of history when it commits.
+event is caught while its original is in the window.
+
+When a batch arrives (`arrival_hour`, recorded in its commit) is log time, not a clock's:
+- an interval batch arrives at its interval's end hour, never before the latest interval's
+  arrival;
+- any other batch (by prefix, a sweep, a populate, one by `--since/--until` under an id of its
+  own) arrives at the log's time: the latest interval's arrival. Its as_of is a clock, which
+  during a catch-up runs days ahead of the intervals being backfilled; arriving there, it would
+  move every interval after it to that hour too and shrink their windows. Only a log with no
+  interval batch yet lets a manual batch's clock set its arrival (never before the latest);
+- no batch's window starts before the log's horizon (the entries before it have left the
+  state): a window is as long as the state allows.
 
 A rerun of a committed batch sees exactly what its commit recorded (its window start) and hides
 the runs of itself and of every batch committed after it, so it reproduces its output byte for
@@ -49,18 +58,31 @@ class BatchHistory:
 
 
 def history_for_batch(store: S3Store, layout: Layout, state: CommittedState, batch_id: str, as_of: datetime,
-                      window_hours: int) -> BatchHistory:
+                      window_hours: int, interval: bool) -> BatchHistory:
     own_version = committed_version(store, layout, state, batch_id)
     if own_version is not None:
         return _rerun_history(store, layout, state, batch_id, own_version, window_hours)
-    arrival = hour_index_at(as_of)
-    if state.latest_arrival_hour is not None and state.latest_arrival_hour > arrival:
-        log.info("batch %s (as of %s) arrives after the log's latest arrival %s: its cache window is measured from "
-                 "there", batch_id, as_of.isoformat(), hour_text(state.latest_arrival_hour))
-        arrival = state.latest_arrival_hour
+    arrival = arrival_hour(state, as_of, window_hours, interval)
+    if arrival != hour_index_at(as_of):
+        log.info("batch %s (as of %s) arrives at %s in log time: its cache window is measured from there", batch_id,
+                 as_of.isoformat(), hour_text(arrival))
     start = arrival - window_hours
     return BatchHistory(state.version, arrival, start, start - window_hours,
                         _visible(state, start, state.version + 1), frozenset(state.batches))
+
+
+def arrival_hour(state: CommittedState, as_of: datetime, window_hours: int, interval: bool) -> int:
+    """When a new batch arrives, in log time (the rules above)."""
+    floors = [] if state.retain_from_hour is None else [state.retain_from_hour + window_hours]
+    if interval:
+        candidates = [hour_index_at(as_of), *floors]
+        if state.latest_interval_arrival_hour is not None:
+            candidates.append(state.latest_interval_arrival_hour)
+        return max(candidates)
+    if state.latest_interval_arrival_hour is not None:
+        return max(state.latest_interval_arrival_hour, *floors)
+    return max([hour_index_at(as_of), *floors, *([] if state.latest_arrival_hour is None else
+                                                 [state.latest_arrival_hour])])
 
 
 def _visible(state: CommittedState, window_start: int, own_version: int) -> dict[str, int]:

@@ -42,6 +42,13 @@ class BatchChange:
     # across hours (format 1 records without a `cross_hour_duplicates` count): a rerun would see
     # other history, so they are never recomputed.
     arrival_windows: bool = True
+    # An interval batch: its id names its interval's start and it selected by time. Recorded, so
+    # that a manual batch named like an interval never moves the schedule (format 1 records say
+    # nothing of it: there it is read from the id, as it was).
+    interval: bool = False
+    # The hour the batch arrived at (eventdedup.cache.history); None in records written before it
+    # was recorded (then: its window start plus one window, or its as_of's hour).
+    arrival_hour: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,10 @@ class Retraction:
     reason: str
     retracted_output_rows: int = 0
     cache_keys_rewritten: int = 0
+    # Set when the batches it retracts include what the log took for its latest interval although
+    # it was none (a manual batch named like an interval, committed by a release that read
+    # intervals from ids): the latest interval is the one before it again.
+    restores_interval: RestoredInterval | None = None
 
     @property
     def figures(self) -> dict[str, int]:
@@ -80,6 +91,15 @@ class Reshard:
     @property
     def figures(self) -> dict[str, int]:
         return {"buckets": self.buckets, "from_hour": self.from_hour}
+
+
+@dataclass(frozen=True)
+class RestoredInterval:
+    """The latest interval batch once a retraction has taken a false one away (None: no interval
+    batch is committed before it), and when it arrived."""
+
+    batch_id: str | None
+    arrival_hour: int | None
 
 
 Change = BatchChange | Retraction | Reshard

@@ -137,7 +137,16 @@ def check_run_order(state: CommittedState, batch: IntervalBatch,
             f"batch {batch.batch_id} starts at {batch.since.isoformat()}, inside the committed interval batch {last} "
             f"(until {end.isoformat()}); intervals may not overlap. Process the interval from {end.isoformat()}"
         )
-    if (end is None and not committed(predecessor)) or (end is not None and end < batch.since):
+    if end is not None and end < batch.since:
+        raise OutOfOrderBatchError(
+            f"batch {batch.batch_id} must wait: batch {predecessor} (the interval before it) must commit first; the "
+            f"last committed interval batch is {last}, which ends at {end.isoformat()}. If no scheduled run will ever "
+            f"cover {end.isoformat()} to {batch.since.isoformat()} (the schedule changed, e.g. from 5 minutes to "
+            f"hourly), commit that gap as one interval: `eventdedup run-batch --config <config> --batch-id "
+            f"{predecessor} --since {end.isoformat()} --until {batch.since.isoformat()}`, or trigger the pipeline DAG "
+            f'with params {{"since": "{end.isoformat()}", "until": "{batch.since.isoformat()}"}}'
+        )
+    if end is None and not committed(predecessor):
         raise OutOfOrderBatchError(
             f"batch {batch.batch_id} must wait: batch {predecessor} (the interval before it) must commit "
             f"first; the last committed interval batch is {last}"

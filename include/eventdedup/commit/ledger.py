@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from eventdedup.config import Config
+from eventdedup.inputs.intervals import IntervalBatch
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest_or_none
 from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
@@ -73,15 +74,29 @@ class IngestionLedger:
         return IngestionLedger(entries, self.retain_from_hour, self.started, self.legacy_floor)
 
     def with_update(self, update: LedgerUpdate | None, version: int, hour: int) -> IngestionLedger:
+        """The ledger with one commit's consumed objects added and its horizon moved (no entry
+        leaves here: `pruned` decides)."""
         if update is None:
             return self  # a commit written before the ledger existed
         entries = {**self.entries, **{info.key: LedgerEntry(info.etag, version, hour) for info in update.inputs}}
         horizon = self.retain_from_hour
         if update.retain_from_hour is not None:
             horizon = update.retain_from_hour if horizon is None else max(horizon, update.retain_from_hour)
-        if horizon is not None:
-            entries = {key: entry for key, entry in entries.items() if entry.hour >= horizon}
         return IngestionLedger(entries, horizon, True, self.legacy_floor or update.legacy_floor)
+
+    def pruned(self, left_through_version: int) -> IngestionLedger:
+        """The ledger without the entries no listing can return again AND whose batch has left the
+        committed state (its version at or below `left_through_version`): an object stays while
+        anything its batch wrote is in the state, so it is never read again while its events
+        might be checked against a window that has moved past them."""
+        horizon = self.retain_from_hour
+        if horizon is None:
+            return self
+        entries = {key: entry for key, entry in self.entries.items()
+                   if entry.hour >= horizon or entry.version > left_through_version}
+        if len(entries) == len(self.entries):
+            return self
+        return IngestionLedger(entries, horizon, self.started, self.legacy_floor)
 
 
 def listing_floor(ledger: IngestionLedger) -> datetime | None:
@@ -119,11 +134,13 @@ def consumed_predicate(ledger: IngestionLedger, version: int,
 def ledger_update(config: Config, manifest: BatchManifest, consumed: tuple[ObjectInfo, ...],
                   ledger: IngestionLedger, floor: datetime | None) -> LedgerUpdate:
     """What the batch's commit adds to the ledger. Only an interval batch moves the horizon: its
-    as_of is log time, where a manual batch's is a clock's (one staged during a backfill would
-    otherwise drop entries the backfill's listings still return)."""
+    as_of is log time, where a manual batch's (one by prefix, or by `--since/--until` under an id
+    of its own) is a clock's: one staged during a backfill would otherwise drop entries the
+    backfill's listings still return, and raise the floor below which they list nothing."""
     selector, inputs = manifest.selector, config.inputs
     horizon = None
-    if selector.since is not None and selector.until is not None:
+    if IntervalBatch.of_request(manifest.batch_id, selector) is not None:
+        assert selector.since is not None and selector.until is not None
         looked_back = max(timedelta(hours=inputs.lookback_hours), selector.until - selector.since)
         horizon = hour_index_at(selector.until - looked_back - timedelta(hours=inputs.sweep_hours)) - 1
     first = not ledger.started and floor is not None

@@ -19,7 +19,7 @@ import orjson
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.errors import CommitConflictError, CorruptStateError, EventDedupError
-from eventdedup.inputs.intervals import interval_start_of
+from eventdedup.inputs.manifest import load_batch_manifest_or_none
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -42,18 +42,38 @@ def committed_record(store: S3Store, layout: Layout, version: int) -> CommitReco
 
 
 def committed_version(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> int | None:
-    """The log version that committed `batch_id`, or None if it is not committed. A batch the state
-    no longer holds is found by its marker: one GET, made only when some batch has left the state
-    and the id could be one of them (an interval id later than every committed one cannot)."""
+    """The log version that committed `batch_id`, or None if it is not committed.
+
+    The state holds every batch committed after `left_through_version`. A batch that left it has
+    a marker (one GET, made only when some batch has left). The marker is a convenience, not the
+    truth: where it is missing, the batch's manifest says at which version it was staged, and a
+    commit of it can only be a later one; if that is at or after `left_through_version`, the
+    state would hold it, else the log from there is read for it (and a lost marker written
+    back). A batch never staged was never committed."""
     version = state.batches.get(batch_id)
     if version is None:
         version = state.left_since_checkpoint.get(batch_id)
     if version is not None or not state.left_through_version:
         return version
-    start, latest = interval_start_of(batch_id), state.latest_interval_batch_id
-    latest_start = None if latest is None else interval_start_of(latest)
-    if start is not None and latest_start is not None and start > latest_start:
+    marker = _marker_version(store, layout, batch_id)
+    if marker is not None:
+        return marker
+    manifest = load_batch_manifest_or_none(store, layout, batch_id)
+    if manifest is None:
         return None
+    staged_at = manifest.staged_at_version or 0  # unknown (an older manifest): the whole log
+    if staged_at >= state.left_through_version:
+        return None
+    for candidate in range(staged_at + 1, state.left_through_version + 1):
+        if committed_record(store, layout, candidate).batch_id == batch_id:
+            log.warning("batch %s is committed at log version %d but its marker %s was missing; written back",
+                        batch_id, candidate, store.uri(layout.batch_committed_marker(batch_id)))
+            write_committed_markers(store, layout, {batch_id: candidate})
+            return candidate
+    return None
+
+
+def _marker_version(store: S3Store, layout: Layout, batch_id: str) -> int | None:
     data = store.get_bytes_or_none(layout.batch_committed_marker(batch_id))
     if data is None:
         return None

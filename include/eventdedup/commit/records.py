@@ -19,6 +19,7 @@ from eventdedup import codec
 from eventdedup.commit.changes import BatchChange, Change, Reshard, Retraction
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import CorruptStateError
+from eventdedup.inputs.intervals import interval_start_of
 from eventdedup.s3store import ObjectInfo
 
 COMMIT_FORMAT = 2
@@ -116,7 +117,9 @@ def upgrade_change_v1(doc: dict[str, Any]) -> dict[str, Any]:
     else:
         change = {"kind": BatchChange.KIND, **{key: doc[key] for key in _V1_CHANGE_FIELDS[:5]
                                                if doc.get(key) is not None},
-                  "arrival_windows": "cross_hour_duplicates" in counts}
+                  "arrival_windows": "cross_hour_duplicates" in counts,
+                  # Format 1 took every batch whose id names an interval start for an interval.
+                  "interval": interval_start_of(str(doc.get("batch_id", ""))) is not None}
     upgraded["counts"] = counts
     upgraded["change"] = change
     upgraded["format"] = COMMIT_FORMAT

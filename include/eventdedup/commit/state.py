@@ -55,8 +55,10 @@ class CommittedState:
     last_batch_id: str | None = None
     arrivals: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> its arrival hour
     retain_from_hour: int | None = None
-    # The committed batch whose id names the latest interval start: what interval run order needs.
+    # The latest committed interval batch (recorded as one in its commit): what interval run order
+    # needs; and its arrival, the log's time, at which a manual batch arrives.
     latest_interval_batch_id: str | None = None
+    latest_interval_arrival_hour: int | None = None
     # The highest version whose batch has left `batches` (0: none has): below it, look for markers.
     left_through_version: int = 0
     # Every input object consumed by a recent commit (eventdedup.commit.ledger).
@@ -76,16 +78,18 @@ class CommittedState:
         """The state after commit `record`: the one place where each kind of change takes effect."""
         self._check_follows(record, name)
         change = record.change
-        arrival = _later_hour(self.latest_arrival_hour, record_arrival_hour(record))
-        assert arrival is not None
+        arrival = self._arrival_of(record)
         batches = {**self.batches, record.batch_id: record.version}
         arrivals = {**self.arrivals, record.batch_id: arrival}
         horizon, ledger = self.retain_from_hour, self.ledger
         retracted, cutovers = dict(self.retracted), self.bucket_cutovers
+        latest_interval = (self.latest_interval_batch_id, self.latest_interval_arrival_hour)
         if isinstance(change, BatchChange):
             horizon = _later_hour(horizon, change.retain_from_hour)
             ledger = ledger.with_update(change.ledger_update, record.version,
                                         hour_index_at(datetime.fromisoformat(record.as_of)))
+            if change.interval:
+                latest_interval = _later_interval(latest_interval, record.batch_id, arrival)
         elif isinstance(change, Retraction):
             unknown = [batch for batch in change.retracts if batch not in self.batches]
             if unknown:
@@ -96,6 +100,8 @@ class CommittedState:
                 batches.pop(batch)
                 arrivals.pop(batch, None)
                 retracted[batch] = record.version
+            if change.restores_interval is not None:
+                latest_interval = (change.restores_interval.batch_id, change.restores_interval.arrival_hour)
         elif isinstance(change, Reshard):
             if cutovers and change.from_hour <= cutovers[-1][0]:
                 raise CorruptStateError(f"commit record {name} reshards from {hour_text(change.from_hour)}, not after "
@@ -105,19 +111,32 @@ class CommittedState:
         for batch_id in _batches_leaving(batches, arrivals, horizon):
             left[batch_id] = batches.pop(batch_id)
             arrivals.pop(batch_id, None)
-        head_arrivals = {**self.head_arrivals, **{key: arrival for key in record.cache_heads}}
+        left_through = max([self.left_through_version, *left.values()])
+        # A head lives from its newest writer's arrival; arrivals need not grow along the log
+        # (eventdedup.cache.history), so the later of the two.
+        head_arrivals = {**self.head_arrivals,
+                         **{key: max(arrival, self.head_arrivals.get(key, arrival)) for key in record.cache_heads}}
         heads = {**self.cache_heads, **record.cache_heads}
         if horizon is not None:
             heads = {key: segment for key, segment in heads.items() if head_arrivals[key] >= horizon}
             head_arrivals = {key: head_arrivals[key] for key in heads}
         return CommittedState(
             version=record.version, batches=batches, cache_heads=heads, last_batch_id=record.batch_id,
-            arrivals=arrivals, retain_from_hour=horizon,
-            latest_interval_batch_id=_later_interval(self.latest_interval_batch_id, record.batch_id),
-            left_through_version=max([self.left_through_version, *left.values()]), ledger=ledger,
-            latest_arrival_hour=arrival, head_arrivals=head_arrivals, left_since_checkpoint=left,
-            retracted=retracted, bucket_cutovers=cutovers,
+            arrivals=arrivals, retain_from_hour=horizon, latest_interval_batch_id=latest_interval[0],
+            latest_interval_arrival_hour=latest_interval[1], left_through_version=left_through,
+            ledger=ledger.pruned(left_through), latest_arrival_hour=_later_hour(self.latest_arrival_hour, arrival),
+            head_arrivals=head_arrivals, left_since_checkpoint=left, retracted=retracted, bucket_cutovers=cutovers,
         )
+
+    def _arrival_of(self, record: CommitRecord) -> int:
+        """The hour a commit arrived at: the one its batch recorded (eventdedup.cache.history chose
+        it); a record from before arrivals were recorded never before the log's latest arrival."""
+        change = record.change
+        if isinstance(change, BatchChange) and change.arrival_hour is not None:
+            return change.arrival_hour
+        arrival = _later_hour(self.latest_arrival_hour, record_arrival_hour(record))
+        assert arrival is not None
+        return arrival
 
     def _check_follows(self, record: CommitRecord, name: str) -> None:
         if record.version != self.version + 1 or record.previous_batch_id != self.last_batch_id:
@@ -154,10 +173,10 @@ def upgrade_checkpoint(doc: Any) -> Any:
         raise codec.CodecError(f"unknown checkpoint format {doc.get('format')!r}")
     doc = dict(doc)
     if "latest_interval_batch_id" not in doc:
-        latest = None
+        latest: tuple[str | None, int | None] = (None, None)
         for batch_id in doc.get("batches", {}):
-            latest = _later_interval(latest, batch_id)
-        doc["latest_interval_batch_id"] = latest
+            latest = _later_interval(latest, batch_id, None)
+        doc["latest_interval_batch_id"] = latest[0]
     if "arrivals" not in doc:
         starts = {str(k): int(v) for k, v in doc.get("window_starts", {}).items()}
         horizon = doc.get("retain_from_hour")
@@ -166,6 +185,11 @@ def upgrade_checkpoint(doc: Any) -> Any:
         doc["head_arrivals"] = {key: CacheKey.parse(key).hour_index for key in doc.get("cache_heads", {})}
     if doc.get("latest_arrival_hour") is None and doc["arrivals"]:
         doc["latest_arrival_hour"] = max(doc["arrivals"].values())
+    if doc.get("latest_interval_batch_id") is not None and "latest_interval_arrival_hour" not in doc:
+        # Arrivals never decreased along such a log: its latest interval arrived at its own
+        # arrival, or (it left the state) no later than the latest.
+        doc["latest_interval_arrival_hour"] = doc["arrivals"].get(doc["latest_interval_batch_id"],
+                                                                  doc.get("latest_arrival_hour"))
     if isinstance(doc.get("ledger"), dict) and doc["ledger"] and "started" not in doc["ledger"]:
         doc["ledger"] = {**doc["ledger"], "started": True}  # an empty one was a ledger never started
     return doc
@@ -181,10 +205,13 @@ def log_time(state: CommittedState, now: datetime) -> datetime:
 
 
 def record_arrival_hour(record: CommitRecord) -> int:
-    """A commit's arrival hour: its window start plus one window (a window start is the arrival
-    minus the window, and the horizon it records one window earlier still); a record older than
-    window starts, and an operation, arrived at its as_of's hour."""
+    """A commit's arrival hour as it records it: its `arrival_hour`; in a record from before that
+    was recorded, its window start plus one window (a window start is the arrival minus the
+    window, and the horizon it records one window earlier still); in one older still, and in an
+    operation, its as_of's hour."""
     change = record.change
+    if isinstance(change, BatchChange) and change.arrival_hour is not None:
+        return change.arrival_hour
     if (isinstance(change, BatchChange) and change.window_start_hour is not None
             and change.retain_from_hour is not None):
         return 2 * change.window_start_hour - change.retain_from_hour
@@ -215,9 +242,12 @@ def _batches_leaving(batches: Mapping[str, int], arrivals: Mapping[str, int],
     return leaving
 
 
-def _later_interval(current: str | None, batch_id: str) -> str | None:
+def _later_interval(current: tuple[str | None, int | None], batch_id: str,
+                    arrival: int | None) -> tuple[str | None, int | None]:
+    """The later of the latest interval batch so far and an interval batch committing (intervals
+    commit in time order; the later start wins all the same)."""
     start = interval_start_of(batch_id)
     if start is None:
         return current
-    current_start = None if current is None else interval_start_of(current)
-    return batch_id if current_start is None or start > current_start else current
+    current_start = None if current[0] is None else interval_start_of(current[0])
+    return (batch_id, arrival) if current_start is None or start > current_start else current

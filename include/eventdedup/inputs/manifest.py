@@ -34,6 +34,9 @@ class BatchManifest:
     # measured from it, so a rerun next week judges events exactly as the first run did.
     as_of: datetime
     inputs: tuple[ObjectInfo, ...]
+    # The log's version when the batch was staged: any commit of the batch is a later version
+    # (eventdedup.commit.log.committed_version). None in manifests written before it was kept.
+    staged_at_version: int | None = None
 
     def to_bytes(self) -> bytes:
         return codec.dumps(self, indent=True)
@@ -49,7 +52,7 @@ class BatchManifest:
 def freeze_batch_inputs(
     store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
     is_consumed: Callable[[ObjectInfo], bool] = lambda _: False, floor: datetime | None = None,
-    objects: Callable[[], Iterable[ObjectInfo]] | None = None,
+    objects: Callable[[], Iterable[ObjectInfo]] | None = None, log_version: int | None = None,
 ) -> BatchManifest:
     """Return the batch's manifest, listing its inputs and writing it first if this batch id is new.
     `objects` gives a prefix batch's objects where a listing of the prefix would not (a populate of
@@ -70,7 +73,7 @@ def freeze_batch_inputs(
             f"batch {batch_id}: its interval ends at {utc_iso(as_of)}, after the current time {utc_iso(now)}; "
             "a batch may only take what has already landed")
     inputs = tuple(_list_inputs(store, config, selector, is_consumed, floor, objects))
-    manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs)
+    manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs, log_version)
     if store.put_if_absent(key, manifest.to_bytes()) is None:
         # Another stager won the race; its manifest is the batch's definition.
         winner = load_batch_manifest_or_none(store, layout, batch_id)

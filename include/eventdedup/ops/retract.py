@@ -33,17 +33,19 @@ import pyarrow.parquet as pq
 
 from eventdedup.cache.heads import load_head_runs
 from eventdedup.cache.segment import encode_segment
-from eventdedup.commit.changes import Reshard, Retraction
+from eventdedup.commit.changes import Reshard, RestoredInterval, Retraction
 from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state
 from eventdedup.commit.promotion import PromotionOutcome, finish_committed, promote_batch
 from eventdedup.commit.records import CommitRecord
-from eventdedup.commit.state import CommittedState, log_time
+from eventdedup.commit.state import CommittedState, log_time, record_arrival_hour
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import RetractionRefusedError
+from eventdedup.inputs.intervals import IntervalBatch
+from eventdedup.inputs.manifest import load_batch_manifest_or_none
 from eventdedup.keys import CacheKey, hour_text, is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
@@ -160,6 +162,29 @@ def _refuse_an_operation(record: CommitRecord) -> None:
             f"grows; {change.buckets} buckets from {hour_text(change.from_hour)} stay in force)")
 
 
+def _restored_interval(store: S3Store, layout: Layout, state: CommittedState,
+                       targets: tuple[str, ...]) -> RestoredInterval | None:
+    """If the retraction takes away what the log holds for its latest interval, but that batch was
+    no interval (a manual batch named like one, which a release reading intervals from ids took
+    for one, holding the schedule behind it): the latest true interval before it. A true interval
+    stays the latest, retracted or not: its time is covered, and the schedule goes on after it."""
+    latest = state.latest_interval_batch_id
+    if latest is None or latest not in targets or _selects_an_interval(store, layout, latest):
+        return None
+    for version in range(state.batches[latest] - 1, 0, -1):
+        record = committed_record(store, layout, version)
+        change = record.batch_change
+        if (change is not None and change.interval and record.batch_id not in targets
+                and record.batch_id not in state.retracted and _selects_an_interval(store, layout, record.batch_id)):
+            return RestoredInterval(record.batch_id, record_arrival_hour(record))
+    return RestoredInterval(None, None)
+
+
+def _selects_an_interval(store: S3Store, layout: Layout, batch_id: str) -> bool:
+    manifest = load_batch_manifest_or_none(store, layout, batch_id)
+    return manifest is not None and IntervalBatch.of_request(batch_id, manifest.selector) is not None
+
+
 def _rows_decided_against(store: S3Store, record: CommitRecord, targets: set[str]) -> int:
     """Audit rows of a commit whose kept copy is in one of `targets`."""
     count = 0
@@ -188,6 +213,7 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
                                encode_segment([run for run in runs if run.owner in kept_owners]))
         objects.append(StagedObject("cache", info, layout.final_cache_segment(rid, key), 0, cache_key=name))
     change = Retraction(targets, reason,
-                        sum(obj.rows for record in records for obj in record.objects if obj.kind == "data"), len(names))
+                        sum(obj.rows for record in records for obj in record.objects if obj.kind == "data"), len(names),
+                        _restored_interval(store, layout, state, targets))
     result = JobResult(rid, state.version, log_time(state, now).isoformat(), BatchCounts(), tuple(objects), change)
     store.put_bytes(layout.job_result(rid), result.to_bytes(), content_type="application/json")

@@ -42,9 +42,19 @@ class BatchPlan:
     @classmethod
     def for_run(cls, params: Mapping[str, Any], interval_start: datetime | None,
                 interval_end: datetime | None) -> BatchPlan:
-        """Explicit params (`batch_id` with `input_prefix`, optionally `reprocess` or `populate`; or `batch_id` with
-        `sweep_before`, a sweep staged by the maintenance DAG) win; otherwise the data interval."""
+        """Explicit params (`batch_id` with `input_prefix`, optionally `reprocess` or `populate`; `batch_id` with
+        `sweep_before`, a sweep staged by the maintenance DAG; or `since` and `until`, an interval of the
+        operator's, e.g. one bridging a gap a schedule change left) win; otherwise the data interval."""
         batch_id, prefix = params.get("batch_id"), params.get("input_prefix")
+        if params.get("since") or params.get("until"):
+            if prefix or not (params.get("since") and params.get("until")):
+                raise BatchManifestError("an interval run needs both params since and until, and no input_prefix")
+            interval = IntervalBatch.for_interval(datetime.fromisoformat(str(params["since"])),
+                                                  datetime.fromisoformat(str(params["until"])))
+            if batch_id and batch_id != interval.batch_id:
+                raise BatchManifestError(
+                    f"an interval run's batch id is its start's, {interval.batch_id}, not {batch_id}")
+            return cls(interval.batch_id, InputSelector(since=interval.since, until=interval.until))
         if params.get("sweep_before"):
             sweep_before = datetime.fromisoformat(str(params["sweep_before"]))
             return cls(validate_batch_id(str(batch_id)), InputSelector(sweep_before=sweep_before))
@@ -68,17 +78,18 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
     checked_selector(layout, plan.selector)
     state = _StateOnce(store, layout)
     check_may_start(store, layout, plan.batch_id, plan.selector, state.get)
+    committed = state.get()
     if plan.selector.populate:  # the job skips what the ledger holds, and counts it
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now,
-                                       objects=lambda: dataset_objects(store, layout, plan.selector))
+                                       objects=lambda: dataset_objects(store, layout, plan.selector),
+                                       log_version=committed.version)
     elif plan.selector.input_prefix is not None:
-        manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now)
+        manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, log_version=committed.version)
     else:
-        committed = state.get()
         floor = legacy_floor(store, layout, committed.ledger, committed.latest_interval_batch_id)
         consumed = consumed_predicate(committed.ledger, committed.version, floor)
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, consumed,
-                                       listing_floor(committed.ledger))
+                                       listing_floor(committed.ledger), log_version=committed.version)
     log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
     return manifest
 

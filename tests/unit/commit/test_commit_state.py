@@ -11,6 +11,7 @@ from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import CorruptStateError
+from eventdedup.inputs.intervals import interval_start_of
 from eventdedup.keys import CacheKey
 
 
@@ -61,7 +62,8 @@ def windowed(version: int, batch: str, previous: str | None, window_start: int, 
     """Batch `batch` checked hours from `window_start`; one head per hour it wrote (that hour)."""
     heads = {str(CacheKey.of_hour(window_start + window, 0)): f"seg-{batch}"}
     return CommitRecord(version, batch, previous, f"t-{batch}", "2026-11-22T06:00:00+00:00", BatchCounts(), (), heads,
-                        BatchChange(window_start, window_start - window))
+                        BatchChange(window_start, window_start - window,
+                                    interval=interval_start_of(batch) is not None))
 
 
 def test_batches_and_heads_that_arrived_before_the_horizon_leave_the_state() -> None:

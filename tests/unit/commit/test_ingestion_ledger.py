@@ -27,13 +27,15 @@ def test_only_the_same_key_and_etag_consumed_by_an_earlier_commit_counts() -> No
     assert IngestionLedger().with_update(None, 1, HOUR) == IngestionLedger()  # a commit older than the ledger
 
 
-def test_entries_leave_once_their_commit_is_before_the_newest_horizon_which_never_moves_back() -> None:
-    ledger = IngestionLedger().with_update(LedgerUpdate((A1,)), 1, HOUR)
-    ledger = ledger.with_update(LedgerUpdate((B,), HOUR - 1), 2, HOUR + 10)
+def test_entries_leave_once_before_the_newest_horizon_and_their_batch_left_the_state() -> None:
+    ledger = IngestionLedger().with_update(LedgerUpdate((A1,)), 1, HOUR).pruned(0)
+    ledger = ledger.with_update(LedgerUpdate((B,), HOUR - 1), 2, HOUR + 10).pruned(0)
     assert set(ledger.entries) == {A1.key, B.key}
     ledger = ledger.with_update(LedgerUpdate((), HOUR + 5), 3, HOUR + 11)
+    assert set(ledger.pruned(0).entries) == {A1.key, B.key}  # below the horizon, but commit 1 is in the state
+    ledger = ledger.pruned(1)  # commit 1's batch has left the state
     assert set(ledger.entries) == {B.key}
-    ledger = ledger.with_update(LedgerUpdate((A2,), HOUR + 1), 4, HOUR + 6)  # a commit with an older horizon
+    ledger = ledger.with_update(LedgerUpdate((A2,), HOUR + 1), 4, HOUR + 6).pruned(3)  # an older horizon
     assert ledger.retain_from_hour == HOUR + 5 and set(ledger.entries) == {A2.key, B.key}
     assert codec.from_doc(IngestionLedger, codec.to_doc(ledger)) == ledger
 

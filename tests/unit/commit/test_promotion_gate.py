@@ -5,6 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import check_run_order
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
@@ -32,10 +33,13 @@ def check(state: CommittedState, batch: IntervalBatch) -> None:
 
 
 def committed(*batch_ids: str) -> CommittedState:
-    """The state the log folds to when these batches commit in this order."""
+    """The state the log folds to when these batches commit in this order (those whose ids name an
+    interval's start are recorded as interval batches, as the job records them)."""
     state = CommittedState()
     for version, batch_id in enumerate(batch_ids, 1):
-        record = CommitRecord(version, batch_id, state.last_batch_id, "t", T0.isoformat(), BatchCounts(), (), {})
+        change = BatchChange(interval=interval_start_of(batch_id) is not None)
+        record = CommitRecord(version, batch_id, state.last_batch_id, "t", T0.isoformat(), BatchCounts(), (), {},
+                              change)
         state = state.apply(record, f"commit {version}")
     return state
 

@@ -39,7 +39,8 @@ def test_a_format_1_batch_commit_loads_with_its_change_in_one_value() -> None:
     assert record.counts == BatchCounts(input_lines=4, malformed=1, in_batch_duplicates=1, in_batch_natural=1,
                                         output_rows=2, cache_keys_written=2)
     assert record.change == BatchChange(window_start_hour=498630, retain_from_hour=498462,
-                                        ledger_update=LedgerUpdate((LANDING,), 498626), partitions=2)
+                                        ledger_update=LedgerUpdate((LANDING,), 498626), partitions=2,
+                                        interval=True)  # format 1: read from its id, as then
     assert [(obj.kind, obj.rows) for obj in record.objects] == [
         ("audit", 1), ("cache", 0), ("cache", 0), ("cache", 0), ("cache", 0), ("data", 1), ("data", 1),
         ("quarantine", 1), ("load_manifest", 0)]
@@ -59,8 +60,12 @@ def test_a_format_1_retraction_and_reshard_keep_their_own_figures_out_of_the_cou
 
 def test_a_record_from_before_the_ledger_and_arrival_windows_is_never_recomputed() -> None:
     record = commit("commit-pre-ledger.json")
-    assert record.change == BatchChange(arrival_windows=False)
-    assert commit("commit-1.json").batch_change == BatchChange(498630, 498462, LedgerUpdate((LANDING,), 498626), 2)
+    assert record.change == BatchChange(arrival_windows=False, interval=True)
+    assert commit("commit-1.json").batch_change == BatchChange(498630, 498462, LedgerUpdate((LANDING,), 498626), 2,
+                                                               interval=True)
+    assert commit("commit-2.json").batch_change == BatchChange(  # manual-1: no interval
+        498630, 498462, LedgerUpdate((ObjectInfo("manual/b.jsonl", 194, '"b68fd769973aeea5d62dff61cbc55ecd"'),
+                                      ObjectInfo("manual/c.jsonl", 94, '"56377880ae9686ddf66182ea9e914ca4"'))), 2)
 
 
 def test_folding_the_format_1_log_gives_the_format_1_checkpoint() -> None:

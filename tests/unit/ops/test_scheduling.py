@@ -40,3 +40,15 @@ def test_a_run_without_interval_or_params_is_refused_with_what_to_do() -> None:
                                   BatchPlan("republish-1", InputSelector(input_prefix="landing/x/"))])
 def test_plans_round_trip_through_json(plan: BatchPlan) -> None:
     assert codec.from_doc(BatchPlan, codec.to_doc(plan)) == plan
+
+
+def test_an_operators_interval_run_takes_its_id_from_its_start() -> None:
+    """What the gap refusal tells an operator to trigger (issue 38, item 10): params since and until."""
+    plan = BatchPlan.for_run({"since": "2026-11-22T05:10:00+00:00", "until": "2026-11-22T06:00:00+00:00"}, None, None)
+    assert plan == BatchPlan("20261122T051000Z", InputSelector(since=datetime(2026, 11, 22, 5, 10, tzinfo=timezone.utc),
+                                                               until=datetime(2026, 11, 22, 6, tzinfo=timezone.utc)))
+    with pytest.raises(BatchManifestError, match="its start's, 20261122T051000Z, not other"):
+        BatchPlan.for_run({"since": "2026-11-22T05:10:00+00:00", "until": "2026-11-22T06:00:00+00:00",
+                           "batch_id": "other"}, None, None)
+    with pytest.raises(BatchManifestError, match="both params since and until"):
+        BatchPlan.for_run({"since": "2026-11-22T05:10:00+00:00"}, None, None)
