@@ -44,21 +44,30 @@ class Layout:
         """Where format-1 job results were written: read when there is no format-2 one."""
         return f"{self.staging_root(batch_id)}_job_result.json"
 
-    def staged_data(self, batch_id: str, date_text: str, hour_text: str, partition: int) -> str:
-        return f"{self.staging_root(batch_id)}data/date={date_text}/hour={hour_text}/part-{partition:05d}.parquet"
+    def attempt_root(self, batch_id: str, attempt: str) -> str:
+        """Where one attempt of a batch's job (or operation) stages its objects. A promotion copies
+        the objects its journal names, by ETag; an attempt writes only under its own root and
+        never deletes another's, so a job rerun while a promoter is about to journal an earlier
+        result cannot take that result's objects away. The attempt is a random token: staging
+        names are never part of what a commit records (final names derive from the batch id)."""
+        return f"{self.staging_root(batch_id)}attempt-{validate_batch_id(attempt)}/"
 
-    def staged_audit(self, batch_id: str, partition: int) -> str:
-        return f"{self.staging_root(batch_id)}audit/part-{partition:05d}.parquet"
+    def staged_data(self, batch_id: str, attempt: str, date_text: str, hour_text: str, partition: int) -> str:
+        return (f"{self.attempt_root(batch_id, attempt)}data/date={date_text}/hour={hour_text}/"
+                f"part-{partition:05d}.parquet")
 
-    def staged_quarantine(self, batch_id: str, input_index: int) -> str:
-        return f"{self.staging_root(batch_id)}quarantine/part-{input_index:05d}.parquet"
+    def staged_audit(self, batch_id: str, attempt: str, partition: int) -> str:
+        return f"{self.attempt_root(batch_id, attempt)}audit/part-{partition:05d}.parquet"
 
-    def staged_cache_segment(self, batch_id: str, key: CacheKey) -> str:
-        return (f"{self.staging_root(batch_id)}cache/date={key.date_text}/hour={key.hour_text}/"
+    def staged_quarantine(self, batch_id: str, attempt: str, input_index: int) -> str:
+        return f"{self.attempt_root(batch_id, attempt)}quarantine/part-{input_index:05d}.parquet"
+
+    def staged_cache_segment(self, batch_id: str, attempt: str, key: CacheKey) -> str:
+        return (f"{self.attempt_root(batch_id, attempt)}cache/date={key.date_text}/hour={key.hour_text}/"
                 f"bucket={key.bucket:04d}{SEGMENT_SUFFIX}")
 
-    def staged_guard(self, batch_id: str, day: int, bucket: int) -> str:
-        return f"{self.staging_root(batch_id)}cache/{_guard_folder(day, bucket)}{GUARD_SUFFIX}"
+    def staged_guard(self, batch_id: str, attempt: str, day: int, bucket: int) -> str:
+        return f"{self.attempt_root(batch_id, attempt)}cache/{_guard_folder(day, bucket)}{GUARD_SUFFIX}"
 
     # --- final, promoted locations ------------------------------------------------------------
     def final_data(self, batch_id: str, date_text: str, hour_text: str, partition: int) -> str:

@@ -20,10 +20,10 @@ from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
-from ..support.helpers import NOW, bucket_listing, committed_rows, put_lines
+from ..support.helpers import NOW, bucket_listing, committed_rows, make_config, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from ..support.s3_faults import CrashingClient, PausingClient, SimulatedCrash
-from .conftest import E, committed_state_of, config_for, fresh_copy
+from .conftest import SETTINGS, E, committed_state_of, config_for, fresh_copy
 
 B3 = [E % (b"a%d" % i, 3 + i % 2, 1) for i in range(16, 24)]  # overlaps b2 (a16..a19)
 
@@ -251,3 +251,39 @@ def _catch(into: dict[str, BaseException], work: Any) -> None:
         work()
     except BaseException as exc:  # noqa: BLE001 - the test reads what the dying promoter raised
         into["error"] = exc
+
+
+def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_whole(
+        s3_server, both_computed, sequential, spark) -> None:
+    """Issue 38, item 8: a dedup job and a promoter of the same batch at once. The promoter has
+    loaded the job result and is about to write its journal when the job is run again (a cleared
+    task, a retry): the job deleted the batch's staging and staged again under the same names, so
+    the journal named objects that no longer existed or held other bytes (a setting changed since):
+    the copies failed and the promotion could neither be finished nor rolled forward.
+    Each job attempt stages under its own root and deletes no other's: the promotion commits the
+    result it loaded, whole, and the rerun's result is left for the clean-up."""
+    bucket = fresh_copy(s3_server, both_computed)
+    config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+    layout = Layout(config.layout)
+    counter = CrashingClient(s3_server.client(), crash_at=None)
+    promote_batch(S3Store(counter, fresh_copy(s3_server, both_computed)), config, "b2")
+    journal_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
+                       if name == "put_object" and "/journal/" in kwargs["Key"])
+    pausing = PausingClient(s3_server.client(), journal_put)
+    promoted: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: _catch(promoted, lambda: promoted.setdefault(
+        "outcome", promote_batch(S3Store(pausing, bucket), config, "b2"))))
+    thread.start()
+    assert pausing.paused.wait(timeout=60)  # it has loaded the job result
+    # The job runs again meanwhile, with a setting changed since (its objects differ: the same
+    # names, other bytes). Before, it replaced the objects the promoter was about to copy.
+    changed = make_config(s3_server.endpoint_url, bucket, **{**SETTINGS, "dedup": {**SETTINGS["dedup"],
+                                                                                   "survivor": "last"}})
+    run_dedup_job(spark, changed, "b2")
+    pausing.release()
+    thread.join(timeout=120)
+    assert "error" not in promoted, promoted.get("error")
+    assert promoted["outcome"].newly_committed and promoted["outcome"].version == 2
+    assert committed_state_of(store, config) == _only_b2(sequential)
+    assert recover(store, config).consistent
+    assert [k for k in bucket_listing(store) if k.startswith(layout.staging_root("b2"))] == []

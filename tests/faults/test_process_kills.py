@@ -26,8 +26,8 @@ from .conftest import B2_SELECTOR, committed_state_of, config_for, fresh_copy
 
 KILL_POINTS: dict[str, tuple[Callable[[str], bool], str]] = {
     "driver: Spark job reading its first input": (lambda r: r.startswith("GET") and "/landing/b2/" in r, "raise_before"),
-    "driver: first staged data write": (lambda r: r.startswith("PUT") and "/_eventdedup/staging/b2/data/" in r,
-                                        "raise_before"),
+    "driver: first staged data write": (lambda r: r.startswith("PUT") and "/_eventdedup/staging/b2/attempt-" in r
+                                        and "/data/" in r, "raise_before"),
     "driver: writing the job result": (lambda r: r.startswith("PUT") and r.endswith("/job-result.json"), "raise_before"),
     "promoter: after writing its journal": (lambda r: r.startswith("COPY"), "raise_before"),
     "promoter: commit written, reply never read": (lambda r: r.startswith("PUT") and "/_eventdedup/log/" in r,

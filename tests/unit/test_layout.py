@@ -53,8 +53,8 @@ def test_own_prefixes_are_every_prefix_but_landing() -> None:
 
 
 def test_staged_and_final_names_carry_the_batch_id() -> None:
-    assert LAYOUT.staged_data("b1", "2026-11-22", "05", 3) == \
-        "_eventdedup/staging/b1/data/date=2026-11-22/hour=05/part-00003.parquet"
+    assert LAYOUT.staged_data("b1", "a7", "2026-11-22", "05", 3) == \
+        "_eventdedup/staging/b1/attempt-a7/data/date=2026-11-22/hour=05/part-00003.parquet"
     assert LAYOUT.final_data("b1", "2026-11-22", "05", 3) == "deduped/date=2026-11-22/hour=05/b1-part-00003.parquet"
     assert LAYOUT.redshift_manifest("b1") == "manifests/b1.manifest"
 

@@ -50,6 +50,7 @@ class DedupContext:
     s3: S3Settings
     bucket: str
     layout: Layout
+    attempt: str  # this job attempt's staging (eventdedup.layout.Layout.attempt_root)
     rules: BucketRules  # how every bucket is decided
     input_keys: tuple[str, ...]
     quarantine_key: tuple[str, ...]  # staged quarantine key per input index
@@ -239,12 +240,12 @@ def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp]) -> 
 
 
 def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes) -> StagedObject:
-    info = store.put_bytes(ctx.layout.staged_cache_segment(ctx.batch_id, key), segment)
+    info = store.put_bytes(ctx.layout.staged_cache_segment(ctx.batch_id, ctx.attempt, key), segment)
     return StagedObject("cache", info, ctx.layout.final_cache_segment(ctx.batch_id, key), 0, cache_key=str(key))
 
 
 def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -> StagedObject:
-    info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.rules.arrival_day, bucket), guard)
+    info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.attempt, ctx.rules.arrival_day, bucket), guard)
     return StagedObject("cache", info, ctx.layout.final_guard(ctx.batch_id, ctx.rules.arrival_day, bucket), 0,
                         cache_key=guard_head_key(ctx.rules.arrival_day, bucket))
 
@@ -252,14 +253,14 @@ def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -
 def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int, table: pa.Table) -> StagedObject:
     key = CacheKey.of_hour(hour, 0)
     date_text, hour_text = key.date_text, key.hour_text
-    info = store.put_bytes(ctx.layout.staged_data(ctx.batch_id, date_text, hour_text, partition),
+    info = store.put_bytes(ctx.layout.staged_data(ctx.batch_id, ctx.attempt, date_text, hour_text, partition),
                            table_to_parquet(table.select(OUTPUT_SCHEMA.names)))
     return StagedObject("data", info, ctx.layout.final_data(ctx.batch_id, date_text, hour_text, partition),
                         table.num_rows)
 
 
 def _stage_audit(store: S3Store, ctx: DedupContext, partition: int, table: pa.Table) -> StagedObject:
-    info = store.put_bytes(ctx.layout.staged_audit(ctx.batch_id, partition),
+    info = store.put_bytes(ctx.layout.staged_audit(ctx.batch_id, ctx.attempt, partition),
                            table_to_parquet(table.select(AUDIT_SCHEMA.names)))
     return StagedObject("audit", info, ctx.layout.final_audit(ctx.batch_id, partition), table.num_rows)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import uuid
 from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
@@ -57,16 +58,12 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     refuse_if_retracted(state, batch_id)
     interval = IntervalBatch.of_request(batch_id, manifest.selector) is not None
     history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours, interval)
-    # A promotion under way is never undercut: refuse if it has a journal; else withdraw the old
-    # result (a promoter that has not loaded it now finds none) and look again, since one may have
-    # loaded it just before. A promoter that loaded it before the deletion and journals after the
-    # second look is still possible (a job and a promoter of one batch at once): attempt-scoped
-    # staging prefixes would close it; until then the DAG never runs the two concurrently.
+    # A promotion under way is never recomputed (its journal names what it copies), and a
+    # promoter that has not loaded the old result finds none from here on. One that loaded it
+    # just before still promotes it: this attempt stages under its own root and deletes no other
+    # attempt's objects (eventdedup.layout.Layout.attempt_root), so that result stays whole.
     refuse_if_promotion_unfinished(store, layout, batch_id)
     withdraw_job_result(store, layout, batch_id)
-    refuse_if_promotion_unfinished(store, layout, batch_id)
-    # Leftovers of an earlier attempt with other settings must not be promoted with this one.
-    store.delete_prefix(layout.staging_root(batch_id))
     exclusions = load_exclusions(store, layout, batch_id)
     to_read = inputs_to_read(state.ledger, history.base_version, manifest, history.recorded_inputs)
     partitions = history.recorded_partitions or dedup_partitions(
@@ -97,10 +94,11 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
     )
+    attempt = uuid.uuid4().hex[:16]
     dedup_ctx = DedupContext(
-        s3=config.s3, bucket=config.s3.bucket, layout=layout, rules=bucket_rules,
+        s3=config.s3, bucket=config.s3.bucket, layout=layout, attempt=attempt, rules=bucket_rules,
         input_keys=tuple(info.key for info in manifest.inputs),
-        quarantine_key=tuple(layout.staged_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
+        quarantine_key=tuple(layout.staged_quarantine(batch_id, attempt, i) for i in range(len(manifest.inputs))),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
     )
 

@@ -87,7 +87,6 @@ def reshard(store: S3Store, config: Config, buckets: int, now: datetime,
     rid = reshard_id(from_hour, buckets)
     if journal_or_none(store, layout, rid) is None:
         refuse_if_other_journals(store, layout, rid)
-        store.delete_prefix(layout.staging_root(rid))
         result = JobResult(rid, state.version, log_time(state, now).isoformat(), BatchCounts(), (),
                            Reshard(from_hour, buckets))
         store.put_bytes(layout.job_result(rid), result.to_bytes(), content_type="application/json")

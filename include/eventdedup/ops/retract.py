@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -200,7 +201,7 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
     """Stage the heads without the targets' runs, then the job result (last, like a Spark job's:
     its presence means staging finished). Their load manifests are emptied once the retraction is
     committed (eventdedup.commit.view.publish_load_manifests): before, they are still the view's."""
-    store.delete_prefix(layout.staging_root(rid))  # leftovers of an earlier attempt
+    attempt = uuid.uuid4().hex[:16]  # its own staging (eventdedup.layout.Layout.attempt_root)
     records = [committed_record(store, layout, state.batches[target]) for target in targets]
     names = sorted({name for record in records for name in record.cache_heads if not is_guard_head_key(name)}
                    & set(state.cache_heads))
@@ -209,7 +210,7 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
     for name in names:
         runs = load_head_runs(store, state.cache_heads[name])
         key = CacheKey.parse(name)
-        info = store.put_bytes(layout.staged_cache_segment(rid, key),
+        info = store.put_bytes(layout.staged_cache_segment(rid, attempt, key),
                                encode_segment([run for run in runs if run.owner in kept_owners]))
         objects.append(StagedObject("cache", info, layout.final_cache_segment(rid, key), 0, cache_key=name))
     change = Retraction(targets, reason,
