@@ -142,6 +142,17 @@ class Layout:
     def checkpoint(self, version: int) -> str:
         return f"{self.settings.state_prefix}checkpoints/{version:0{LOG_VERSION_DIGITS}d}.json.gz"
 
+    def view_part(self, block: int, version: int) -> str:
+        """The committed view's objects of one block of versions, as of a version (eventdedup.commit.view)."""
+        return f"{self.settings.state_prefix}view/block={block:08d}/{version:0{LOG_VERSION_DIGITS}d}.json.gz"
+
+    def view_checkpoint(self, version: int) -> str:
+        return f"{self.settings.state_prefix}view/checkpoints/{version:0{LOG_VERSION_DIGITS}d}.json"
+
+    @property
+    def last_view_checkpoint(self) -> str:
+        return f"{self.settings.state_prefix}view/_last"
+
     @property
     def last_checkpoint(self) -> str:
         return f"{self.settings.state_prefix}checkpoints/_last_checkpoint"

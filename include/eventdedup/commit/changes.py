@@ -66,6 +66,9 @@ class Retraction:
     # it was none (a manual batch named like an interval, committed by a release that read
     # intervals from ids): the latest interval is the one before it again.
     restores_interval: RestoredInterval | None = None
+    # The log versions of the batches it retracts (the committed view's index finds their objects
+    # by them); empty in records written before it was kept.
+    retracted_versions: tuple[int, ...] = ()
 
     @property
     def figures(self) -> dict[str, int]:

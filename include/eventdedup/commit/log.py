@@ -154,11 +154,16 @@ def write_commit(store: S3Store, layout: Layout, record: CommitRecord) -> None:
     )
 
 
+def checkpoint_due(version: int, interval: int) -> bool:
+    """Whether commit `version` is followed by a checkpoint (of the state, and of the view)."""
+    return version % interval == 0
+
+
 def write_checkpoint_if_due(store: S3Store, layout: Layout, state: CommittedState, interval: int) -> CommittedState:
     """Checkpoints are derived data: losing one costs a few extra GETs, never correctness. The
     markers of batches that left the state go first: the checkpoint is the first thing to omit them.
     Returns the state as a load from the new checkpoint would give it (no markers left to write)."""
-    if state.version % interval:
+    if not checkpoint_due(state.version, interval):
         return state
     write_committed_markers(store, layout, state.left_since_checkpoint)
     store.put_bytes(layout.checkpoint(state.version), state.to_bytes(), content_type="application/gzip")

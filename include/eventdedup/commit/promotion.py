@@ -27,6 +27,7 @@ from eventdedup.commit.job_result import JobResult, load_job_result
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, journal_or_none
 from eventdedup.commit.log import (
     batch_record,
+    checkpoint_due,
     committed_record,
     committed_version,
     is_committed,
@@ -36,7 +37,7 @@ from eventdedup.commit.log import (
 )
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
-from eventdedup.commit.view import publish_load_manifests
+from eventdedup.commit.view import publish_load_manifests, write_view_checkpoint
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
 from eventdedup.layout import Layout
@@ -143,6 +144,8 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
     committed = state.apply(record, store.uri(layout.commit(record.version)))
     publish_load_manifests(store, layout, record, lambda batch: batch in committed.retracted)
     write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
+    if checkpoint_due(record.version, config.dedup.checkpoint_interval):
+        write_view_checkpoint(store, layout, record.version)
     clean_up_batch(store, layout, journal.batch_id)
     log.info("batch %s committed as log version %d (%d objects)", journal.batch_id, record.version, len(record.objects))
     return PromotionOutcome(journal.batch_id, record.version, True, record.counts)

@@ -8,31 +8,31 @@ part of the view, derived from the commit records and written only after a commi
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import gzip
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 import orjson
 
+from eventdedup import codec
 from eventdedup.commit.changes import Retraction
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
 
-
-def committed_records(store: S3Store, layout: Layout) -> Iterator[CommitRecord]:
-    """Every commit record in log order, retractions included, retracted batches left out."""
-    state = load_committed_state(store, layout)
-    for version in range(1, state.version + 1):
-        record = committed_record(store, layout, version)
-        if record.batch_id not in state.retracted:
-            yield record
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def committed_objects(store: S3Store, layout: Layout, kind: str) -> Iterator[PromotedObject]:
-    """The objects of one kind (data, audit, quarantine) of every batch in the committed view."""
-    for record in committed_records(store, layout):
-        yield from (obj for obj in record.objects if obj.kind == kind)
+    """The objects of one kind (data, audit, quarantine) of every batch in the committed view,
+    in log order, read from the view's index (below)."""
+    return (entry.promoted for entry in committed_entries(store, layout) if entry.promoted.kind == kind)
 
 
 def dataset_objects(store: S3Store, layout: Layout, selector: InputSelector) -> list[ObjectInfo]:
@@ -78,3 +78,152 @@ def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord,
     store.put_bytes(key, load_manifest_bytes(store, record), content_type="application/json")
     if is_retracted(record.batch_id):
         store.put_bytes(key, EMPTY_LOAD_MANIFEST, content_type="application/json")
+
+
+# --- The view's index: readers start from it, not from version 1 --------------------------------
+#
+# With every checkpoint of the state (every `checkpoint_interval` commits) the view's objects are
+# written in parts of VIEW_BLOCK consecutive versions each, and a view checkpoint names every
+# block's current part. A reader loads the checkpoint and its parts (one GET per VIEW_BLOCK
+# commits of history), then the few records after it. A part is written again only while its
+# block is open, or when a retraction takes a batch out of it, as a new object each time (a
+# reader that loaded an older checkpoint still finds its parts). Derived data, like the state's
+# checkpoints: a missing one costs requests, never correctness.
+
+VIEW_BLOCK = 256
+VIEW_KINDS = ("data", "audit", "quarantine")
+
+
+@dataclass(frozen=True)
+class ViewEntry:
+    """One object of the committed view, with the commit that promoted it."""
+
+    version: int
+    batch_id: str
+    promoted: PromotedObject
+
+
+@dataclass(frozen=True)
+class ViewPart:
+    block: int
+    entries: tuple[ViewEntry, ...]
+
+
+@dataclass(frozen=True)
+class ViewCheckpoint:
+    version: int = 0
+    parts: Mapping[str, str] = field(default_factory=dict)  # block number (as text) -> its part's key
+
+
+def committed_entries(store: S3Store, layout: Layout) -> list[ViewEntry]:
+    """The committed view in log order: the latest view checkpoint's parts, then every commit
+    after it. Retracted batches' objects are left out. A part that has gone (a newer checkpoint
+    replaced it while this reader read) sends the reader to the log itself."""
+    state = load_committed_state(store, layout)
+    checkpoint = _latest_view_checkpoint(store, layout, state.version)
+    try:
+        return _view(store, layout, checkpoint, state.version)
+    except _PartGone as gone:
+        log.info("%s; reading the view from the log", gone)
+        return _view(store, layout, ViewCheckpoint(), state.version)
+
+
+def _view(store: S3Store, layout: Layout, checkpoint: ViewCheckpoint, version: int) -> list[ViewEntry]:
+    blocks = _Blocks(store, checkpoint)
+    for number in range(checkpoint.version + 1, version + 1):
+        blocks.apply(committed_record(store, layout, number))
+    return [entry for block in sorted(set(blocks.loaded) | {int(b) for b in checkpoint.parts})
+            for entry in blocks.entries(block)]
+
+
+def write_view_checkpoint(store: S3Store, layout: Layout, version: int) -> ViewCheckpoint:
+    """The view as of commit `version`: the previous view checkpoint and the commits since; only
+    the blocks they change are written again."""
+    previous = _latest_view_checkpoint(store, layout, version)
+    if previous.version >= version:
+        return previous
+    blocks = _Blocks(store, previous)
+    for number in range(previous.version + 1, version + 1):
+        blocks.apply(committed_record(store, layout, number))
+    parts = dict(previous.parts)
+    for block in sorted(blocks.changed):
+        key = layout.view_part(block, version)
+        part = ViewPart(block, tuple(blocks.entries(block)))
+        store.put_bytes(key, gzip.compress(codec.dumps(part), mtime=0), content_type="application/gzip")
+        parts[str(block)] = key
+    checkpoint = ViewCheckpoint(version, parts)
+    store.put_bytes(layout.view_checkpoint(version), codec.dumps(checkpoint), content_type="application/json")
+    store.put_bytes(layout.last_view_checkpoint, codec.dumps(ViewCheckpoint(version)),
+                    content_type="application/json")
+    # What the new checkpoint no longer names: a reader still on the old one re-reads the log.
+    superseded = [key for block, key in previous.parts.items() if parts[block] != key]
+    store.delete_keys(superseded + ([layout.view_checkpoint(previous.version)] if previous.version else []))
+    return checkpoint
+
+
+class _Blocks:
+    """The view's blocks as they are being read or written: parts loaded on first use."""
+
+    def __init__(self, store: S3Store, checkpoint: ViewCheckpoint) -> None:
+        self._store, self._parts = store, checkpoint.parts
+        self.loaded: dict[int, list[ViewEntry]] = {}
+        self.changed: set[int] = set()
+
+    def entries(self, block: int) -> list[ViewEntry]:
+        if block not in self.loaded:
+            key = self._parts.get(str(block))
+            self.loaded[block] = [] if key is None else list(_load_part(self._store, key).entries)
+        return self.loaded[block]
+
+    def apply(self, record: CommitRecord) -> None:
+        change = record.change
+        if isinstance(change, Retraction):
+            # A retraction names its batches' versions (a format-1 one does not: then every block
+            # known so far; only the first view checkpoint of a log ever meets one).
+            blocks = ({(version - 1) // VIEW_BLOCK for version in change.retracted_versions}
+                      if change.retracted_versions else set(self.loaded) | {int(b) for b in self._parts})
+            gone = set(change.retracts)
+            for block in blocks:
+                kept = [entry for entry in self.entries(block) if entry.batch_id not in gone]
+                if len(kept) != len(self.entries(block)):
+                    self.loaded[block] = kept
+                    self.changed.add(block)
+        elif not record.is_operation:
+            block = (record.version - 1) // VIEW_BLOCK
+            self.entries(block).extend(ViewEntry(record.version, record.batch_id, obj) for obj in record.objects
+                                       if obj.kind in VIEW_KINDS)
+            self.changed.add(block)
+
+
+def _latest_view_checkpoint(store: S3Store, layout: Layout, at_most: int) -> ViewCheckpoint:
+    pointer = store.get_bytes_or_none(layout.last_view_checkpoint)
+    if pointer is None:
+        return ViewCheckpoint()
+    version = _read(ViewCheckpoint, pointer, store.uri(layout.last_view_checkpoint)).version
+    if version > at_most:  # written for a version this reader's state does not hold yet
+        return ViewCheckpoint()
+    data = store.get_bytes_or_none(layout.view_checkpoint(version))
+    if data is None:
+        return ViewCheckpoint()
+    return _read(ViewCheckpoint, data, store.uri(layout.view_checkpoint(version)))
+
+
+class _PartGone(Exception):
+    """A part a view checkpoint names is not there (a newer checkpoint has replaced it)."""
+
+
+def _load_part(store: S3Store, key: str) -> ViewPart:
+    data = store.get_bytes_or_none(key)
+    if data is None:
+        raise _PartGone(f"view part {store.uri(key)} is gone")
+    try:
+        return _read(ViewPart, gzip.decompress(data), store.uri(key))
+    except (OSError, EOFError) as exc:
+        raise CorruptStateError(f"view part {store.uri(key)} does not parse: {exc}") from None
+
+
+def _read(kind: type[T], data: bytes, name: str) -> T:
+    try:
+        return codec.loads(kind, data)
+    except codec.CodecError as exc:
+        raise CorruptStateError(f"{name} does not parse: {exc}") from None

@@ -215,6 +215,6 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
         objects.append(StagedObject("cache", info, layout.final_cache_segment(rid, key), 0, cache_key=name))
     change = Retraction(targets, reason,
                         sum(obj.rows for record in records for obj in record.objects if obj.kind == "data"), len(names),
-                        _restored_interval(store, layout, state, targets))
+                        _restored_interval(store, layout, state, targets), tuple(record.version for record in records))
     result = JobResult(rid, state.version, log_time(state, now).isoformat(), BatchCounts(), tuple(objects), change)
     store.put_bytes(layout.job_result(rid), result.to_bytes(), content_type="application/json")
