@@ -209,10 +209,7 @@ def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_f
     bucket = fresh_copy(s3_server, both_computed)
     config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
     layout = Layout(config.layout)
-    counter = CrashingClient(s3_server.client(), crash_at=None)
-    promote_batch(S3Store(counter, fresh_copy(s3_server, both_computed)), config, "b2")
-    journal_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
-                       if name == "put_object" and "/journal/" in kwargs["Key"])
+    journal_put = journal_put_number(s3_server, both_computed)
     # P1 stops just before its journal PUT, the exclusion runs to its end, then the PUT takes
     # effect and P1 dies (its response lost): the journal stands, P1 never looks again.
     dying = PausingClient(CrashingClient(s3_server.client(), crash_at=journal_put, flavour="lose_response"),
@@ -246,6 +243,15 @@ def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_f
     assert_seen_ids_match_output(store, config)
 
 
+def journal_put_number(s3_server, source: str) -> int:  # type: ignore[no-untyped-def]
+    """Which S3 call of b2's promotion writes its journal (counted on a copy of the bucket)."""
+    bucket = fresh_copy(s3_server, source)
+    counter = CrashingClient(s3_server.client(), crash_at=None)
+    promote_batch(S3Store(counter, bucket), config_for(s3_server.endpoint_url, bucket), "b2")
+    return next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
+                if name == "put_object" and "/journal/" in kwargs["Key"])
+
+
 def _catch(into: dict[str, BaseException], work: Any) -> None:
     try:
         work()
@@ -265,10 +271,7 @@ def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_
     bucket = fresh_copy(s3_server, both_computed)
     config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
     layout = Layout(config.layout)
-    counter = CrashingClient(s3_server.client(), crash_at=None)
-    promote_batch(S3Store(counter, fresh_copy(s3_server, both_computed)), config, "b2")
-    journal_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
-                       if name == "put_object" and "/journal/" in kwargs["Key"])
+    journal_put = journal_put_number(s3_server, both_computed)
     pausing = PausingClient(s3_server.client(), journal_put)
     promoted: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: _catch(promoted, lambda: promoted.setdefault(
