@@ -1,5 +1,6 @@
 """Daily eventdedup maintenance: expire cache segments nothing can still read (superseded copies,
-hours before the commit log's expiry horizon: log time, not this run's clock), check consistency, then fsck:
+hours before the commit log's expiry horizon: log time, not this run's clock), catch the committed
+view's index up and delete its old parts (eventdedup.commit.view), check consistency, then fsck:
 every committed object still there, unchanged (a failure alerts like a failed promotion). Beside them,
 the sweep: landing objects older than every batch's lookback that no batch consumed are staged as a
 batch of their own and alerted, and a run of the pipeline DAG is triggered for that batch: the
@@ -41,6 +42,16 @@ def eventdedup_maintenance() -> None:
         config = load_pipeline_config()
         report = expire(s3_store(config), config)
         return {"superseded": len(report.superseded), "expired": len(report.expired), "kept": report.kept}
+
+    @task(pool=store_pool())
+    def maintain_view_index() -> dict[str, Any]:
+        from eventdedup_airflow import load_pipeline_config, s3_store
+
+        from eventdedup.commit.view import maintain_view
+        from eventdedup.layout import Layout
+
+        config = load_pipeline_config()
+        return {"view_version": maintain_view(s3_store(config), Layout(config.layout)).version}
 
     @task(pool=store_pool())
     def check_consistency() -> None:
@@ -94,7 +105,7 @@ def eventdedup_maintenance() -> None:
               for name in ("batch_id", "sweep_before")},
         skip_when_already_exists=True)
     swept >> process_sweep
-    expire_cache() >> check_consistency() >> fsck_committed_objects()
+    expire_cache() >> maintain_view_index() >> check_consistency() >> fsck_committed_objects()
 
 
 eventdedup_maintenance()

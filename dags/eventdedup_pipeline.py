@@ -13,7 +13,10 @@ Triggers:
   (unconsumed landing objects older than the lookback), serialised with the interval runs;
 - a manual run with params `batch_id` and `input_prefix`: that prefix as one batch (e.g. a
   customer re-publishing a day: every event comes out as a duplicate, audited); with `populate`,
-  an existing dataset committed to the cache only (eventdedup_populate triggers these).
+  an existing dataset committed to the cache only (eventdedup_populate triggers these);
+- a manual run with params `since` and `until`: that interval as an interval batch (a bridge
+  across a gap a schedule change left, as the order gate's refusal names it). With
+  max_active_runs=1 it waits for the refused scheduled run to give up or be marked failed.
 """
 from __future__ import annotations
 
@@ -69,7 +72,10 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
             "sweep_before": Param(None, type=["null", "string"],
                                   description="with batch_id: a sweep batch the maintenance DAG staged"),
             "populate": Param(False, type="boolean",
-                              description="with input_prefix: commit the prefix to the cache only (cold start)")},
+                              description="with input_prefix: commit the prefix to the cache only (cold start)"),
+            "since": Param(None, type=["null", "string"],
+                           description="with until (ISO-8601 with offset): run this interval, e.g. across a gap"),
+            "until": Param(None, type=["null", "string"], description="with since: the interval's end")},
     doc_md=__doc__,
 )
 def eventdedup_pipeline() -> None:

@@ -146,12 +146,16 @@ class Layout:
         """The committed view's objects of one block of versions, as of a version (eventdedup.commit.view)."""
         return f"{self.settings.state_prefix}view/block={block:08d}/{version:0{LOG_VERSION_DIGITS}d}.json.gz"
 
-    def view_checkpoint(self, version: int) -> str:
-        return f"{self.settings.state_prefix}view/checkpoints/{version:0{LOG_VERSION_DIGITS}d}.json"
+    @property
+    def view_parts_prefix(self) -> str:
+        return f"{self.settings.state_prefix}view/block="
 
     @property
-    def last_view_checkpoint(self) -> str:
-        return f"{self.settings.state_prefix}view/_last"
+    def view_checkpoint_prefix(self) -> str:
+        return f"{self.settings.state_prefix}view/checkpoints/"
+
+    def view_checkpoint(self, version: int) -> str:
+        return f"{self.view_checkpoint_prefix}{version:0{LOG_VERSION_DIGITS}d}.json"
 
     @property
     def last_checkpoint(self) -> str:

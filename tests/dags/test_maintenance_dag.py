@@ -41,7 +41,8 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     dag = DagBag(dag_folder=str(PROJECT / "dags" / "eventdedup_maintenance.py")).get_dag("eventdedup_maintenance")
     run = dag.test(logical_date=now, run_after=now)
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == {
-        "expire_cache": "success", "check_consistency": "success", "fsck_committed_objects": "success",
+        "expire_cache": "success", "maintain_view_index": "success", "check_consistency": "success",
+        "fsck_committed_objects": "success",
         "sweep_unconsumed_inputs": "success", "process_sweep": "success"}
     sweep_batch = f"sweep-{now - timedelta(hours=3):%Y%m%dT%H%M%SZ}"  # the log's time less the lookback
     alert = orjson.loads(store.get_bytes(f"alerts/{sweep_batch}.json"))

@@ -231,8 +231,10 @@ def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_f
             promote_batch(store, config, "b2")
     state = load_committed_state(store, layout)
     assert "b2" not in state.batches and store.head(layout.journal("b2")) is None
-    assert not [k for k in bucket_listing(store) if "b2" in k.rsplit("/", 1)[-1] and k.startswith(
-        ("deduped/", "audit/", "quarantine/", "manifests/"))]  # nothing of b2 promoted remains
+    assert store.head(layout.redshift_manifest("b2")) is None  # no reader was told of it
+    # Its journal's attempt is gone; copies already made stay (their log version is still open, so
+    # another promoter could be committing them), and the rerun's promotion writes them again.
+    assert not [k for k in bucket_listing(store) if k.startswith(layout.staging_root("b2"))]
     run_batch(store, config, "b2", InputSelector(input_prefix="landing/b2/"), NOW, lambda: spark)
     record = read_commit(store, layout, load_committed_state(store, layout).batches["b2"])
     assert record is not None and record.counts["inputs_excluded"] == 1
@@ -245,11 +247,7 @@ def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_f
 
 def journal_put_number(s3_server, source: str) -> int:  # type: ignore[no-untyped-def]
     """Which S3 call of b2's promotion writes its journal (counted on a copy of the bucket)."""
-    bucket = fresh_copy(s3_server, source)
-    counter = CrashingClient(s3_server.client(), crash_at=None)
-    promote_batch(S3Store(counter, bucket), config_for(s3_server.endpoint_url, bucket), "b2")
-    return next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
-                if name == "put_object" and "/journal/" in kwargs["Key"])
+    return _promotion_call(s3_server, source, lambda name, kwargs: name == "put_object" and "/journal/" in kwargs["Key"])
 
 
 def _catch(into: dict[str, BaseException], work: Any) -> None:
@@ -290,3 +288,96 @@ def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_
     assert committed_state_of(store, config) == _only_b2(sequential)
     assert recover(store, config).consistent
     assert [k for k in bucket_listing(store) if k.startswith(layout.staging_root("b2"))] == []
+
+
+def test_a_promotion_that_commits_between_the_looks_of_an_exclusion_is_not_missed(
+        s3_server, both_computed, sequential) -> None:
+    """Issue 38, item 4, the other direction (helper-3's review). The promoter has read the
+    exclusions (none) and stops before its commit PUT; `exclude-input` writes its record and makes
+    its first look; the promoter commits, writes its manifest and deletes its journal; then
+    exclude-input makes its second look. It looked for "committed?" and then "journal?", and
+    found neither: the exclusion was reported made on a batch committed with the excluded
+    object's events. It looks for the journal first (a commit precedes its journal's deletion),
+    so whichever look the promoter's commit falls between, it is seen."""
+    from eventdedup.ops.exclude import exclude_input
+
+    excluded_key = "landing/b2/2.jsonl"
+    bucket = fresh_copy(s3_server, both_computed)
+    counter = CrashingClient(s3_server.client(), crash_at=None)
+    with pytest.raises(EventDedupError):  # counting only: refused, the journal of a paused promoter stands
+        _exclusion_while_journal_stands(s3_server, bucket, counter, excluded_key)
+    looks = [number for number, (name, _) in enumerate(counter.calls, start=1) if name != "put_object"][-1]
+    commit_put = _promotion_call(s3_server, both_computed, lambda name, kwargs: name == "put_object"
+                                 and kwargs["Key"].startswith("_eventdedup/log/"))
+    for second_look in range(2, looks + 1):  # the promoter finishes just before each later call
+        bucket = fresh_copy(s3_server, both_computed)
+        config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+        layout = Layout(config.layout)
+        promoter = PausingClient(s3_server.client(), commit_put)
+        promoted: dict[str, Any] = {}
+        p_thread = threading.Thread(target=lambda: _catch(promoted, lambda: promoted.setdefault(  # noqa: B023
+            "outcome", promote_batch(S3Store(promoter, bucket), config, "b2"))))  # noqa: B023
+        p_thread.start()
+        assert promoter.paused.wait(timeout=60)  # it has looked at the exclusions: none
+        excluder = PausingClient(s3_server.client(), second_look)
+        made: dict[str, Any] = {}
+        x_thread = threading.Thread(target=lambda: _catch(made, lambda: made.setdefault(  # noqa: B023
+            "record", exclude_input(S3Store(excluder, bucket), layout, "b2", excluded_key, "racing", NOW))))  # noqa: B023
+        x_thread.start()
+        assert excluder.paused.wait(timeout=60)
+        promoter.release()
+        p_thread.join(timeout=120)
+        excluder.release()
+        x_thread.join(timeout=120)
+        committed = "b2" in load_committed_state(store, layout).batches
+        stands = any(True for _ in store.list(layout.batch_exclusions("b2")))
+        where = f"promoter finished before exclude's call {second_look}: {promoted}, {made}"
+        assert committed and not stands and "record" not in made, where
+        assert committed_state_of(store, config) == _only_b2(sequential), where
+
+
+def _exclusion_while_journal_stands(s3_server, bucket: str, counter: Any, key: str) -> None:  # type: ignore[no-untyped-def]
+    """Count exclude-input's calls on a bucket whose b2 has a journal (its full path of looks)."""
+    from eventdedup.ops.exclude import exclude_input
+
+    config = config_for(s3_server.endpoint_url, bucket)
+    layout = Layout(config.layout)
+    dying = CrashingClient(s3_server.client(), crash_at=None, crash_on="copy_object")
+    with pytest.raises(SimulatedCrash):
+        promote_batch(S3Store(dying, bucket), config, "b2")  # leaves its journal
+    exclude_input(S3Store(counter, bucket), layout, "b2", key, "counting", NOW)
+
+
+def _promotion_call(s3_server, source: str, is_it: Any) -> int:  # type: ignore[no-untyped-def]
+    bucket = fresh_copy(s3_server, source)
+    counter = CrashingClient(s3_server.client(), crash_at=None)
+    promote_batch(S3Store(counter, bucket), config_for(s3_server.endpoint_url, bucket), "b2")
+    return next(number for number, (name, kwargs) in enumerate(counter.calls, start=1) if is_it(name, kwargs))
+
+
+def test_abandoning_a_lost_promotion_leaves_a_running_jobs_attempt_alone(s3_server, both_computed) -> None:
+    """Issue 38, item 8, the other direction (helper-3's review): recover abandons a promotion
+    whose log version another batch took, while a job of the same batch stages its next attempt
+    (it started before that promotion wrote its journal). The abandon deleted the batch's whole
+    staging, the job's attempt with it: its result then named objects that were gone, and recover
+    halted. Only the abandoned journal's own attempt goes."""
+    bucket = fresh_copy(s3_server, both_computed)
+    config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
+    layout = Layout(config.layout)
+    pausing = PausingClient(s3_server.client(), journal_put_number(s3_server, both_computed))
+    lost: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: _catch(lost, lambda: promote_batch(S3Store(pausing, bucket), config, "b2")))
+    thread.start()
+    assert pausing.paused.wait(timeout=60)  # b2 passed its gate, its journal not yet written
+    promote_batch(store, config, "b3")  # b3 takes log version 2; b2 then journals for it, copies, loses
+    pausing.release()
+    thread.join(timeout=120)
+    assert isinstance(lost.get("error"), EventDedupError), lost
+    running = f"{layout.attempt_root('b2', 'running0job')}data/date=2026-11-22/hour=03/part-00000.parquet"
+    store.put_bytes(running, b"what a job attempt running meanwhile has staged so far")
+    report = recover(store, config)
+    assert report.consistent and any("abandoned" in action for action in report.actions), report.actions
+    assert store.head(running) is not None  # the running attempt's object is still there
+    journal_root = {key.split("/attempt-", 1)[1].split("/", 1)[0] for key in bucket_listing(store)
+                    if key.startswith(layout.staging_root("b2"))}
+    assert journal_root == {"running0job"}  # the abandoned attempt's staging is gone

@@ -8,14 +8,19 @@ import itertools
 import orjson
 import pytest
 
+from eventdedup.commit.job_result import load_job_result
+from eventdedup.commit.journal import PromotionJournal
 from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.commit.promotion import promote_batch
+from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.recovery import examine, recover
+from eventdedup.commit.view import load_manifest_bytes
 from eventdedup.errors import InconsistentStoreError
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
+from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
@@ -126,3 +131,38 @@ def test_a_load_manifest_exists_only_once_its_batch_is_committed_at_every_step_o
         listed = [(entry["url"].split("/", 3)[3], entry["meta"]["content_length"])
                   for entry in orjson.loads(store.get_bytes(layout.redshift_manifest("b2")))["entries"]]
         assert listed == [(obj.key, obj.size) for obj in record.objects if obj.kind == "data"], crash_at
+
+
+def test_a_journal_an_earlier_release_wrote_never_publishes_its_load_manifest_before_the_commit(
+        s3_server, ready_to_promote) -> None:
+    """Issue 38, item 2, in the upgrade window (helper-3's review): a format-1 journal names its
+    batch's load manifest among its staged objects, which the promotion copied before the commit
+    PUT. It is now written after the commit, from the commit record, in the same bytes (so the
+    ETag the record keeps for it still holds)."""
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    layout = Layout(config.layout)
+    job = load_job_result(store, layout, "b2")
+    manifest_key = f"{layout.attempt_root('b2', 'v1')}load.manifest"
+    record_like = CommitRecord(2, "b2", "b1", "t", job.as_of, job.counts,
+                               tuple(obj.promoted for obj in job.objects), {})
+    staged = store.put_bytes(manifest_key, load_manifest_bytes(store, record_like))
+    doc = orjson.loads(PromotionJournal("tok", "b1", job).to_bytes())["job"]  # as format 1 spelt it:
+    change = doc.pop("change")
+    v1 = {**{key: value for key, value in doc.items() if key not in ("objects", "base_version")},
+          **{key: value for key, value in change.items() if key != "kind"},
+          "token": "tok", "previous_batch_id": "b1", "target_version": 2,
+          "entries": [*doc["objects"], {"kind": "load_manifest", "final_key": layout.redshift_manifest("b2"), "rows": 0,
+                                        "staged": {"key": staged.key, "size": staged.size, "etag": staged.etag}}]}
+    store.put_bytes(layout.journal("b2"), orjson.dumps(v1))
+    crashing = CrashingClient(store.client, crash_at=None, crash_on="put_object")  # the commit PUT
+    with pytest.raises(SimulatedCrash):
+        promote_batch(S3Store(crashing, store.bucket), config, "b2")
+    assert "_eventdedup/log/" in crashing.calls[-1][1]["Key"]
+    assert store.head(layout.redshift_manifest("b2")) is None  # every copy made, the commit not
+    assert recover(store, config).consistent
+    record = read_commit(store, layout, 2)
+    assert record is not None and [obj.kind for obj in record.objects].count("load_manifest") == 1
+    head = store.head(layout.redshift_manifest("b2"))
+    assert head is not None and head.etag == staged.etag  # what the format-1 record says it is
+    # b2's commit only: b1's manifest names the bucket this one was cloned from.
+    assert fsck(store, config, last=1).consistent

@@ -141,7 +141,9 @@ def test_a_wider_lookback_or_a_manual_batch_never_makes_the_sweep_retake_what_th
     store, config = through_proxy(dating_proxy, s3_server, bucket, **narrow)
     land(store, dated, "landing/a.jsonl", [event("a", 1)], T0 + timedelta(minutes=1))
     first = interval_batch(store, config, T0, T0 + STEP, spark)
-    interval_batch(store, config, T0 + STEP, T0 + timedelta(hours=5), spark)  # the log moves on
+    for start, end in ((STEP, timedelta(hours=2)), (timedelta(hours=2), timedelta(hours=4)),
+                       (timedelta(hours=4), timedelta(hours=5))):  # the log moves on (no interval longer
+        interval_batch(store, config, T0 + start, T0 + end, spark)  # than the 2-hour window)
     interval_batch(store, config, T0 + timedelta(hours=5), T0 + timedelta(hours=5) + STEP, spark)  # a is forgotten
     assert "landing/a.jsonl" not in ledger_of(store, config)
     land(store, dated, "landing/republish/m.jsonl", [event("m", 2)], T0 + timedelta(hours=9))

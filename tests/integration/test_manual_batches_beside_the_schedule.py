@@ -21,10 +21,11 @@ from datetime import datetime, timedelta
 import orjson
 import pytest
 
-from eventdedup.commit.log import committed_record, load_committed_state
-from eventdedup.errors import OutOfOrderBatchError
+from eventdedup.commit.log import committed_record, committed_version, load_committed_state
+from eventdedup.errors import OutOfOrderBatchError, RetractionRefusedError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
+from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.retract import retract_batch
 from eventdedup.ops.sweep import sweep_reference
@@ -156,8 +157,8 @@ def test_a_manual_batch_by_time_does_not_move_the_ledgers_horizon(dating_proxy, 
 def test_a_batch_whose_committed_marker_was_deleted_never_commits_again(s3_server, bucket, spark) -> None:
     """Item 9: a batch that has left the folded state is known committed by its marker; with the
     marker deleted, rerunning the batch committed it a second time (fsck reported the marker, the
-    commit went ahead). The log itself says it is committed: the rerun is a no-op again, and the
-    marker is written back."""
+    commit went ahead). The log itself says it is committed: the rerun is a no-op again, and fsck
+    names the missing marker. A retracted batch is never found committed in the log."""
     config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 1, "window_hours": 1,
                                                                 "checkpoint_interval": 1})
     store = S3Store(s3_server.client(), bucket)
@@ -173,7 +174,17 @@ def test_a_batch_whose_committed_marker_was_deleted_never_commits_again(s3_serve
     assert (again.version, again.newly_committed) == (1, False)
     assert load_committed_state(store, layout).version == 3
     assert [row for row in data_rows(store, config) if row[0] == "e1"] == [("e1", "b1")]
-    assert orjson.loads(store.get_bytes(layout.batch_committed_marker("b1")))["version"] == 1
+    assert [item.key for item in fsck(store, config).missing] == [layout.batch_committed_marker("b1")]
+    # b2 retracted (it is still in the state), then the log moves on until it would have left:
+    # a retracted id stays out of the view, and a rerun of it is refused, not "already committed".
+    retract_batch(store, config, "b3", "bad input", NOW + timedelta(hours=6))
+    put_lines(store, "landing/b4/1.jsonl", [ev("e4")])
+    run_batch(store, config, "b4", InputSelector(input_prefix="landing/b4/"), NOW + timedelta(hours=12),
+              lambda: spark)
+    assert committed_version(store, layout, load_committed_state(store, layout), "b3") is None
+    with pytest.raises(RetractionRefusedError, match="b3 was retracted"):
+        run_batch(store, config, "b3", InputSelector(input_prefix="landing/b3/"), NOW + timedelta(hours=12),
+                  lambda: spark)
 
 
 def test_a_schedule_change_that_leaves_a_gap_is_crossed_with_the_command_the_refusal_names(
@@ -200,3 +211,52 @@ def test_a_schedule_change_that_leaves_a_gap_is_crossed_with_the_command_the_ref
     assert ("g", "20261122T051000Z") in data_rows(store, config)
     assert committed_record(store, Layout(config.layout), state.batches["20261122T051000Z"]).batch_id == (
         "20261122T051000Z")
+
+
+def test_a_gap_longer_than_the_window_is_bridged_in_window_long_intervals_and_a_copy_across_it_is_found(
+        dating_proxy, dated, s3_server, bucket, spark) -> None:
+    """Item 10, a gap longer than the window (helper-3's review): one interval bridging a 3-day
+    gap arrives at its end, so with a 24-hour window it did not see the interval right before the
+    gap, and a copy landed a minute after its original passed as new. An interval longer than the
+    window is refused at staging; the refusal of the gap names a bridge no longer than the window,
+    and the refusal after it the next."""
+    store, config = through_proxy(dating_proxy, s3_server, bucket, dedup={"window_hours": 24})
+    land(store, dated, "landing/a.jsonl", [ev("x")], T0 + timedelta(minutes=1))
+    before = interval_batch(store, config, T0, T0 + STEP, spark)
+    land(store, dated, "landing/b.jsonl", [ev("x")], T0 + timedelta(minutes=6))  # the same event, a minute later
+    resume = T0 + timedelta(days=3)
+    with pytest.raises(OutOfOrderBatchError, match="longer than the dedup window"):
+        run_batch(store, config, "20261122T050500Z", InputSelector(since=T0 + STEP, until=resume), resume,
+                  lambda: spark)
+    start, bridges = T0 + STEP, []
+    while True:
+        try:
+            interval_batch(store, config, resume, resume + STEP, spark, now=resume + STEP)
+            break
+        except OutOfOrderBatchError as refused:
+            until = datetime.fromisoformat(str(refused).split("--until ", 1)[1].split("`", 1)[0])
+            assert until - start <= timedelta(hours=24)
+            bridges.append(interval_batch(store, config, start, until, spark, now=resume))
+            start = until
+    assert len(bridges) == 3 and start == resume
+    assert [row for row in data_rows(store, config) if row[0] == "x"] == [("x", before)]
+    assert [row for row in audit_rows(store, config) if row[0] == "x"] == [
+        ("x", bridges[0], "cross_batch_natural", before)]
+
+
+def test_a_copy_in_another_hour_of_a_batch_that_arrived_later_is_found(dating_proxy, dated, s3_server, bucket,
+                                                                       spark) -> None:
+    """Item 1's arrivals need not grow along the log (helper-3's review): a manual batch on a store
+    with no interval yet arrives at its clock, and the schedule may start from earlier. A batch
+    loaded the id guards of the days from its window's start to its own arrival only, while it
+    sees every batch arrived since its window's start, later ones too: a copy of such a batch's
+    id in another hour came out again. It loads the guards up to the latest arrival it sees."""
+    store, config = through_proxy(dating_proxy, s3_server, bucket, dedup={"window_hours": 24})
+    clock = T0 + timedelta(hours=20)  # 2026-11-23T01:00, the next arrival day
+    put_lines(store, "manual/m.jsonl", [orjson.dumps({"event_id": "x", "created_at": "2026-11-22T03:10:00Z"})])
+    run_batch(store, config, "first", InputSelector(input_prefix="manual/"), clock, lambda: spark)
+    land(store, dated, "landing/a.jsonl", [orjson.dumps({"event_id": "x", "created_at": "2026-11-22T04:50:00Z"})],
+         T0 + timedelta(minutes=1))
+    interval = interval_batch(store, config, T0, T0 + STEP, spark, now=clock)
+    assert [row for row in data_rows(store, config) if row[0] == "x"] == [("x", "first")]
+    assert audit_rows(store, config) == [("x", interval, "cross_batch_synthetic", "first")]  # renamed, not new

@@ -56,6 +56,13 @@ class BatchHistory:
     # A rerun's dedup partitions as its commit recorded them (they lay out its output files).
     recorded_partitions: int | None = None
 
+    def guard_days(self, arrivals: Mapping[str, int]) -> tuple[int, ...]:
+        """The arrival days whose id guards may name an hour holding a visible batch's id: from
+        the window's start to the latest arrival of any batch it sees (arrivals need not grow
+        along the log: a batch it sees may have arrived after it), its own included."""
+        last = max([self.arrival_hour, *(arrivals.get(owner, self.arrival_hour) for owner in self.visible_owners)])
+        return tuple(range(self.window_start_hour // 24, last // 24 + 1))
+
 
 def history_for_batch(store: S3Store, layout: Layout, state: CommittedState, batch_id: str, as_of: datetime,
                       window_hours: int, interval: bool) -> BatchHistory:

@@ -12,7 +12,7 @@ on the batch, where it can, and again right before the promotion journal is writ
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import journal_or_none, list_journals
@@ -28,24 +28,26 @@ from eventdedup.s3store import S3Store
 
 
 def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: InputSelector,
-                    load_state: Callable[[], CommittedState]) -> None:
+                    load_state: Callable[[], CommittedState], window_hours: int) -> None:
     """Before staging or computing a batch: refuse what promotion would refuse anyway, so a
     refused batch costs no Spark work. The state is loaded only for interval batches (a retracted
     id is refused by the job's driver, before any Spark work, and by promotion)."""
     refuse_if_other_journals(store, layout, batch_id)
     interval = IntervalBatch.of_request(batch_id, selector)
     if interval is not None:
-        _check_interval_order(store, layout, load_state(), interval)
+        refuse_longer_than_the_window(interval, window_hours)
+        _check_interval_order(store, layout, load_state(), interval, window_hours)
 
 
-def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job: JobResult) -> None:
+def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job: JobResult,
+                      window_hours: int) -> None:
     """Right before the journal is written: run order (read from the batch's own frozen
     manifest, so every caller is held to it) and a job computed against the current log head."""
     if interval_start_of(job.batch_id) is not None:  # only an interval-named batch can be ordered
         selector = load_batch_manifest(store, layout, job.batch_id).selector
         interval = IntervalBatch.of_request(job.batch_id, selector)
         if interval is not None:
-            _check_interval_order(store, layout, state, interval)
+            _check_interval_order(store, layout, state, interval, window_hours)
     refuse_if_retracted(state, job.batch_id)
     excluded = exclusions_changed(store, layout, job)
     if excluded is not None:
@@ -103,8 +105,19 @@ def needs_dedup_job(store: S3Store, layout: Layout, batch_id: str) -> bool:
     return journal_or_none(store, layout, batch_id) is None
 
 
+def refuse_longer_than_the_window(batch: IntervalBatch, window_hours: int) -> None:
+    """An interval batch arrives at its end (eventdedup.cache.history): one longer than the dedup
+    window would not see what arrived just before its own start, and a copy landing early in it
+    of an event committed just before would pass as new."""
+    if batch.until - batch.since > timedelta(hours=window_hours):
+        raise OutOfOrderBatchError(
+            f"batch {batch.batch_id}: its interval {batch.since.isoformat()} .. {batch.until.isoformat()} is longer "
+            f"than the dedup window ({window_hours} h), so it could not see what arrived before it; split it into "
+            f"intervals of at most {window_hours} h")
+
+
 def check_run_order(state: CommittedState, batch: IntervalBatch,
-                    interval_end_of: Callable[[str], datetime | None],
+                    interval_end_of: Callable[[str], datetime | None], window_hours: int,
                     is_committed: Callable[[str], bool] | None = None) -> None:
     """An interval batch commits only on top of its predecessor, and never behind a later one.
 
@@ -138,13 +151,18 @@ def check_run_order(state: CommittedState, batch: IntervalBatch,
             f"(until {end.isoformat()}); intervals may not overlap. Process the interval from {end.isoformat()}"
         )
     if end is not None and end < batch.since:
+        # A bridge no longer than the window: one longer would not see what arrived before it.
+        bridge_end = min(batch.since, end + timedelta(hours=window_hours))
+        rest = "" if bridge_end == batch.since else (
+            f" (the gap is longer than the dedup window, {window_hours} h: this bridges its first {window_hours} h; "
+            "the next refusal names the next bridge)")
         raise OutOfOrderBatchError(
             f"batch {batch.batch_id} must wait: batch {predecessor} (the interval before it) must commit first; the "
             f"last committed interval batch is {last}, which ends at {end.isoformat()}. If no scheduled run will ever "
             f"cover {end.isoformat()} to {batch.since.isoformat()} (the schedule changed, e.g. from 5 minutes to "
-            f"hourly), commit that gap as one interval: `eventdedup run-batch --config <config> --batch-id "
-            f"{predecessor} --since {end.isoformat()} --until {batch.since.isoformat()}`, or trigger the pipeline DAG "
-            f'with params {{"since": "{end.isoformat()}", "until": "{batch.since.isoformat()}"}}'
+            f"hourly), commit that gap as intervals, oldest first: `eventdedup run-batch --config <config> --batch-id "
+            f"{predecessor} --since {end.isoformat()} --until {bridge_end.isoformat()}`, or trigger the pipeline DAG "
+            f'with params {{"since": "{end.isoformat()}", "until": "{bridge_end.isoformat()}"}}{rest}'
         )
     if end is None and not committed(predecessor):
         raise OutOfOrderBatchError(
@@ -153,8 +171,9 @@ def check_run_order(state: CommittedState, batch: IntervalBatch,
         )
 
 
-def _check_interval_order(store: S3Store, layout: Layout, state: CommittedState, interval: IntervalBatch) -> None:
-    check_run_order(state, interval, lambda committed: _interval_end(store, layout, committed),
+def _check_interval_order(store: S3Store, layout: Layout, state: CommittedState, interval: IntervalBatch,
+                          window_hours: int) -> None:
+    check_run_order(state, interval, lambda committed: _interval_end(store, layout, committed), window_hours,
                     lambda batch_id: committed_version(store, layout, state, batch_id) is not None)
 
 

@@ -37,6 +37,13 @@ class PromotionJournal:
     def entries(self) -> tuple[StagedObject, ...]:
         return self.job.objects
 
+    @property
+    def to_copy(self) -> tuple[StagedObject, ...]:
+        """What the promotion copies before its commit: every entry but a load manifest, which a
+        format-1 job staged and this release writes after the commit instead, from the commit
+        record, in the same bytes (eventdedup.commit.view.publish_load_manifests)."""
+        return tuple(entry for entry in self.job.objects if entry.kind != "load_manifest")
+
     def to_bytes(self) -> bytes:
         return codec.dumps(self, indent=True, format_version=COMMIT_FORMAT)
 

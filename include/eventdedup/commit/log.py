@@ -44,33 +44,45 @@ def committed_record(store: S3Store, layout: Layout, version: int) -> CommitReco
 def committed_version(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> int | None:
     """The log version that committed `batch_id`, or None if it is not committed.
 
-    The state holds every batch committed after `left_through_version`. A batch that left it has
-    a marker (one GET, made only when some batch has left). The marker is a convenience, not the
-    truth: where it is missing, the batch's manifest says at which version it was staged, and a
-    commit of it can only be a later one; if that is at or after `left_through_version`, the
-    state would hold it, else the log from there is read for it (and a lost marker written
-    back). A batch never staged was never committed."""
+    The state holds every batch committed after `left_through_version`, and every retracted one
+    (never committed again: None). A batch that left the state has a marker (one GET, made only
+    when some batch has left). The marker is a convenience, not the truth: where it is missing,
+    the batch's manifest says at which version it was staged, and a commit of it can only be a
+    later one; if that is at or after `left_through_version`, the state would hold it, else the
+    log from there is read for it (fsck names the missing marker; the answer is kept for the
+    process, per log version). A batch never staged was never committed; one staged by a release
+    that did not record the version is judged by its marker alone."""
     version = state.batches.get(batch_id)
     if version is None:
         version = state.left_since_checkpoint.get(batch_id)
-    if version is not None or not state.left_through_version:
+    if version is not None or not state.left_through_version or batch_id in state.retracted:
         return version
     marker = _marker_version(store, layout, batch_id)
     if marker is not None:
         return marker
     manifest = load_batch_manifest_or_none(store, layout, batch_id)
-    if manifest is None:
+    if manifest is None or manifest.staged_at_version is None:
         return None
-    staged_at = manifest.staged_at_version or 0  # unknown (an older manifest): the whole log
-    if staged_at >= state.left_through_version:
+    if manifest.staged_at_version >= state.left_through_version:
         return None
-    for candidate in range(staged_at + 1, state.left_through_version + 1):
-        if committed_record(store, layout, candidate).batch_id == batch_id:
-            log.warning("batch %s is committed at log version %d but its marker %s was missing; written back",
-                        batch_id, candidate, store.uri(layout.batch_committed_marker(batch_id)))
-            write_committed_markers(store, layout, {batch_id: candidate})
-            return candidate
-    return None
+    return _version_in_log(store, layout, batch_id, manifest.staged_at_version, state.left_through_version)
+
+
+_found_in_log: dict[tuple[str, str, str, int, int], int | None] = {}
+
+
+def _version_in_log(store: S3Store, layout: Layout, batch_id: str, after: int, through: int) -> int | None:
+    """The version in (after, through] that committed `batch_id`, read from the log: only for a
+    batch whose marker is missing, staged before the last batch that left the state."""
+    key = (store.bucket, layout.settings.commit_log_prefix, batch_id, after, through)
+    if key not in _found_in_log:
+        found = next((candidate for candidate in range(after + 1, through + 1)
+                      if committed_record(store, layout, candidate).batch_id == batch_id), None)
+        if found is not None:
+            log.warning("batch %s is committed at log version %d but its marker %s is missing: found in the log "
+                        "(fsck names it)", batch_id, found, store.uri(layout.batch_committed_marker(batch_id)))
+        _found_in_log[key] = found
+    return _found_in_log[key]
 
 
 def _marker_version(store: S3Store, layout: Layout, batch_id: str) -> int | None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from botocore.exceptions import ClientError
 
 from eventdedup.commit.gate import check_may_promote, exclusions_changed, refuse_if_other_journals
-from eventdedup.commit.job_result import JobResult, load_job_result
+from eventdedup.commit.job_result import JobResult, load_job_result, withdraw_job_result
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, journal_or_none
 from eventdedup.commit.log import (
     batch_record,
@@ -39,7 +39,13 @@ from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import publish_load_manifests, write_view_checkpoint
 from eventdedup.config import Config
-from eventdedup.errors import CommitConflictError, EventDedupError, InconsistentStoreError, StaleBatchError
+from eventdedup.errors import (
+    BatchNotReadyError,
+    CommitConflictError,
+    EventDedupError,
+    InconsistentStoreError,
+    StaleBatchError,
+)
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import S3Store
@@ -75,7 +81,7 @@ def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: 
     journal = journal_or_none(store, layout, batch_id)
     if journal is None:
         job = load_job_result(store, layout, batch_id)
-        check_may_promote(store, layout, state, job)
+        check_may_promote(store, layout, state, job, config.dedup.window_hours)
         journal = PromotionJournal(new_token(), state.last_batch_id, job)
         fresh = store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None
         if fresh:
@@ -126,9 +132,9 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
     per object: each copy's CopySourceIfMatch still refuses a changed or missing source."""
     layout = Layout(config.layout)
     if fresh:
-        to_copy = list(journal.entries)
+        to_copy = list(journal.to_copy)
     else:
-        checks = check_entries(store, journal.entries)
+        checks = check_entries(store, journal.to_copy)
         lost = [check.detail for check in checks if check.state is EntryState.LOST]
         if lost:
             raise InconsistentStoreError(
@@ -145,10 +151,20 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
     publish_load_manifests(store, layout, record, lambda batch: batch in committed.retracted)
     write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
     if checkpoint_due(record.version, config.dedup.checkpoint_interval):
-        write_view_checkpoint(store, layout, record.version)
+        _checkpoint_the_view(store, layout, record.version)
     clean_up_batch(store, layout, journal.batch_id)
     log.info("batch %s committed as log version %d (%d objects)", journal.batch_id, record.version, len(record.objects))
     return PromotionOutcome(journal.batch_id, record.version, True, record.counts)
+
+
+def _checkpoint_the_view(store: S3Store, layout: Layout, version: int) -> None:
+    """Derived data, after the commit: a failure costs readers requests, never the promotion."""
+    try:
+        if write_view_checkpoint(store, layout, version) is None:
+            log.info("the view's index is far behind version %d: the maintenance DAG catches it up", version)
+    except (ClientError, EventDedupError) as exc:
+        log.warning("the view's index was not checkpointed at version %d (%s); readers read the log after the "
+                    "last one", version, exc)
 
 
 def _abandon_if_exclusions_changed(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
@@ -159,7 +175,13 @@ def _abandon_if_exclusions_changed(store: S3Store, layout: Layout, journal: Prom
     excluded = exclusions_changed(store, layout, journal.job)
     if excluded is None:
         return
-    abandon_promotion(store, layout, journal)
+    # Its log version is still open, so another promoter of the journal may commit it meanwhile
+    # (an `exclude-input` whose record this one saw may yet withdraw it, refusing): deleting the
+    # copies now could take objects of a commit away. Only the journal and this attempt's
+    # staging go; copies already made carry the batch's own names, which its next promotion
+    # writes again, and no commit names them.
+    store.delete_keys([layout.journal(journal.batch_id)])
+    _delete_attempts_of(store, layout, journal)
     raise StaleBatchError(
         f"batch {journal.batch_id}: its job ran with excluded inputs {list(journal.job.excluded_inputs)}, but the "
         f"batch now excludes {excluded}: its promotion is abandoned (nothing was committed); rerun the dedup step "
@@ -183,12 +205,31 @@ def _already_committed(store: S3Store, layout: Layout, state: CommittedState, ba
 
 
 def abandon_promotion(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
-    """Undo an uncommitted promotion whose log version another batch took. Only for a batch with
-    no commit: then no commit refers to any object its journal names (they all carry its id)."""
+    """Undo an uncommitted promotion whose log version another batch took: it can never commit.
+    Only for a batch with no commit: then no commit refers to any object its journal names (they
+    all carry its id). Its journal and its own attempt's staging go, never another attempt's (a
+    job of the batch may be staging meanwhile: eventdedup.layout.Layout.attempt_root)."""
     if is_committed(store, layout, journal.batch_id):
         raise CommitConflictError(f"batch {journal.batch_id} is committed; its promotion cannot be abandoned")
     store.delete_keys([entry.final_key for entry in journal.entries])
-    clean_up_batch(store, layout, journal.batch_id)
+    store.delete_keys([layout.journal(journal.batch_id)])
+    _delete_attempts_of(store, layout, journal)
+
+
+def _delete_attempts_of(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
+    """The staging the journal's objects came from (their attempt roots), and the batch's job
+    result if it is the journal's own (a newer attempt's stays)."""
+    root = layout.staging_root(journal.batch_id)
+    attempts = {entry.staged.key[:entry.staged.key.index("/", len(root)) + 1] for entry in journal.entries
+                if entry.staged.key.startswith(root + "attempt-")}
+    for attempt in sorted(attempts):
+        store.delete_prefix(attempt)
+    try:
+        current = load_job_result(store, layout, journal.batch_id)
+    except BatchNotReadyError:
+        return
+    if current == journal.job:
+        withdraw_job_result(store, layout, journal.batch_id)
 
 
 def clean_up_batch(store: S3Store, layout: Layout, batch_id: str) -> None:

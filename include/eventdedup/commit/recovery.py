@@ -92,7 +92,7 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
         report.problems.append(f"batch {batch}: journal targets version {journal.target_version} but the log is at "
                                f"{state.version}; the log is missing commits")
         return
-    lost = [c.detail for c in check_entries(store, journal.entries) if c.state is EntryState.LOST]
+    lost = [c.detail for c in check_entries(store, journal.to_copy) if c.state is EntryState.LOST]
     if lost:
         report.problems.append(f"batch {batch}: promotion cannot be completed; {len(lost)} object(s) lost: "
                                + "; ".join(lost))

@@ -82,13 +82,17 @@ def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord,
 
 # --- The view's index: readers start from it, not from version 1 --------------------------------
 #
-# With every checkpoint of the state (every `checkpoint_interval` commits) the view's objects are
-# written in parts of VIEW_BLOCK consecutive versions each, and a view checkpoint names every
-# block's current part. A reader loads the checkpoint and its parts (one GET per VIEW_BLOCK
-# commits of history), then the few records after it. A part is written again only while its
-# block is open, or when a retraction takes a batch out of it, as a new object each time (a
-# reader that loaded an older checkpoint still finds its parts). Derived data, like the state's
-# checkpoints: a missing one costs requests, never correctness.
+# With a checkpoint of the state (every `checkpoint_interval` commits) the promotion writes the
+# view's objects in parts of VIEW_BLOCK consecutive versions each, and a view checkpoint naming
+# every block's current part; the latest view checkpoint is the highest-numbered one. A reader
+# loads it and its parts (one GET per VIEW_BLOCK commits of history), then the commits after it.
+# A part is written again only while its block is open, or when a retraction takes a batch out
+# of it, as a new object each time; writers never delete (two promotions' writers may overlap:
+# neither can take the other's parts away). The maintenance DAG catches the index up where a
+# promotion did not (it writes only when the last view checkpoint is near, so a promotion never
+# reads a long stretch of log) and deletes view checkpoints older than the newest VIEW_BLOCK
+# versions and the parts none of the rest names. Derived data, like the state's checkpoints: a
+# reader or writer that meets a part gone starts from the log instead.
 
 VIEW_BLOCK = 256
 VIEW_KINDS = ("data", "audit", "quarantine")
@@ -136,12 +140,27 @@ def _view(store: S3Store, layout: Layout, checkpoint: ViewCheckpoint, version: i
             for entry in blocks.entries(block)]
 
 
-def write_view_checkpoint(store: S3Store, layout: Layout, version: int) -> ViewCheckpoint:
+def write_view_checkpoint(store: S3Store, layout: Layout, version: int,
+                          at_most_behind: int | None = VIEW_BLOCK) -> ViewCheckpoint | None:
     """The view as of commit `version`: the previous view checkpoint and the commits since; only
-    the blocks they change are written again."""
+    the blocks they change are written again. None, writing nothing, when the previous view
+    checkpoint is more than `at_most_behind` commits behind (a promotion: the maintenance DAG
+    catches up, with None). A part gone under it: the view is built from the log."""
     previous = _latest_view_checkpoint(store, layout, version)
     if previous.version >= version:
         return previous
+    if at_most_behind is not None and version - previous.version > at_most_behind:
+        return None
+    try:
+        return _write_view_checkpoint(store, layout, previous, version)
+    except _PartGone as gone:
+        if at_most_behind is not None:
+            return None
+        log.warning("%s; the view is built again from the log", gone)
+        return _write_view_checkpoint(store, layout, ViewCheckpoint(), version)
+
+
+def _write_view_checkpoint(store: S3Store, layout: Layout, previous: ViewCheckpoint, version: int) -> ViewCheckpoint:
     blocks = _Blocks(store, previous)
     for number in range(previous.version + 1, version + 1):
         blocks.apply(committed_record(store, layout, number))
@@ -153,12 +172,26 @@ def write_view_checkpoint(store: S3Store, layout: Layout, version: int) -> ViewC
         parts[str(block)] = key
     checkpoint = ViewCheckpoint(version, parts)
     store.put_bytes(layout.view_checkpoint(version), codec.dumps(checkpoint), content_type="application/json")
-    store.put_bytes(layout.last_view_checkpoint, codec.dumps(ViewCheckpoint(version)),
-                    content_type="application/json")
-    # What the new checkpoint no longer names: a reader still on the old one re-reads the log.
-    superseded = [key for block, key in previous.parts.items() if parts[block] != key]
-    store.delete_keys(superseded + ([layout.view_checkpoint(previous.version)] if previous.version else []))
     return checkpoint
+
+
+def maintain_view(store: S3Store, layout: Layout) -> ViewCheckpoint:
+    """The maintenance DAG's step: the view checkpointed at the log's head, however far behind the
+    last one is, then view checkpoints older than the newest VIEW_BLOCK versions deleted, and the
+    parts none of the kept ones names (a reader still on a deleted one starts from the log)."""
+    head = load_committed_state(store, layout).version
+    latest = write_view_checkpoint(store, layout, head, at_most_behind=None) or ViewCheckpoint()
+    listed = [(int(name.rsplit("/", 1)[1].split(".", 1)[0]), name)
+              for name in (item.key for item in store.list(layout.view_checkpoint_prefix))]
+    old = [name for version, name in listed if version < latest.version - VIEW_BLOCK]
+    kept = [_read(ViewCheckpoint, store.get_bytes(name), store.uri(name)) for version, name in listed
+            if version >= latest.version - VIEW_BLOCK]
+    named = {key for checkpoint in [*kept, latest] for key in checkpoint.parts.values()}
+    orphans = [item.key for item in store.list(layout.view_parts_prefix) if item.key not in named]
+    store.delete_keys(old + orphans)
+    log.info("view checkpoint at version %d; deleted %d older checkpoint(s) and %d part(s)", latest.version,
+             len(old), len(orphans))
+    return latest
 
 
 class _Blocks:
@@ -196,16 +229,15 @@ class _Blocks:
 
 
 def _latest_view_checkpoint(store: S3Store, layout: Layout, at_most: int) -> ViewCheckpoint:
-    pointer = store.get_bytes_or_none(layout.last_view_checkpoint)
-    if pointer is None:
-        return ViewCheckpoint()
-    version = _read(ViewCheckpoint, pointer, store.uri(layout.last_view_checkpoint)).version
-    if version > at_most:  # written for a version this reader's state does not hold yet
-        return ViewCheckpoint()
-    data = store.get_bytes_or_none(layout.view_checkpoint(version))
-    if data is None:
-        return ViewCheckpoint()
-    return _read(ViewCheckpoint, data, store.uri(layout.view_checkpoint(version)))
+    """The highest-numbered view checkpoint at or below `at_most` (a reader's state may be older
+    than a checkpoint just written); none: the empty view at version 0."""
+    names = [item.key for item in store.list(layout.view_checkpoint_prefix)]
+    for name in sorted(names, reverse=True):  # zero-padded versions: names sort as numbers
+        if int(name.rsplit("/", 1)[1].split(".", 1)[0]) <= at_most:
+            data = store.get_bytes_or_none(name)
+            if data is not None:
+                return _read(ViewCheckpoint, data, store.uri(name))
+    return ViewCheckpoint()
 
 
 class _PartGone(Exception):

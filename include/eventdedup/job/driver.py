@@ -90,7 +90,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
     bucket_rules = BucketRules(
         batch_id=batch_id, visible_owners=history.visible_owners, kept_owners=history.kept_owners,
         arrival_day=history.arrival_hour // 24,
-        guard_days=tuple(range(history.window_start_hour // 24, history.arrival_hour // 24 + 1)), epochs=epochs,
+        guard_days=history.guard_days(state.arrivals), epochs=epochs,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
     )

@@ -33,13 +33,16 @@ def exclude_input(store: S3Store, layout: Layout, batch_id: str, input_key: str,
     created = store.put_if_absent(key, record.to_bytes()) is not None
     if not created:
         return ExcludedInput.from_bytes(store.get_bytes(key), store.uri(key))  # excluded before: unchanged
-    # The record first, then the checks: a promoter writes its journal, then re-reads the records
-    # (commit.promotion), so whichever order the two interleave in, one of them sees the other.
+    # The record first, then the checks: a promoter writes its journal, then reads the records
+    # again right before its commit (commit.promotion), so whichever order the two interleave in,
+    # one of them sees the other. The journal is looked for before the commit: a promotion commits
+    # before it deletes its journal, so a journal gone by then means a commit found after it (the
+    # other order missed a promotion that committed and cleaned up between the two looks).
     refusal: EventDedupError | None = None
-    if is_committed(store, layout, batch_id):
-        refusal = CommitConflictError(f"batch {batch_id} is committed: its inputs can no longer be excluded")
-    elif journal_or_none(store, layout, batch_id) is not None:
+    if journal_or_none(store, layout, batch_id) is not None:
         refusal = InconsistentStoreError(f"batch {batch_id} is being promoted; run `eventdedup recover` first")
+    elif is_committed(store, layout, batch_id):
+        refusal = CommitConflictError(f"batch {batch_id} is committed: its inputs can no longer be excluded")
     if refusal is not None:
         store.delete_keys([key])
         raise refusal

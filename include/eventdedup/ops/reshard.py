@@ -93,7 +93,8 @@ def reshard(store: S3Store, config: Config, buckets: int, now: datetime,
     outcome = promote_batch(store, config, rid)
     record = committed_record(store, layout, outcome.version)
     assert record.change == Reshard(from_hour, buckets)
-    log.warning("resharded the cache to %d buckets from hour %d (log version %d)", buckets, from_hour, outcome.version)
+    log.warning("resharded the cache to %d buckets from %s (log version %d)", buckets, hour_text(from_hour),
+                outcome.version)
     return ReshardOutcome(rid, outcome.version, from_hour, buckets, outcome.newly_committed)
 
 

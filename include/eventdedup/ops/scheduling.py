@@ -77,7 +77,7 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
     layout = Layout(config.layout)
     checked_selector(layout, plan.selector)
     state = _StateOnce(store, layout)
-    check_may_start(store, layout, plan.batch_id, plan.selector, state.get)
+    check_may_start(store, layout, plan.batch_id, plan.selector, state.get, config.dedup.window_hours)
     committed = state.get()
     if plan.selector.populate:  # the job skips what the ledger holds, and counts it
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now,

@@ -27,9 +27,11 @@ def ends_of_intervals(batch_id: str) -> datetime | None:
     start = interval_start_of(batch_id)
     return None if start is None else start + STEP
 
+WINDOW = 168  # hours: longer than any interval here
+
 
 def check(state: CommittedState, batch: IntervalBatch) -> None:
-    check_run_order(state, batch, ends_of_intervals)
+    check_run_order(state, batch, ends_of_intervals, WINDOW)
 
 
 def committed(*batch_ids: str) -> CommittedState:
@@ -92,22 +94,22 @@ def test_interval_ids_sort_as_their_times_across_minute_and_hour_boundaries() ->
 
 def test_intervals_of_other_lengths_chain_by_where_the_last_one_ends() -> None:
     two_hours = IntervalBatch.for_interval(T0 + STEP, T0 + STEP + timedelta(hours=2))
-    check_run_order(committed(interval(0).batch_id), two_hours, ends_of_intervals)
+    check_run_order(committed(interval(0).batch_id), two_hours, ends_of_intervals, WINDOW)
     after = IntervalBatch.for_interval(two_hours.until, two_hours.until + STEP)
     ends = {interval(0).batch_id: interval(0).until, two_hours.batch_id: two_hours.until}
-    check_run_order(committed(interval(0).batch_id, two_hours.batch_id), after, ends.get)
+    check_run_order(committed(interval(0).batch_id, two_hours.batch_id), after, ends.get, WINDOW)
     with pytest.raises(OutOfOrderBatchError, match=f"batch {batch_id_for_interval(two_hours.until)} "):
-        check_run_order(committed(interval(0).batch_id, two_hours.batch_id), interval(30), ends.get)
+        check_run_order(committed(interval(0).batch_id, two_hours.batch_id), interval(30), ends.get, WINDOW)
 
 
 def test_an_interval_starting_inside_the_last_committed_one_is_refused() -> None:
     longer = {interval(0).batch_id: T0 + STEP * 3}
     with pytest.raises(OutOfOrderBatchError, match="intervals may not overlap"):
-        check_run_order(committed(interval(0).batch_id), interval(1), longer.get)
+        check_run_order(committed(interval(0).batch_id), interval(1), longer.get, WINDOW)
 
 
 def test_without_the_last_interval_s_end_the_predecessor_is_the_interval_of_the_same_length() -> None:
     no_manifests: dict[str, datetime] = {}
-    check_run_order(committed(interval(0).batch_id), interval(1), no_manifests.get)
+    check_run_order(committed(interval(0).batch_id), interval(1), no_manifests.get, WINDOW)
     with pytest.raises(OutOfOrderBatchError, match=f"batch {interval(1).batch_id} \\(the interval before it\\)"):
-        check_run_order(committed(interval(0).batch_id), interval(2), no_manifests.get)
+        check_run_order(committed(interval(0).batch_id), interval(2), no_manifests.get, WINDOW)
