@@ -4,6 +4,7 @@ Crashes at every S3 request of a whole batch, promotion included, are in test_ba
 from __future__ import annotations
 
 import itertools
+import threading
 
 import orjson
 import pytest
@@ -166,3 +167,42 @@ def test_a_journal_an_earlier_release_wrote_never_publishes_its_load_manifest_be
     assert head is not None and head.etag == staged.etag  # what the format-1 record says it is
     # b2's commit only: b1's manifest names the bucket this one was cloned from.
     assert fsck(store, config, last=1).consistent
+
+
+def test_a_retraction_committed_while_a_promoter_writes_its_load_manifest_leaves_the_manifest_empty(
+        s3_server, ready_to_promote) -> None:
+    """A promoter commits b2 and stops before its load-manifest PUT. Meanwhile `recover` finishes
+    b2 (manifest written, journal gone) and `retract` commits b2's retraction and empties the
+    manifest. The promoter then writes the full manifest; its check after the write looked at the
+    state it had folded before the retraction, so the retracted batch's data files stayed listed
+    for a loader. The check reads the log as it is after the write."""
+    from eventdedup.ops.retract import retract_batch
+
+    from ..support.s3_faults import PausingClient
+
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    layout = Layout(config.layout)
+    counter = CrashingClient(store.client, crash_at=None)
+    promote_batch(S3Store(counter, store.bucket), config, "b2")
+    manifest_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
+                        if name == "put_object" and kwargs["Key"] == layout.redshift_manifest("b2"))
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    pausing = PausingClient(store.client, manifest_put)
+    promoted: dict[str, object] = {}
+
+    def promote() -> None:
+        try:
+            promoted["outcome"] = promote_batch(S3Store(pausing, store.bucket), config, "b2")
+        except BaseException as exc:  # noqa: BLE001 - the test reads what the promoter raised
+            promoted["error"] = exc
+
+    thread = threading.Thread(target=promote)
+    thread.start()
+    assert pausing.paused.wait(timeout=60)  # b2 is committed; its manifest not yet written
+    assert "b2" in load_committed_state(store, layout).batches
+    assert recover(store, config).consistent  # finishes b2: manifest written, journal removed
+    retract_batch(store, config, "b2", "bad input", NOW)
+    pausing.release()
+    thread.join(timeout=120)
+    assert "error" not in promoted, promoted.get("error")
+    assert orjson.loads(store.get_bytes(layout.redshift_manifest("b2"))) == {"entries": []}

@@ -148,7 +148,7 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
     record = journal.commit_record()
     write_commit(store, layout, record)
     committed = state.apply(record, store.uri(layout.commit(record.version)))
-    publish_load_manifests(store, layout, record, lambda batch: batch in committed.retracted)
+    publish_load_manifests(store, layout, record, committed)
     write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
     if checkpoint_due(record.version, config.dedup.checkpoint_interval):
         _checkpoint_the_view(store, layout, record.version)
@@ -192,8 +192,7 @@ def finish_committed(store: S3Store, layout: Layout, record: CommitRecord) -> No
     """What a commit leaves to do, for whoever finds it committed (the promotion that crashed after
     its commit, `recover`, a retried promotion or retraction): its load manifests, then its staging
     and journal. Idempotent."""
-    publish_load_manifests(store, layout, record,
-                           lambda batch: batch in load_committed_state(store, layout).retracted)
+    publish_load_manifests(store, layout, record, load_committed_state(store, layout))
     clean_up_batch(store, layout, record.batch_id)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gzip
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -18,8 +18,9 @@ import orjson
 
 from eventdedup import codec
 from eventdedup.commit.changes import Retraction
-from eventdedup.commit.log import committed_record, load_committed_state
+from eventdedup.commit.log import commits_after, committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.commit.state import CommittedState
 from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
@@ -60,24 +61,31 @@ def load_manifest_bytes(store: S3Store, record: CommitRecord) -> bytes:
     return orjson.dumps({"entries": entries}, option=orjson.OPT_INDENT_2)
 
 
-def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord,
-                           is_retracted: Callable[[str], bool]) -> None:
+def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord, state: CommittedState) -> None:
     """Make the load manifests agree with a commit, after it exists (before it, a loader triggered by
     the manifest's PUT would load a batch that may never commit, or lose its commit to another):
     a batch's manifest lists its data files, unless the batch is retracted; a retraction empties
     its targets'. Idempotent: the promotion, `recover`, a retried promotion or retraction may each
-    run it. A batch's manifest is checked again after its write (`is_retracted` reads the log as
-    it is then): a retraction committed meanwhile empties it after its own commit, or is seen here."""
+    run it. `state` is the log folded at or after the commit; whether the batch is retracted is
+    read from it and from the commits after it as the log holds them at each look, before the
+    write and again after it: a retraction committed meanwhile empties the manifest after its own
+    commit, or is seen by the second look."""
     if isinstance(record.change, Retraction):
         for batch_id in record.change.retracts:
             store.put_bytes(layout.redshift_manifest(batch_id), EMPTY_LOAD_MANIFEST, content_type="application/json")
         return
-    if record.is_operation or is_retracted(record.batch_id):
+    if record.is_operation or _retracted(store, layout, state, record.batch_id):
         return
     key = layout.redshift_manifest(record.batch_id)
     store.put_bytes(key, load_manifest_bytes(store, record), content_type="application/json")
-    if is_retracted(record.batch_id):
+    if _retracted(store, layout, state, record.batch_id):
         store.put_bytes(key, EMPTY_LOAD_MANIFEST, content_type="application/json")
+
+
+def _retracted(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> bool:
+    """Whether the batch is retracted: by the folded state, or by a commit after it."""
+    return batch_id in state.retracted or any(batch_id in record.retracts
+                                              for record in commits_after(store, layout, state.version))
 
 
 # --- The view's index: readers start from it, not from version 1 --------------------------------
