@@ -53,7 +53,7 @@ class BatchCounts(Mapping[str, int]):
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(spec.name for spec in dataclasses.fields(cls))
+        return _NAMES
 
     @classmethod
     def of(cls, counts: Mapping[str, int]) -> BatchCounts:
@@ -64,7 +64,7 @@ class BatchCounts(Mapping[str, int]):
         return cls(**{name: int(value) for name, value in counts.items()})
 
     def __getitem__(self, name: str) -> int:
-        if name not in self.names():
+        if name not in _NAME_SET:
             raise KeyError(name)
         value: int = getattr(self, name)
         return value
@@ -76,11 +76,11 @@ class BatchCounts(Mapping[str, int]):
         return len(self.names())
 
     def __add__(self, other: BatchCounts) -> BatchCounts:
-        return BatchCounts(**{name: self[name] + other[name] for name in self.names()})
+        return BatchCounts(*(getattr(self, name) + getattr(other, name) for name in _NAMES))
 
     def results(self) -> dict[str, int]:
         """The counts a recomputation must reproduce (every one but the work counts)."""
-        return {name: self[name] for name in self.names() if name not in self.WORK}
+        return {name: getattr(self, name) for name in _NAMES if name not in self.WORK}
 
     def check_balance(self) -> None:
         """Every input line is accounted for exactly once: quarantined, dropped with a reason,
@@ -95,3 +95,8 @@ class BatchCounts(Mapping[str, int]):
         if found != settled:
             raise EventDedupError(
                 f"counts do not balance: {found} duplicates found, {settled} dropped, renamed or kept")
+
+
+# Field order, found once: a batch adds one bucket's counts to its total per bucket.
+_NAMES: tuple[str, ...] = tuple(spec.name for spec in dataclasses.fields(BatchCounts))
+_NAME_SET = frozenset(_NAMES)
