@@ -46,12 +46,12 @@ def populate_selector(layout: Layout, source_prefix: str) -> InputSelector:
 
 
 def plan_populate(store: S3Store, config: Config, source_prefix: str, batch_id: str | None = None) -> BatchPlan:
-    """The populate batch of a dataset: its selector (refused, before any S3 request, if it
-    overlaps our own state) and its id (`populate-<16 hex>`: BLAKE2b over the prefix and every
-    object it reads, key and ETag, so the same dataset always names the same batch). A dataset
-    with nothing to read is refused, naming the prefix: a mistyped prefix must not look like success."""
+    """The populate batch of a dataset: its selector (`populate_selector`) and its id
+    (`populate-<16 hex>`: BLAKE2b over the prefix and every object it reads, key and ETag, so the
+    same dataset always names the same batch). A dataset with nothing to read is refused, naming
+    the prefix: a mistyped prefix must not look like success."""
     layout = Layout(config.layout)
-    selector = checked_selector(layout, InputSelector(input_prefix=source_prefix, populate=True))
+    selector = populate_selector(layout, source_prefix)
     assert selector.input_prefix is not None
     objects = [info for info in dataset_objects(store, layout, selector) if not info.key.endswith("/")]
     if not objects:
