@@ -128,9 +128,7 @@ class Layout:
         return f"{self.settings.commit_log_prefix}{version:0{LOG_VERSION_DIGITS}d}.json"
 
     def version_of_commit_key(self, key: str) -> int | None:
-        name = key[len(self.settings.commit_log_prefix):]
-        stem = name[: -len(".json")] if name.endswith(".json") else ""
-        return int(stem) if len(stem) == LOG_VERSION_DIGITS and stem.isdigit() else None
+        return _version_named(key, self.settings.commit_log_prefix, ".json")
 
     @property
     def journal_prefix(self) -> str:
@@ -157,6 +155,9 @@ class Layout:
     def view_checkpoint(self, version: int) -> str:
         return f"{self.view_checkpoint_prefix}{version:0{LOG_VERSION_DIGITS}d}.json"
 
+    def version_of_view_checkpoint_key(self, key: str) -> int | None:
+        return _version_named(key, self.view_checkpoint_prefix, ".json")
+
     @property
     def last_checkpoint(self) -> str:
         return f"{self.settings.state_prefix}checkpoints/_last_checkpoint"
@@ -174,3 +175,9 @@ class Layout:
 
 def _guard_folder(day: int, bucket: int) -> str:
     return f"guard/date={CacheKey(day, 0, bucket).date_text}/bucket={bucket:04d}"
+
+
+def _version_named(key: str, prefix: str, suffix: str) -> int | None:
+    """Inverse of a log-versioned name (`<prefix><zero-padded version><suffix>`); None for any other key."""
+    stem = key[len(prefix):-len(suffix)] if key.startswith(prefix) and key.endswith(suffix) else ""
+    return int(stem) if len(stem) == LOG_VERSION_DIGITS and stem.isdigit() else None

@@ -45,6 +45,16 @@ def test_commit_names_sort_by_version_and_parse_back() -> None:
     assert LAYOUT.version_of_commit_key("_eventdedup/log/000.json") is None
 
 
+def test_view_checkpoint_names_sort_by_version_and_parse_back() -> None:
+    names = [LAYOUT.view_checkpoint(v) for v in (9, 10, 123)]
+    assert names == sorted(names)
+    assert [LAYOUT.version_of_view_checkpoint_key(n) for n in names] == [9, 10, 123]
+    # Anything else under the prefix is no checkpoint: a stray object, a commit's name elsewhere.
+    stray = LAYOUT.view_checkpoint_prefix + "notes.json"
+    assert LAYOUT.version_of_view_checkpoint_key(stray) is None
+    assert LAYOUT.version_of_view_checkpoint_key(LAYOUT.commit(9)) is None
+
+
 def test_own_prefixes_are_every_prefix_but_landing() -> None:
     own = LAYOUT.own_prefixes()
     assert "landing_prefix" not in own

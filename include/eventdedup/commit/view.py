@@ -141,9 +141,7 @@ def committed_entries(store: S3Store, layout: Layout) -> list[ViewEntry]:
 
 
 def _view(store: S3Store, layout: Layout, checkpoint: ViewCheckpoint, version: int) -> list[ViewEntry]:
-    blocks = _Blocks(store, checkpoint)
-    for number in range(checkpoint.version + 1, version + 1):
-        blocks.apply(committed_record(store, layout, number))
+    blocks = _Blocks.replayed(store, layout, checkpoint, version)
     return [entry for block in sorted(set(blocks.loaded) | {int(b) for b in checkpoint.parts})
             for entry in blocks.entries(block)]
 
@@ -169,9 +167,7 @@ def write_view_checkpoint(store: S3Store, layout: Layout, version: int,
 
 
 def _write_view_checkpoint(store: S3Store, layout: Layout, previous: ViewCheckpoint, version: int) -> ViewCheckpoint:
-    blocks = _Blocks(store, previous)
-    for number in range(previous.version + 1, version + 1):
-        blocks.apply(committed_record(store, layout, number))
+    blocks = _Blocks.replayed(store, layout, previous, version)
     parts = dict(previous.parts)
     for block in sorted(blocks.changed):
         key = layout.view_part(block, version)
@@ -189,8 +185,7 @@ def maintain_view(store: S3Store, layout: Layout) -> ViewCheckpoint:
     parts none of the kept ones names (a reader still on a deleted one starts from the log)."""
     head = load_committed_state(store, layout).version
     latest = write_view_checkpoint(store, layout, head, at_most_behind=None) or ViewCheckpoint()
-    listed = [(int(name.rsplit("/", 1)[1].split(".", 1)[0]), name)
-              for name in (item.key for item in store.list(layout.view_checkpoint_prefix))]
+    listed = _view_checkpoints(store, layout)
     old = [name for version, name in listed if version < latest.version - VIEW_BLOCK]
     kept = [_read(ViewCheckpoint, store.get_bytes(name), store.uri(name)) for version, name in listed
             if version >= latest.version - VIEW_BLOCK]
@@ -209,6 +204,14 @@ class _Blocks:
         self._store, self._parts = store, checkpoint.parts
         self.loaded: dict[int, list[ViewEntry]] = {}
         self.changed: set[int] = set()
+
+    @classmethod
+    def replayed(cls, store: S3Store, layout: Layout, checkpoint: ViewCheckpoint, version: int) -> _Blocks:
+        """The blocks as of commit `version`: the checkpoint's, with every commit after it applied."""
+        blocks = cls(store, checkpoint)
+        for number in range(checkpoint.version + 1, version + 1):
+            blocks.apply(committed_record(store, layout, number))
+        return blocks
 
     def entries(self, block: int) -> list[ViewEntry]:
         if block not in self.loaded:
@@ -239,13 +242,19 @@ class _Blocks:
 def _latest_view_checkpoint(store: S3Store, layout: Layout, at_most: int) -> ViewCheckpoint:
     """The highest-numbered view checkpoint at or below `at_most` (a reader's state may be older
     than a checkpoint just written); none: the empty view at version 0."""
-    names = [item.key for item in store.list(layout.view_checkpoint_prefix)]
-    for name in sorted(names, reverse=True):  # zero-padded versions: names sort as numbers
-        if int(name.rsplit("/", 1)[1].split(".", 1)[0]) <= at_most:
+    for version, name in sorted(_view_checkpoints(store, layout), reverse=True):
+        if version <= at_most:
             data = store.get_bytes_or_none(name)
             if data is not None:
                 return _read(ViewCheckpoint, data, store.uri(name))
     return ViewCheckpoint()
+
+
+def _view_checkpoints(store: S3Store, layout: Layout) -> list[tuple[int, str]]:
+    """Every view checkpoint listed, (version, key)."""
+    listed = ((layout.version_of_view_checkpoint_key(item.key), item.key)
+              for item in store.list(layout.view_checkpoint_prefix))
+    return [(version, key) for version, key in listed if version is not None]
 
 
 class _PartGone(Exception):
