@@ -106,6 +106,18 @@ def dumps(value: Any, indent: bool = False, format_version: int | None = None) -
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 if indent else 0)
 
 
+def is_older_format(doc: Document, current: int, oldest: int | None, what: str = "format") -> bool:
+    """Whether a document is of `oldest`, the one earlier format its reader upgrades (None: from
+    before formats were numbered, with no "format" key). False for the current format and for
+    anything but an object (decoding names what is wrong with it). Any other format is refused,
+    never read as an older one."""
+    if not isinstance(doc, dict) or doc.get("format") == current:
+        return False
+    if ("format" in doc) != (oldest is not None) or doc.get("format") != oldest:
+        raise CodecError(f"unknown {what} {doc.get('format')!r}")
+    return True
+
+
 def loads(kind: type[T], data: bytes, upgrade: Callable[[Document], Document] | None = None) -> T:
     """Parse and decode; `upgrade` turns a document of an older format into the current one first."""
     try:

@@ -88,3 +88,25 @@ def test_a_mapping_whose_key_does_not_decode_names_the_key() -> None:
 
     with pytest.raises(CodecError, match=r"^\$\.hours\.x: expected an integer"):
         codec.from_doc(ByHour, {"hours": {"x": "y"}})
+
+
+@pytest.mark.parametrize("doc, current, oldest, older", [
+    ({"format": 2, "x": 1}, 2, None, False),  # the current format: read as it is
+    ({"x": 1}, 2, None, True),  # unnumbered, the reader's one older format
+    ({"format": 1, "x": 1}, 2, 1, True),
+    ([1, 2], 2, 1, False),  # not an object: decoding says what is wrong
+])
+def test_a_document_of_the_one_older_format_is_upgraded_and_the_current_one_is_not(doc, current, oldest,
+                                                                                  older) -> None:
+    assert codec.is_older_format(doc, current, oldest) is older
+
+
+@pytest.mark.parametrize("doc, oldest, named", [
+    ({"format": 3}, None, "3"),  # a newer release's
+    ({"format": 3}, 1, "3"),
+    ({"format": None}, None, "None"),  # numbered, though by no number: not the unnumbered format
+    ({"x": 1}, 1, "None"),  # unnumbered where the older format was numbered
+])
+def test_any_other_format_is_refused_never_read_as_an_older_one(doc, oldest, named) -> None:
+    with pytest.raises(CodecError, match=f"unknown checkpoint format {named}"):
+        codec.is_older_format(doc, 2, oldest, "checkpoint format")

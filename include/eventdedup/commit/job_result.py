@@ -58,11 +58,7 @@ class JobResult:
 def upgrade_job_result(doc: Any) -> Any:
     """Format 1 (no `format` key) spelt the change as loose fields; a format this release does
     not know is refused, never read as format 1."""
-    if not isinstance(doc, dict) or doc.get("format") == COMMIT_FORMAT:
-        return doc
-    if "format" in doc:
-        raise codec.CodecError(f"unknown format {doc['format']!r}")
-    return upgrade_change_v1(doc)
+    return upgrade_change_v1(doc) if codec.is_older_format(doc, COMMIT_FORMAT, None) else doc
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:

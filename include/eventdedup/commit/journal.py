@@ -60,10 +60,8 @@ class PromotionJournal:
 
 def upgrade_journal(doc: Any) -> Any:
     """Format 1 (unnumbered) held the job result's fields loose, its objects as `entries`."""
-    if not isinstance(doc, dict) or doc.get("format") == COMMIT_FORMAT:
+    if not codec.is_older_format(doc, COMMIT_FORMAT, None):
         return doc
-    if "format" in doc:
-        raise codec.CodecError(f"unknown format {doc['format']!r}")
     job = {key: value for key, value in doc.items() if key not in ("token", "previous_batch_id", "target_version",
                                                                      "entries")}
     job.update(base_version=int(doc["target_version"]) - 1, objects=doc["entries"])

@@ -83,13 +83,7 @@ def read_record(kind: type[R], data: bytes, upgrade: Callable[[Any], Any], what:
 
 
 def upgrade_commit(doc: Any) -> Any:
-    if not isinstance(doc, dict):
-        return doc
-    if doc.get("format") == COMMIT_FORMAT:
-        return doc
-    if doc.get("format") != 1:
-        raise codec.CodecError(f"unknown format {doc.get('format')!r}")
-    return upgrade_change_v1(doc)
+    return upgrade_change_v1(doc) if codec.is_older_format(doc, COMMIT_FORMAT, 1) else doc
 
 
 _V1_CHANGE_FIELDS = ("window_start_hour", "retain_from_hour", "ledger", "partitions", "excluded_inputs", "retracts",

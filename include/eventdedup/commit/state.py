@@ -167,10 +167,8 @@ def upgrade_checkpoint(doc: Any) -> Any:
     a checkpoint could lack `latest_interval_batch_id` (found from the batch ids), `arrivals`
     (window starts per batch, event-hour heads), `latest_arrival_hour`, and a ledger's `started`
     (a ledger was only written once started)."""
-    if not isinstance(doc, dict) or doc.get("format") == CHECKPOINT_FORMAT:
+    if not codec.is_older_format(doc, CHECKPOINT_FORMAT, None, "checkpoint format"):
         return doc
-    if doc.get("format") is not None:
-        raise codec.CodecError(f"unknown checkpoint format {doc.get('format')!r}")
     doc = dict(doc)
     if "latest_interval_batch_id" not in doc:
         latest: tuple[str | None, int | None] = (None, None)
