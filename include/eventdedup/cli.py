@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NoReturn
 
@@ -147,6 +147,11 @@ def _store(config: Config) -> S3Store:
     return S3Store(make_client(config.s3), config.s3.bucket)
 
 
+def _counts_text(counts: Mapping[str, int]) -> str:
+    """A batch's counts as the commands print them: JSON, names sorted."""
+    return orjson.dumps(dict(counts), option=orjson.OPT_SORT_KEYS).decode()
+
+
 def _spark_factory(config: Config) -> Callable[[], SparkContext]:
     from eventdedup.spark.session import build_spark_context
 
@@ -171,8 +176,7 @@ def _run_batch(args: argparse.Namespace) -> int:
         spark = _early_spark(config)  # first: the JVM starts while the S3 client is made and staging runs
         outcome = run_batch(_store(config), config, batch_id, selector, datetime.now(timezone.utc), spark, timings)
     state = "committed" if outcome.newly_committed else "already committed"
-    counts = orjson.dumps(dict(outcome.counts), option=orjson.OPT_SORT_KEYS).decode()
-    print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {counts}")
+    print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {_counts_text(outcome.counts)}")
     if args.timings:
         print(orjson.dumps({name: round(seconds, 3) for name, seconds in timings.seconds.items()}).decode(),
               file=sys.stderr)
@@ -202,7 +206,7 @@ def _dedup(args: argparse.Namespace) -> int:
         print(f"batch {batch_id} is already committed; nothing to compute")
         return 0
     result = run_dedup_job(_spark_factory(config)(), config, batch_id)
-    print(orjson.dumps(dict(result.counts), option=orjson.OPT_SORT_KEYS).decode())
+    print(_counts_text(result.counts))
     return 0
 
 
@@ -266,8 +270,7 @@ def _populate(args: argparse.Namespace) -> int:
     outcome = run_populate(_store(config), config, args.source_prefix, datetime.now(timezone.utc),
                            _spark_factory(config), args.batch_id)
     state = "committed" if outcome.newly_committed else "already committed (nothing changed)"
-    print(f"populate {outcome.batch_id} {state} as log version {outcome.version}: "
-          f"{orjson.dumps(dict(outcome.counts), option=orjson.OPT_SORT_KEYS).decode()}")
+    print(f"populate {outcome.batch_id} {state} as log version {outcome.version}: {_counts_text(outcome.counts)}")
     return 0
 
 
@@ -310,7 +313,7 @@ def _sweep(args: argparse.Namespace) -> int:
     record_alert(store, config, Alert.now(outcome.plan.batch_id, "unconsumed_inputs", outcome.message(store), "cli"))
     promoted = run_batch(store, config, outcome.plan.batch_id, outcome.plan.selector, now, _early_spark(config))
     print(f"sweep: batch {promoted.batch_id} committed {outcome.found} unconsumed object(s) as log version "
-          f"{promoted.version}: {orjson.dumps(dict(promoted.counts), option=orjson.OPT_SORT_KEYS).decode()}")
+          f"{promoted.version}: {_counts_text(promoted.counts)}")
     return 0
 
 
