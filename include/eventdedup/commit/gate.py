@@ -44,8 +44,7 @@ def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job
     """Right before the journal is written: run order (read from the batch's own frozen
     manifest, so every caller is held to it) and a job computed against the current log head."""
     if interval_start_of(job.batch_id) is not None:  # only an interval-named batch can be ordered
-        selector = load_batch_manifest(store, layout, job.batch_id).selector
-        interval = IntervalBatch.of_request(job.batch_id, selector)
+        interval = load_batch_manifest(store, layout, job.batch_id).interval
         if interval is not None:
             _check_interval_order(store, layout, state, interval, window_hours)
     refuse_if_retracted(state, job.batch_id)

@@ -25,7 +25,6 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from eventdedup.config import Config
-from eventdedup.inputs.intervals import IntervalBatch
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest_or_none
 from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
@@ -139,7 +138,7 @@ def ledger_update(config: Config, manifest: BatchManifest, consumed: tuple[Objec
     backfill's listings still return, and raise the floor below which they list nothing."""
     selector, inputs = manifest.selector, config.inputs
     horizon = None
-    if IntervalBatch.of_request(manifest.batch_id, selector) is not None:
+    if manifest.interval is not None:
         assert selector.since is not None and selector.until is not None
         looked_back = max(timedelta(hours=inputs.lookback_hours), selector.until - selector.since)
         horizon = hour_index_at(selector.until - looked_back - timedelta(hours=inputs.sweep_hours)) - 1

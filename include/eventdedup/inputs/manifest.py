@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from eventdedup import codec
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError
+from eventdedup.inputs.intervals import IntervalBatch
 from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.inputs.selector import InputSelector, checked_selector, utc_iso
 from eventdedup.layout import Layout
@@ -40,6 +41,11 @@ class BatchManifest:
 
     def to_bytes(self) -> bytes:
         return codec.dumps(self, indent=True)
+
+    @property
+    def interval(self) -> IntervalBatch | None:
+        """The interval batch the manifest stages; None for a manual batch (eventdedup.inputs.intervals)."""
+        return IntervalBatch.of_request(self.batch_id, self.selector)
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> BatchManifest:

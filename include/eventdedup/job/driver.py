@@ -32,7 +32,6 @@ from eventdedup.dedup.bucket import BucketRules
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.inputs.exclusions import ExcludedInput, load_exclusions
-from eventdedup.inputs.intervals import IntervalBatch
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
 from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_task
@@ -56,8 +55,8 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     state = load_committed_state(store, layout)
     epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
     refuse_if_retracted(state, batch_id)
-    interval = IntervalBatch.of_request(batch_id, manifest.selector) is not None
-    history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours, interval)
+    history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours,
+                                manifest.interval is not None)
     # A promotion under way is never recomputed (its journal names what it copies), and a
     # promoter that has not loaded the old result finds none from here on. One that loaded it
     # just before still promotes it: this attempt stages under its own root and deletes no other
@@ -167,7 +166,7 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
     floor = legacy_floor(store, layout, state.ledger, state.latest_interval_batch_id)
     change = BatchChange(history.window_start_hour, history.retain_from_hour,
                          ledger_update(config, manifest, consumed, state.ledger, floor), partitions, tuple(excluded),
-                         interval=IntervalBatch.of_request(manifest.batch_id, manifest.selector) is not None,
+                         interval=manifest.interval is not None,
                          arrival_hour=history.arrival_hour)
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), counts, tuple(objects),
                      change)

@@ -45,7 +45,6 @@ from eventdedup.commit.state import CommittedState, log_time, record_arrival_hou
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import RetractionRefusedError
-from eventdedup.inputs.intervals import IntervalBatch
 from eventdedup.inputs.manifest import load_batch_manifest_or_none
 from eventdedup.keys import CacheKey, hour_text, is_guard_head_key
 from eventdedup.layout import Layout
@@ -183,7 +182,7 @@ def _restored_interval(store: S3Store, layout: Layout, state: CommittedState,
 
 def _selects_an_interval(store: S3Store, layout: Layout, batch_id: str) -> bool:
     manifest = load_batch_manifest_or_none(store, layout, batch_id)
-    return manifest is not None and IntervalBatch.of_request(batch_id, manifest.selector) is not None
+    return manifest is not None and manifest.interval is not None
 
 
 def _rows_decided_against(store: S3Store, record: CommitRecord, targets: set[str]) -> int:
