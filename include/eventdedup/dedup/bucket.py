@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -71,15 +71,15 @@ class BucketRules:
     populate: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class BucketOutcome:
     emitted: npt.NDArray[np.bool_]  # per row of the bucket
     output: pa.Table  # the emitted rows, OUTPUT_SCHEMA without raw
     duplicates: npt.NDArray[np.intp]  # rows of the bucket the audit holds
     audit: pa.Table  # their audit columns, AUDIT_SCHEMA without raw, source_object and line_number
     counts: BatchCounts
-    segments: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (hour, fine bucket) -> new head
-    guard: IdGuard | None = None  # the bucket's new guard of the arrival day; None: it adds no id
+    segments: Mapping[tuple[int, int], bytes]  # (hour, fine bucket) -> new head
+    guard: IdGuard | None  # the bucket's new guard of the arrival day; None: it adds no id
 
 
 def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: BucketCache) -> BucketOutcome:
@@ -103,22 +103,21 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     decision = decide_key_group(digests, fingerprints, priorities, view, rules.batch_id, rules.policy, key_hours)
     emitted = decision.emitted_mask
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
-    outcome = BucketOutcome(emitted, output_columns(rules.batch_id, table, decision), duplicates,
-                            audit_columns(rules.batch_id, table, decision, duplicates), BatchCounts())
     fine_buckets = rules.epochs.fine_buckets(digests, hours)
     new_hours, new_fines = distinct_pairs(hours[emitted], fine_buckets[emitted])
+    new_segments: dict[tuple[int, int], bytes] = {}
     written = 0
     for hour, fine in zip(new_hours.tolist(), new_fines.tolist(), strict=True):
         within = (hours == hour) & (fine_buckets == fine)
         own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within)
-        outcome.segments[(hour, fine)] = copy_forward_segment(segments[(hour, fine)], rules.kept_owners, own_run)
+        new_segments[(hour, fine)] = copy_forward_segment(segments[(hour, fine)], rules.kept_owners, own_run)
         written += len(own_run)
-    if emitted.any():
-        outcome.guard = cache.guard(rules.arrival_day, bucket).with_ids(digests[emitted], hours[emitted])
+    guard = cache.guard(rules.arrival_day, bucket).with_ids(digests[emitted], hours[emitted]) if emitted.any() else None
     cross_hour = int(np.count_nonzero(cross_hour_duplicates(decision, view, key_of_row, hours)))
-    outcome.counts = counts_of(decision, rules.populate, cache_keys_written=written, cross_hour_duplicates=cross_hour,
-                               guard_hours_loaded=len(other_hours))
-    return outcome
+    counts = counts_of(decision, rules.populate, cache_keys_written=written, cross_hour_duplicates=cross_hour,
+                       guard_hours_loaded=len(other_hours))
+    return BucketOutcome(emitted, output_columns(rules.batch_id, table, decision), duplicates,
+                         audit_columns(rules.batch_id, table, decision, duplicates), counts, new_segments, guard)
 
 
 def _key_hours(rules: BucketRules, bucket: int, keys: npt.NDArray[np.bytes_], key_of_row: npt.NDArray[np.intp],
