@@ -1,10 +1,12 @@
 """Every S3 object name eventdedup reads or writes, derived from batch id and partition only.
 
-No clock and no randomness: a rerun writes exactly the same names, which is what makes reruns
-idempotent and recovery decidable.
+No clock and no randomness in what a commit names: a rerun writes exactly the same final names,
+which is what makes reruns idempotent and recovery decidable. Only staging names carry a job
+attempt's random token (`Layout.attempt_root`), and no commit records them.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, fields
 
 from eventdedup.config import LayoutSettings
@@ -51,6 +53,12 @@ class Layout:
         result cannot take that result's objects away. The attempt is a random token: staging
         names are never part of what a commit records (final names derive from the batch id)."""
         return f"{self.staging_root(batch_id)}attempt-{validate_batch_id(attempt)}/"
+
+    def attempt_root_of(self, batch_id: str, key: str) -> str | None:
+        """Inverse of attempt_root: the attempt root a staged key of the batch lies under; None for any other key."""
+        prefix = f"{self.staging_root(batch_id)}attempt-"
+        end = key.find("/", len(prefix)) if key.startswith(prefix) else -1
+        return None if end < 0 else key[:end + 1]
 
     def staged_data(self, batch_id: str, attempt: str, date_text: str, hour_text: str, partition: int) -> str:
         return (f"{self.attempt_root(batch_id, attempt)}data/date={date_text}/hour={hour_text}/"
@@ -171,6 +179,11 @@ class Layout:
     def own_prefixes(self) -> dict[str, str]:
         """Every prefix eventdedup writes under, by setting name: input may come from none of them."""
         return {f.name: getattr(self.settings, f.name) for f in fields(self.settings) if f.name != "landing_prefix"}
+
+
+def new_attempt() -> str:
+    """A new job attempt's token (`Layout.attempt_root`)."""
+    return uuid.uuid4().hex[:16]
 
 
 def _guard_folder(day: int, bucket: int) -> str:

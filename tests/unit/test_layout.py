@@ -76,3 +76,14 @@ def test_cache_key_codes_order_by_hour_then_bucket_and_invert() -> None:
     assert sorted(codes) == [keys[2].code(4), keys[1].code(4), keys[0].code(4)]
     days = (date(2026, 11, 22) - date(1970, 1, 1)).days
     assert keys[0].hour_index == days * 24 + 5
+
+
+def test_a_staged_key_names_its_attempt_root() -> None:
+    root = LAYOUT.attempt_root("b2", "0123abcd")
+    assert LAYOUT.attempt_root_of("b2", LAYOUT.staged_audit("b2", "0123abcd", 3)) == root
+    assert LAYOUT.attempt_root_of("b2", root) == root
+    # Not an attempt's: the batch's own staging files, another batch's attempt, a root without its slash.
+    assert LAYOUT.attempt_root_of("b2", LAYOUT.job_result("b2")) is None
+    assert LAYOUT.attempt_root_of("b2", LAYOUT.staged_audit("b3", "0123abcd", 3)) is None
+    assert LAYOUT.attempt_root_of("b2", root.rstrip("/")) is None
+

@@ -218,10 +218,8 @@ def abandon_promotion(store: S3Store, layout: Layout, journal: PromotionJournal)
 def _delete_attempts_of(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
     """The staging the journal's objects came from (their attempt roots), and the batch's job
     result if it is the journal's own (a newer attempt's stays)."""
-    root = layout.staging_root(journal.batch_id)
-    attempts = {entry.staged.key[:entry.staged.key.index("/", len(root)) + 1] for entry in journal.entries
-                if entry.staged.key.startswith(root + "attempt-")}
-    for attempt in sorted(attempts):
+    attempts = {layout.attempt_root_of(journal.batch_id, entry.staged.key) for entry in journal.entries}
+    for attempt in sorted(attempt for attempt in attempts if attempt is not None):
         store.delete_prefix(attempt)
     try:
         current = load_job_result(store, layout, journal.batch_id)

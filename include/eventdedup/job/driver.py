@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-import uuid
 from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
@@ -37,7 +36,7 @@ from eventdedup.job.dedup_stage import DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_task
 from eventdedup.job.read_units import Cut, dedup_partitions, plan_read_tasks, starts_gzip
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
-from eventdedup.layout import Layout
+from eventdedup.layout import Layout, new_attempt
 from eventdedup.parse.event_parser import ParseRules
 from eventdedup.parse.table_lines import is_parquet_key
 from eventdedup.s3store import ObjectInfo, S3Store, process_client
@@ -93,7 +92,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
     )
-    attempt = uuid.uuid4().hex[:16]
+    attempt = new_attempt()
     dedup_ctx = DedupContext(
         s3=config.s3, bucket=config.s3.bucket, layout=layout, attempt=attempt, rules=bucket_rules,
         input_keys=tuple(info.key for info in manifest.inputs),

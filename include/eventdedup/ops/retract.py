@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -47,7 +46,7 @@ from eventdedup.counts import BatchCounts
 from eventdedup.errors import RetractionRefusedError
 from eventdedup.inputs.manifest import load_batch_manifest_or_none
 from eventdedup.keys import CacheKey, hour_text, is_guard_head_key
-from eventdedup.layout import Layout
+from eventdedup.layout import Layout, new_attempt
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import S3Store
 
@@ -200,7 +199,7 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
     """Stage the heads without the targets' runs, then the job result (last, like a Spark job's:
     its presence means staging finished). Their load manifests are emptied once the retraction is
     committed (eventdedup.commit.view.publish_load_manifests): before, they are still the view's."""
-    attempt = uuid.uuid4().hex[:16]  # its own staging (eventdedup.layout.Layout.attempt_root)
+    attempt = new_attempt()  # its own staging (eventdedup.layout.Layout.attempt_root)
     records = [committed_record(store, layout, state.batches[target]) for target in targets]
     names = sorted({name for record in records for name in record.cache_heads if not is_guard_head_key(name)}
                    & set(state.cache_heads))
