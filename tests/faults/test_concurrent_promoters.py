@@ -22,7 +22,7 @@ from eventdedup.s3store import S3Store
 
 from ..support.helpers import NOW, bucket_listing, committed_rows, make_config, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
-from ..support.s3_faults import CrashingClient, PausingClient, SimulatedCrash
+from ..support.s3_faults import Background, CrashingClient, PausingClient, SimulatedCrash
 from .conftest import SETTINGS, E, committed_state_of, config_for, fresh_copy
 
 B3 = [E % (b"a%d" % i, 3 + i % 2, 1) for i in range(16, 24)]  # overlaps b2 (a16..a19)
@@ -214,14 +214,12 @@ def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_f
     # effect and P1 dies (its response lost): the journal stands, P1 never looks again.
     dying = PausingClient(CrashingClient(s3_server.client(), crash_at=journal_put, flavour="lose_response"),
                           journal_put)
-    died: dict[str, BaseException] = {}
-    thread = threading.Thread(target=lambda: _catch(died, lambda: promote_batch(S3Store(dying, bucket), config, "b2")))
-    thread.start()
+    died = Background(lambda: promote_batch(S3Store(dying, bucket), config, "b2"))
     assert dying.paused.wait(timeout=60)
     excluded = exclude_input(store, layout, "b2", "landing/b2/2.jsonl", "unreadable", NOW)
     dying.release()
-    thread.join(timeout=120)
-    assert isinstance(died["error"], SimulatedCrash) and store.head(layout.journal("b2")) is not None
+    died.join()
+    assert isinstance(died.error, SimulatedCrash) and store.head(layout.journal("b2")) is not None
 
     if finisher == "recover":
         report = recover(store, config)
@@ -250,13 +248,6 @@ def journal_put_number(s3_server, source: str) -> int:  # type: ignore[no-untype
     return _promotion_call(s3_server, source, lambda name, kwargs: name == "put_object" and "/journal/" in kwargs["Key"])
 
 
-def _catch(into: dict[str, BaseException], work: Any) -> None:
-    try:
-        work()
-    except BaseException as exc:  # noqa: BLE001 - the test reads what the dying promoter raised
-        into["error"] = exc
-
-
 def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_whole(
         s3_server, both_computed, sequential, spark) -> None:
     """Issue 38, item 8: a dedup job and a promoter of the same batch at once. The promoter has
@@ -271,10 +262,7 @@ def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_
     layout = Layout(config.layout)
     journal_put = journal_put_number(s3_server, both_computed)
     pausing = PausingClient(s3_server.client(), journal_put)
-    promoted: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: _catch(promoted, lambda: promoted.setdefault(
-        "outcome", promote_batch(S3Store(pausing, bucket), config, "b2"))))
-    thread.start()
+    promoted = Background(lambda: promote_batch(S3Store(pausing, bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # it has loaded the job result
     # The job runs again meanwhile, with a setting changed since (its objects differ: the same
     # names, other bytes). Before, it replaced the objects the promoter was about to copy.
@@ -282,9 +270,9 @@ def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_
                                                                                    "survivor": "last"}})
     run_dedup_job(spark, changed, "b2")
     pausing.release()
-    thread.join(timeout=120)
-    assert "error" not in promoted, promoted.get("error")
-    assert promoted["outcome"].newly_committed and promoted["outcome"].version == 2
+    promoted.join()
+    assert promoted.error is None, promoted.error
+    assert promoted.result.newly_committed and promoted.result.version == 2
     assert committed_state_of(store, config) == _only_b2(sequential)
     assert recover(store, config).consistent
     assert [k for k in bucket_listing(store) if k.startswith(layout.staging_root("b2"))] == []
@@ -314,25 +302,20 @@ def test_a_promotion_that_commits_between_the_looks_of_an_exclusion_is_not_misse
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
         layout = Layout(config.layout)
         promoter = PausingClient(s3_server.client(), commit_put)
-        promoted: dict[str, Any] = {}
-        p_thread = threading.Thread(target=lambda: _catch(promoted, lambda: promoted.setdefault(  # noqa: B023
-            "outcome", promote_batch(S3Store(promoter, bucket), config, "b2"))))  # noqa: B023
-        p_thread.start()
+        promoted = Background(lambda: promote_batch(S3Store(promoter, bucket), config, "b2"))  # noqa: B023
         assert promoter.paused.wait(timeout=60)  # it has looked at the exclusions: none
         excluder = PausingClient(s3_server.client(), second_look)
-        made: dict[str, Any] = {}
-        x_thread = threading.Thread(target=lambda: _catch(made, lambda: made.setdefault(  # noqa: B023
-            "record", exclude_input(S3Store(excluder, bucket), layout, "b2", excluded_key, "racing", NOW))))  # noqa: B023
-        x_thread.start()
+        made = Background(lambda: exclude_input(S3Store(excluder, bucket), layout, "b2",  # noqa: B023
+                                                excluded_key, "racing", NOW))
         assert excluder.paused.wait(timeout=60)
         promoter.release()
-        p_thread.join(timeout=120)
+        promoted.join()
         excluder.release()
-        x_thread.join(timeout=120)
+        made.join()
         committed = "b2" in load_committed_state(store, layout).batches
         stands = any(True for _ in store.list(layout.batch_exclusions("b2")))
         where = f"promoter finished before exclude's call {second_look}: {promoted}, {made}"
-        assert committed and not stands and "record" not in made, where
+        assert committed and not stands and made.result is None, where
         assert committed_state_of(store, config) == _only_b2(sequential), where
 
 
@@ -365,14 +348,12 @@ def test_abandoning_a_lost_promotion_leaves_a_running_jobs_attempt_alone(s3_serv
     config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
     layout = Layout(config.layout)
     pausing = PausingClient(s3_server.client(), journal_put_number(s3_server, both_computed))
-    lost: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: _catch(lost, lambda: promote_batch(S3Store(pausing, bucket), config, "b2")))
-    thread.start()
+    lost = Background(lambda: promote_batch(S3Store(pausing, bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # b2 passed its gate, its journal not yet written
     promote_batch(store, config, "b3")  # b3 takes log version 2; b2 then journals for it, copies, loses
     pausing.release()
-    thread.join(timeout=120)
-    assert isinstance(lost.get("error"), EventDedupError), lost
+    lost.join()
+    assert isinstance(lost.error, EventDedupError), lost
     running = f"{layout.attempt_root('b2', 'running0job')}data/date=2026-11-22/hour=03/part-00000.parquet"
     store.put_bytes(running, b"what a job attempt running meanwhile has staged so far")
     report = recover(store, config)

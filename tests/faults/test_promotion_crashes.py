@@ -4,7 +4,6 @@ Crashes at every S3 request of a whole batch, promotion included, are in test_ba
 from __future__ import annotations
 
 import itertools
-import threading
 
 import orjson
 import pytest
@@ -26,7 +25,7 @@ from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import NOW, bucket_listing, make_config, put_lines
-from ..support.s3_faults import CrashingClient, SimulatedCrash, clone_bucket
+from ..support.s3_faults import Background, CrashingClient, PausingClient, SimulatedCrash, clone_bucket
 
 _clones = itertools.count()
 B1 = [b'{"event_id":"a%d","created_at":"2026-11-22T0%d:10:00Z"}' % (i, 3 + i % 2) for i in range(12)]
@@ -178,8 +177,6 @@ def test_a_retraction_committed_while_a_promoter_writes_its_load_manifest_leaves
     for a loader. The check reads the log as it is after the write."""
     from eventdedup.ops.retract import retract_batch
 
-    from ..support.s3_faults import PausingClient
-
     config, store = fresh_copy(s3_server, ready_to_promote)
     layout = Layout(config.layout)
     counter = CrashingClient(store.client, crash_at=None)
@@ -188,21 +185,12 @@ def test_a_retraction_committed_while_a_promoter_writes_its_load_manifest_leaves
                         if name == "put_object" and kwargs["Key"] == layout.redshift_manifest("b2"))
     config, store = fresh_copy(s3_server, ready_to_promote)
     pausing = PausingClient(store.client, manifest_put)
-    promoted: dict[str, object] = {}
-
-    def promote() -> None:
-        try:
-            promoted["outcome"] = promote_batch(S3Store(pausing, store.bucket), config, "b2")
-        except BaseException as exc:  # noqa: BLE001 - the test reads what the promoter raised
-            promoted["error"] = exc
-
-    thread = threading.Thread(target=promote)
-    thread.start()
+    promoted = Background(lambda: promote_batch(S3Store(pausing, store.bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # b2 is committed; its manifest not yet written
     assert "b2" in load_committed_state(store, layout).batches
     assert recover(store, config).consistent  # finishes b2: manifest written, journal removed
     retract_batch(store, config, "b2", "bad input", NOW)
     pausing.release()
-    thread.join(timeout=120)
-    assert "error" not in promoted, promoted.get("error")
+    promoted.join()
+    assert promoted.error is None, promoted.error
     assert orjson.loads(store.get_bytes(layout.redshift_manifest("b2"))) == {"entries": []}

@@ -8,6 +8,7 @@ After the fault every later call fails too, as it would in a killed process.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 S3_METHODS = ("get_object", "put_object", "head_object", "copy_object", "delete_object", "delete_objects",
@@ -90,3 +91,27 @@ class PausingClient:
             return attr(**kwargs)
 
         return call
+
+
+class Background:
+    """Work started on a thread of its own, for a test to interleave with (a paused promoter,
+    an operator command): after `join`, what it returned (`result`) or raised (`error`)."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,))
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Any]) -> None:
+        try:
+            self.result = work()
+        except BaseException as exc:  # noqa: BLE001 - the test reads what the work raised
+            self.error = exc
+
+    def join(self, timeout: float = 120) -> None:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the background work never finished"
+
+    def __repr__(self) -> str:
+        return f"Background(result={self.result!r}, error={self.error!r})"
