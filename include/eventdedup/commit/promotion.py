@@ -117,7 +117,7 @@ def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str)
         return  # the store is unreachable or broken: the original error says more
     version = committed_version(store, layout, state, batch_id)
     if version is not None:
-        finish_committed(store, layout, committed_record(store, layout, version))
+        finish_committed(store, layout, committed_record(store, layout, version), state)
         raise CommitConflictError(
             f"batch {batch_id}: another promoter committed it as log version {version} while this "
             f"one ran; nothing is lost and nothing is left to do"
@@ -188,17 +188,19 @@ def _abandon_if_exclusions_changed(store: S3Store, layout: Layout, journal: Prom
         f"for {journal.batch_id}")
 
 
-def finish_committed(store: S3Store, layout: Layout, record: CommitRecord) -> None:
+def finish_committed(store: S3Store, layout: Layout, record: CommitRecord, state: CommittedState) -> None:
     """What a commit leaves to do, for whoever finds it committed (the promotion that crashed after
     its commit, `recover`, a retried promotion or retraction): its load manifests, then its staging
-    and journal. Idempotent."""
-    publish_load_manifests(store, layout, record, load_committed_state(store, layout))
+    and journal. `state`: the log folded at or after the commit, the one the caller found it in.
+    Idempotent."""
+    assert record.version <= state.version, (record.version, state.version)
+    publish_load_manifests(store, layout, record, state)
     clean_up_batch(store, layout, record.batch_id)
 
 
 def _already_committed(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> PromotionOutcome:
     record = batch_record(store, layout, state, batch_id)
-    finish_committed(store, layout, record)
+    finish_committed(store, layout, record, state)
     log.info("batch %s is already committed as log version %d; nothing to promote", batch_id, record.version)
     return PromotionOutcome(batch_id, record.version, False, record.counts)
 

@@ -71,7 +71,7 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
     version = committed_version(store, layout, state, batch)
     if version is not None:
         if apply:
-            finish_committed(store, layout, committed_record(store, layout, version))
+            finish_committed(store, layout, committed_record(store, layout, version), state)
         report.cleanups.append(f"batch {batch} is committed (version {version}); {'wrote' if apply else 'would write'} "
                                f"its load manifests and {'removed' if apply else 'would remove'} its leftover journal "
                                "and staging")

@@ -110,7 +110,7 @@ def _outcome(record: CommitRecord, newly_committed: bool) -> RetractionOutcome:
 
 def _already_retracted(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> RetractionOutcome:
     record = committed_record(store, layout, state.retracted[batch_id])
-    finish_committed(store, layout, record)  # what a crash right after the commit left undone
+    finish_committed(store, layout, record, state)  # what a crash right after the commit left undone
     return _outcome(record, False)
 
 
