@@ -15,7 +15,7 @@ from eventdedup.commit.promotion import promote_batch
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.recovery import examine, recover
 from eventdedup.commit.view import load_manifest_bytes
-from eventdedup.errors import InconsistentStoreError
+from eventdedup.errors import CommitConflictError, InconsistentStoreError
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
@@ -193,4 +193,46 @@ def test_a_retraction_committed_while_a_promoter_writes_its_load_manifest_leaves
     pausing.release()
     promoted.join()
     assert promoted.error is None, promoted.error
+    assert orjson.loads(store.get_bytes(layout.redshift_manifest("b2"))) == {"entries": []}
+
+
+@pytest.mark.parametrize("late_promoter", ["fails", "dies"])
+def test_recover_never_deletes_the_objects_of_a_batch_that_was_committed_and_then_retracted(
+        s3_server, ready_to_promote, late_promoter) -> None:
+    """A promoter of b2 passes its gate and stops before its journal PUT; another promoter
+    commits b2 whole, and b2 is retracted. The first then writes its journal (none is there any
+    more) and fails on its copies (their staging is gone). A retracted batch reads as not
+    committed, and its journal targets a version the log has passed: recover took it for a
+    promotion that lost its log version and deleted every object the journal names, which are
+    b2's committed objects. The retraction keeps b2's id guards in the state, so every later
+    batch then failed on a missing guard. A retracted batch's leftover journal is cleaned up, by
+    the late promoter as it fails or by recover if it died; its objects stay."""
+    from eventdedup.ops.retract import retract_batch
+
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    layout = Layout(config.layout)
+    counter = CrashingClient(store.client, crash_at=None)
+    promote_batch(S3Store(counter, store.bucket), config, "b2")
+    journal_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
+                       if name == "put_object" and kwargs["Key"] == layout.journal("b2"))
+    config, store = fresh_copy(s3_server, ready_to_promote)
+    client = store.client if late_promoter == "fails" else CrashingClient(store.client, None, crash_on="copy_object")
+    pausing = PausingClient(client, journal_put)
+    late = Background(lambda: promote_batch(S3Store(pausing, store.bucket), config, "b2"))
+    assert pausing.paused.wait(timeout=60)  # past its gate, its journal not yet written
+    committed = promote_batch(store, config, "b2")
+    record = read_commit(store, layout, committed.version)
+    assert record is not None
+    retract_batch(store, config, "b2", "bad input", NOW)
+    pausing.release()
+    late.join()
+    if late_promoter == "fails":  # its copies had nothing to copy
+        assert isinstance(late.error, CommitConflictError) and "retracted" in str(late.error), late
+    else:
+        assert isinstance(late.error, SimulatedCrash) and store.head(layout.journal("b2")) is not None
+    report = recover(store, config)
+    assert report.consistent, report.problems
+    assert [obj.key for obj in record.objects if store.head(obj.key) is None] == []
+    assert store.head(layout.journal("b2")) is None
+    assert fsck(store, config).missing == []  # (sizes: manifests cloned from another bucket name it in URLs)
     assert orjson.loads(store.get_bytes(layout.redshift_manifest("b2"))) == {"entries": []}

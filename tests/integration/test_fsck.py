@@ -100,3 +100,21 @@ def test_deleted_and_replaced_committed_objects_are_each_named_and_exit_3(two_ba
     b2_damaged = any("b2" in key.rsplit("/", 2)[-2] + key.rsplit("/", 1)[-1] for key in [*deleted, replaced])
     assert cli_main(["fsck", "--config", str(toml), "--last", "1"]) == (3 if b2_damaged else 0)
     assert "1 commit(s)" in capsys.readouterr().out
+
+
+def test_a_retracted_batchs_load_manifest_that_lists_its_data_files_again_is_a_finding(two_batches, config) -> None:
+    """A retracted batch's load manifest is the empty one: fsck checked only that it existed, so
+    a manifest written full again after the retraction (the publish race a retraction must win)
+    went unseen while a loader would load the retracted files."""
+    from eventdedup.commit.view import EMPTY_LOAD_MANIFEST, load_manifest_bytes
+    from eventdedup.ops.retract import retract_batch
+
+    store, layout = two_batches, Layout(config.layout)
+    retract_batch(store, config, "b2", "bad input", NOW)
+    key = layout.redshift_manifest("b2")
+    assert store.get_bytes(key) == EMPTY_LOAD_MANIFEST and fsck(store, config).consistent
+    b2 = read_commit(store, layout, 2)
+    assert b2 is not None and b2.batch_id == "b2"
+    store.put_bytes(key, load_manifest_bytes(store, b2))
+    report = fsck(store, config)
+    assert [(item.key, found.size) for item, found in report.changed] == [(key, len(load_manifest_bytes(store, b2)))]

@@ -10,7 +10,7 @@ it is written, a marker beside its manifest records its version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -111,25 +111,18 @@ def batch_record(store: S3Store, layout: Layout, state: CommittedState, batch_id
 def load_committed_state(store: S3Store, layout: Layout) -> CommittedState:
     """Latest checkpoint plus the commits after it: a GET, a GET, a LIST and at most a few GETs."""
     state = _load_checkpoint(store, layout)
-    for record in commits_after(store, layout, state.version):
-        state = state.apply(record, store.uri(layout.commit(record.version)))
-    return state
-
-
-def commits_after(store: S3Store, layout: Layout, version: int) -> Iterator[CommitRecord]:
-    """The commits after `version` as the log holds them now, in order: one LIST (usually empty
-    when `version` is the head), then a GET per commit listed."""
-    start_after = layout.commit(version) if version else None
+    start_after = layout.commit(state.version) if state.version else None
     for item in store.list(layout.settings.commit_log_prefix, start_after=start_after):
-        listed = layout.version_of_commit_key(item.key)
-        if listed is None:
+        version = layout.version_of_commit_key(item.key)
+        if version is None:
             continue
-        record = read_commit(store, layout, listed)
+        record = read_commit(store, layout, version)
         if record is None:
             raise CorruptStateError(f"commit {store.uri(item.key)} was listed but cannot be read")
-        if record.version != listed:
+        if record.version != version:
             raise CorruptStateError(f"commit {store.uri(item.key)} claims version {record.version}")
-        yield record
+        state = state.apply(record, store.uri(item.key))
+    return state
 
 
 def _load_checkpoint(store: S3Store, layout: Layout) -> CommittedState:

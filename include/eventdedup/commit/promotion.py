@@ -30,7 +30,6 @@ from eventdedup.commit.log import (
     checkpoint_due,
     committed_record,
     committed_version,
-    is_committed,
     load_committed_state,
     write_checkpoint_if_due,
     write_commit,
@@ -122,6 +121,11 @@ def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str)
             f"batch {batch_id}: another promoter committed it as log version {version} while this "
             f"one ran; nothing is lost and nothing is left to do"
         )
+    if batch_id in state.retracted:
+        clean_up_batch(store, layout, batch_id)
+        raise CommitConflictError(
+            f"batch {batch_id}: another promoter committed it while this one ran, and it was retracted at log "
+            f"version {state.retracted[batch_id]}; nothing is lost and nothing is left to do")
 
 
 def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
@@ -191,9 +195,7 @@ def _abandon_if_exclusions_changed(store: S3Store, layout: Layout, journal: Prom
 def finish_committed(store: S3Store, layout: Layout, record: CommitRecord, state: CommittedState) -> None:
     """What a commit leaves to do, for whoever finds it committed (the promotion that crashed after
     its commit, `recover`, a retried promotion or retraction): its load manifests, then its staging
-    and journal. `state`: the log folded at or after the commit, the one the caller found it in.
-    Idempotent."""
-    assert record.version <= state.version, (record.version, state.version)
+    and journal. `state`: the log as the caller folded it, to find the commit. Idempotent."""
     publish_load_manifests(store, layout, record, state)
     clean_up_batch(store, layout, record.batch_id)
 
@@ -207,11 +209,14 @@ def _already_committed(store: S3Store, layout: Layout, state: CommittedState, ba
 
 def abandon_promotion(store: S3Store, layout: Layout, journal: PromotionJournal) -> None:
     """Undo an uncommitted promotion whose log version another batch took: it can never commit.
-    Only for a batch with no commit: then no commit refers to any object its journal names (they
-    all carry its id). Its journal and its own attempt's staging go, never another attempt's (a
-    job of the batch may be staging meanwhile: eventdedup.layout.Layout.attempt_root)."""
-    if is_committed(store, layout, journal.batch_id):
-        raise CommitConflictError(f"batch {journal.batch_id} is committed; its promotion cannot be abandoned")
+    Only for a batch that was never committed: then no commit refers to any object its journal
+    names (they all carry its id). A retracted batch was: its commit still names its objects.
+    Its journal and its own attempt's staging go, never another attempt's (a job of the batch
+    may be staging meanwhile: eventdedup.layout.Layout.attempt_root)."""
+    state = load_committed_state(store, layout)
+    if journal.batch_id in state.retracted or committed_version(store, layout, state, journal.batch_id) is not None:
+        raise CommitConflictError(f"batch {journal.batch_id} is or was committed; its promotion cannot be abandoned "
+                                  "(its objects are a commit's)")
     store.delete_keys([entry.final_key for entry in journal.entries])
     store.delete_keys([layout.journal(journal.batch_id)])
     _delete_attempts_of(store, layout, journal)

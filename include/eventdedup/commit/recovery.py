@@ -12,7 +12,7 @@ from typing import Any
 
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, list_journals
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state, read_commit
-from eventdedup.commit.promotion import abandon_promotion, execute_journal, finish_committed
+from eventdedup.commit.promotion import abandon_promotion, clean_up_batch, execute_journal, finish_committed
 from eventdedup.config import Config
 from eventdedup.errors import CommitConflictError, EventDedupError, StaleBatchError
 from eventdedup.layout import Layout
@@ -75,6 +75,14 @@ def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJo
         report.cleanups.append(f"batch {batch} is committed (version {version}); {'wrote' if apply else 'would write'} "
                                f"its load manifests and {'removed' if apply else 'would remove'} its leftover journal "
                                "and staging")
+        return
+    if batch in state.retracted:
+        # Committed by another promoter, then retracted: its objects are that commit's and stay.
+        if apply:
+            clean_up_batch(store, layout, batch)
+        report.cleanups.append(f"batch {batch} was committed and then retracted (log version "
+                               f"{state.retracted[batch]}); {'removed' if apply else 'would remove'} its leftover "
+                               "journal and staging; its objects stay")
         return
     if state.version >= journal.target_version:
         # A lost race (two batches promoted at once): the loser committed nothing, so everything

@@ -18,7 +18,7 @@ import orjson
 
 from eventdedup import codec
 from eventdedup.commit.changes import Retraction
-from eventdedup.commit.log import commits_after, committed_record, load_committed_state
+from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
 from eventdedup.errors import CorruptStateError
@@ -66,26 +66,20 @@ def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord,
     the manifest's PUT would load a batch that may never commit, or lose its commit to another):
     a batch's manifest lists its data files, unless the batch is retracted; a retraction empties
     its targets'. Idempotent: the promotion, `recover`, a retried promotion or retraction may each
-    run it. `state` is the log folded at or after the commit; whether the batch is retracted is
-    read from it and from the commits after it as the log holds them at each look, before the
-    write and again after it: a retraction committed meanwhile empties the manifest after its own
-    commit, or is seen by the second look."""
+    run it, with the log as the caller folded it (`state`).
+
+    A batch's full manifest is written only where none exists (IfNoneMatch): its bytes follow
+    from its commit, so any existing full one is the same, and an emptied one is a retraction's,
+    which it must never overwrite. A retraction empties unconditionally, after its commit. So
+    whatever order a batch's publishers and a retraction of it run in, the empty manifest is
+    the last write, with no look at the log after the write that could fail and leave it full."""
     if isinstance(record.change, Retraction):
         for batch_id in record.change.retracts:
             store.put_bytes(layout.redshift_manifest(batch_id), EMPTY_LOAD_MANIFEST, content_type="application/json")
         return
-    if record.is_operation or _retracted(store, layout, state, record.batch_id):
+    if record.is_operation or record.batch_id in state.retracted:
         return
-    key = layout.redshift_manifest(record.batch_id)
-    store.put_bytes(key, load_manifest_bytes(store, record), content_type="application/json")
-    if _retracted(store, layout, state, record.batch_id):
-        store.put_bytes(key, EMPTY_LOAD_MANIFEST, content_type="application/json")
-
-
-def _retracted(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> bool:
-    """Whether the batch is retracted: by the folded state, or by a commit after it."""
-    return batch_id in state.retracted or any(batch_id in record.retracts
-                                              for record in commits_after(store, layout, state.version))
+    store.put_if_absent(layout.redshift_manifest(record.batch_id), load_manifest_bytes(store, record))
 
 
 # --- The view's index: readers start from it, not from version 1 --------------------------------

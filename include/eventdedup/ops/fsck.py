@@ -22,7 +22,7 @@ from typing import Any
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
-from eventdedup.commit.view import load_manifest_bytes
+from eventdedup.commit.view import EMPTY_LOAD_MANIFEST, load_manifest_bytes
 from eventdedup.config import Config
 from eventdedup.errors import InconsistentStoreError
 from eventdedup.layout import Layout
@@ -112,7 +112,7 @@ def _expected_objects(store: S3Store, layout: Layout, state: CommittedState,
             if obj.kind == "cache":
                 segments[obj.key] = item  # judged below, by the current heads
             elif obj.kind == "load_manifest" and record.batch_id in state.retracted:
-                expected.append(replace(item, size=None, etag=None))  # emptied by the retraction
+                expected.append(replace(item, size=len(EMPTY_LOAD_MANIFEST), etag=None))  # emptied by the retraction
             else:
                 expected.append(item)
         if not record.is_operation:  # a retraction or reshard is staged from the log, not from a batch manifest
@@ -131,12 +131,13 @@ def _expected_objects(store: S3Store, layout: Layout, state: CommittedState,
 
 def _load_manifest(store: S3Store, layout: Layout, state: CommittedState, record: CommitRecord) -> list[Expected]:
     """A batch's load manifest, derived from its commit (eventdedup.commit.view): its size is
-    known, its ETag is the store's to choose; a retracted batch's is emptied, so only its
-    existence is checked. A format-1 record names its manifest among its objects instead."""
+    known, its ETag is the store's to choose; a retracted batch's is the empty one, never its data
+    files. A format-1 record names its manifest among its objects instead."""
     if record.is_operation or any(obj.kind == "load_manifest" for obj in record.objects):
         return []
     key = layout.redshift_manifest(record.batch_id)
-    size = None if record.batch_id in state.retracted else len(load_manifest_bytes(store, record))
+    retracted = record.batch_id in state.retracted
+    size = len(EMPTY_LOAD_MANIFEST) if retracted else len(load_manifest_bytes(store, record))
     return [Expected("load_manifest", key, size, None, record.batch_id, record.version)]
 
 
