@@ -4,7 +4,6 @@ each log version, the loser fails with a message that says what to do, nothing i
 after `recover` plus a rerun of the loser the store equals a sequential run."""
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -64,23 +63,16 @@ def interleave(s3_server, bucket: str, pause_at: int, batch_a: str, batch_b: str
     """A (batch_a) stops before call `pause_at`; B (batch_b) runs to its end; A resumes."""
     config = config_for(s3_server.endpoint_url, bucket)
     pausing = PausingClient(s3_server.client(), pause_at)
-    outcome: dict[str, Any] = {}
-
-    def run_a() -> None:
-        try:
-            outcome["A"] = promote_batch(S3Store(pausing, bucket), config, batch_a)
-        except EventDedupError as exc:
-            outcome["A"] = exc
-
-    thread = threading.Thread(target=run_a)
-    thread.start()
+    a = Background(lambda: promote_batch(S3Store(pausing, bucket), config, batch_a))
     assert pausing.paused.wait(timeout=60), f"A made fewer than {pause_at} calls"
+    outcome: dict[str, Any] = {}
     try:
         outcome["B"] = promote_batch(S3Store(s3_server.client(), bucket), config, batch_b)
     except EventDedupError as exc:
         outcome["B"] = exc
     pausing.release()
-    thread.join(timeout=120)
+    a.join()
+    outcome["A"] = a.result if a.error is None else a.error
     return outcome
 
 
@@ -152,16 +144,7 @@ def test_an_exclusion_racing_a_promotion_is_never_skipped_at_any_interleaving(s3
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
         layout = Layout(config.layout)
         pausing = PausingClient(s3_server.client(), pause_at)
-        result: dict[str, Any] = {}
-
-        def promote() -> None:
-            try:
-                result["promotion"] = promote_batch(S3Store(pausing, bucket), config, "b2")  # noqa: B023
-            except EventDedupError as exc:
-                result["promotion"] = exc  # noqa: B023
-
-        thread = threading.Thread(target=promote)
-        thread.start()
+        promotion = Background(lambda: promote_batch(S3Store(pausing, bucket), config, "b2"))  # noqa: B023
         assert pausing.paused.wait(timeout=60)
         try:
             exclude_input(store, layout, "b2", excluded_key, "racing the promoter", NOW)
@@ -169,15 +152,15 @@ def test_an_exclusion_racing_a_promotion_is_never_skipped_at_any_interleaving(s3
         except EventDedupError:
             excluded = False
         pausing.release()
-        thread.join(timeout=120)
+        promotion.join()
         committed = "b2" in load_committed_state(store, layout).batches
         stands = any(True for _ in store.list(layout.batch_exclusions("b2")))
-        where = f"pause before call {pause_at}: {result.get('promotion')!r}, exclusion {'made' if excluded else 'refused'}"
+        where = f"pause before call {pause_at}: {promotion!r}, exclusion {'made' if excluded else 'refused'}"
         assert stands == excluded, where
         assert not (committed and stands), where  # the invariant
         if stands:
             # Withdrawn after its journal, or refused before it (the exclusion removed the job result).
-            assert isinstance(result["promotion"], (StaleBatchError, BatchNotReadyError)), where
+            assert isinstance(promotion.error, (StaleBatchError, BatchNotReadyError)), where
             assert store.head(layout.journal("b2")) is None, where
         else:
             assert committed and committed_state_of(store, config) == _only_b2(sequential), where
