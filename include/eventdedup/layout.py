@@ -193,4 +193,4 @@ def _guard_folder(day: int, bucket: int) -> str:
 def _version_named(key: str, prefix: str, suffix: str) -> int | None:
     """Inverse of a log-versioned name (`<prefix><zero-padded version><suffix>`); None for any other key."""
     stem = key[len(prefix):-len(suffix)] if key.startswith(prefix) and key.endswith(suffix) else ""
-    return int(stem) if len(stem) == LOG_VERSION_DIGITS and stem.isdigit() else None
+    return int(stem) if len(stem) == LOG_VERSION_DIGITS and stem.isascii() and stem.isdigit() else None

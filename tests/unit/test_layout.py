@@ -43,6 +43,9 @@ def test_commit_names_sort_by_version_and_parse_back() -> None:
     assert names == sorted(names)
     assert [LAYOUT.version_of_commit_key(n) for n in names] == [9, 10, 123]
     assert LAYOUT.version_of_commit_key("_eventdedup/log/000.json") is None
+    # Digits of other scripts are digits to str.isdigit, and "²" too (int() refuses it): not a version.
+    assert LAYOUT.version_of_commit_key(LAYOUT.commit(9)[:-6] + "\u0669.json") is None
+    assert LAYOUT.version_of_commit_key(LAYOUT.commit(9)[:-6] + "\u00b2.json") is None
 
 
 def test_view_checkpoint_names_sort_by_version_and_parse_back() -> None:
