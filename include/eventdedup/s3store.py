@@ -176,18 +176,25 @@ class S3Store:
         return ObjectInfo(key, len(body), response["ETag"])
 
     def put_if_absent(self, key: str, body: bytes, *, content_type: str = "application/json") -> ObjectInfo | None:
-        """Create the object only if no object has that key; None if one already existed.
+        """Create the object only if no object has that key; None if one already existed."""
+        return self._put_conditionally(key, body, content_type, IfNoneMatch="*")
 
-        A 409 (a racing conditional write) is retried with backoff: it says nothing about
-        whether the key exists, so taking it for "already exists" would skip a write that
-        never happened. The retry's own answer (created, or 412) is the truth."""
+    def put_if_match(self, key: str, body: bytes, etag: str, *,
+                     content_type: str = "application/json") -> ObjectInfo | None:
+        """Replace the object only while it is still the version `etag`; None if it changed or went."""
+        return self._put_conditionally(key, body, content_type, IfMatch=etag)
+
+    def _put_conditionally(self, key: str, body: bytes, content_type: str, **condition: str) -> ObjectInfo | None:
+        """A 409 (a racing conditional write) is retried with backoff: it says nothing about the
+        key, so taking it for "the condition is false" would skip a write that never happened.
+        The retry's own answer (written, or 412) is the truth."""
         for attempt in range(CONFLICT_ATTEMPTS):
             try:
                 response = self.client.put_object(
-                    Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, IfNoneMatch="*"
+                    Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, **condition
                 )
             except ClientError as exc:
-                if is_precondition_failed(exc):
+                if is_precondition_failed(exc) or ("IfMatch" in condition and is_not_found(exc)):
                     return None
                 if is_conditional_conflict(exc) and attempt + 1 < CONFLICT_ATTEMPTS:
                     log.info("conditional PUT of %s conflicted with another write (409); retrying", key)

@@ -91,3 +91,15 @@ def test_a_garbage_checkpoint_halts_instead_of_reading_empty_state(store, config
     store.put_bytes(layout.checkpoint(4), b"garbage")
     with pytest.raises(CorruptStateError, match="checkpoint .*0+4.json.gz does not parse"):
         load_committed_state(store, layout)
+
+
+def test_a_conditional_replace_writes_only_over_the_version_it_names(store) -> None:
+    """put_if_match on the real S3 protocol server: the object as read is replaced; one replaced
+    meanwhile, or gone, is left as it is (None)."""
+    first = store.put_bytes("manifests/x.manifest", b"first")
+    second = store.put_if_match("manifests/x.manifest", b"second", first.etag)
+    assert second is not None and store.get_bytes("manifests/x.manifest") == b"second"
+    assert store.put_if_match("manifests/x.manifest", b"third", first.etag) is None  # changed since
+    assert store.get_bytes("manifests/x.manifest") == b"second"
+    assert store.put_if_match("manifests/gone.manifest", b"x", second.etag) is None
+    assert store.head("manifests/gone.manifest") is None

@@ -70,7 +70,7 @@ def promote_batch(store: S3Store, config: Config, batch_id: str,
     try:
         return _promote_uncommitted(store, config, layout, state, batch_id, new_token)
     except (ClientError, EventDedupError):
-        _raise_if_committed_meanwhile(store, layout, batch_id)
+        _raise_if_committed_meanwhile(store, layout, batch_id, state)
         raise
 
 
@@ -107,9 +107,10 @@ def _withdraw_if_exclusions_changed(store: S3Store, layout: Layout, job: JobResu
         )
 
 
-def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str) -> None:
+def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str, started: CommittedState) -> None:
     """A promoter racing another promoter of the same batch can fail half-way (its staged objects
-    were cleaned up under it). If the batch is committed, say so instead of the low-level error."""
+    were cleaned up under it). If the batch is committed, or was committed and retracted since
+    this promotion `started`, say so instead of the low-level error."""
     try:
         state = load_committed_state(store, layout)
     except (ClientError, EventDedupError):
@@ -121,7 +122,7 @@ def _raise_if_committed_meanwhile(store: S3Store, layout: Layout, batch_id: str)
             f"batch {batch_id}: another promoter committed it as log version {version} while this "
             f"one ran; nothing is lost and nothing is left to do"
         )
-    if batch_id in state.retracted:
+    if batch_id in state.retracted and batch_id not in started.retracted:
         clean_up_batch(store, layout, batch_id)
         raise CommitConflictError(
             f"batch {batch_id}: another promoter committed it while this one ran, and it was retracted at log "

@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import orjson
+from botocore.exceptions import ClientError
 
 from eventdedup import codec
 from eventdedup.commit.changes import Retraction
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
-from eventdedup.errors import CorruptStateError
+from eventdedup.errors import CorruptStateError, InconsistentStoreError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
-from eventdedup.s3store import ObjectInfo, S3Store
+from eventdedup.s3store import ObjectInfo, S3Store, is_changed_or_missing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,18 +69,42 @@ def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord,
     its targets'. Idempotent: the promotion, `recover`, a retried promotion or retraction may each
     run it, with the log as the caller folded it (`state`).
 
-    A batch's full manifest is written only where none exists (IfNoneMatch): its bytes follow
-    from its commit, so any existing full one is the same, and an emptied one is a retraction's,
-    which it must never overwrite. A retraction empties unconditionally, after its commit. So
-    whatever order a batch's publishers and a retraction of it run in, the empty manifest is
-    the last write, with no look at the log after the write that could fail and leave it full."""
+    A retraction empties unconditionally, after its commit. A batch's full manifest never
+    overwrites an empty one (only a retraction writes it, and a batch is never un-retracted):
+    it is created where none exists (IfNoneMatch), or replaces, by ETag, one that holds other
+    bytes (an earlier release copied it before a commit that never came, or the bucket was
+    copied from one of another name). Whatever order a batch's publishers and a retraction of it
+    run in, the empty write is last, with no look at the log after the write that could fail."""
     if isinstance(record.change, Retraction):
         for batch_id in record.change.retracts:
             store.put_bytes(layout.redshift_manifest(batch_id), EMPTY_LOAD_MANIFEST, content_type="application/json")
         return
     if record.is_operation or record.batch_id in state.retracted:
         return
-    store.put_if_absent(layout.redshift_manifest(record.batch_id), load_manifest_bytes(store, record))
+    key, body = layout.redshift_manifest(record.batch_id), load_manifest_bytes(store, record)
+    for _ in range(_MANIFEST_ATTEMPTS):
+        if store.put_if_absent(key, body) is not None:
+            return
+        found = store.head(key)
+        if found is None:
+            continue  # deleted meanwhile: create it
+        try:
+            existing = store.get_bytes(key, if_match=found.etag)
+        except ClientError as exc:
+            if is_changed_or_missing(exc):
+                continue
+            raise
+        if existing in (body, EMPTY_LOAD_MANIFEST):
+            return  # written by another publisher, or emptied by a retraction: either is final
+        log.warning("load manifest %s holds %d bytes other than its commit's; replacing it", store.uri(key),
+                    len(existing))
+        if store.put_if_match(key, body, found.etag) is not None:
+            return
+    raise InconsistentStoreError(f"load manifest {store.uri(key)} kept changing while batch {record.batch_id}'s was "
+                                 "written; run `eventdedup recover`")
+
+
+_MANIFEST_ATTEMPTS = 3
 
 
 # --- The view's index: readers start from it, not from version 1 --------------------------------
