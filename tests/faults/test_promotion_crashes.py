@@ -59,6 +59,15 @@ def fresh_copy(s3_server, source: str):  # type: ignore[no-untyped-def]
     return config, S3Store(s3_server.client(), target)
 
 
+def b2_promotion_put(s3_server, source: str, key: str) -> int:  # type: ignore[no-untyped-def]
+    """Which S3 call of b2's promotion writes `key` (counted on a copy of the bucket)."""
+    config, store = fresh_copy(s3_server, source)
+    counter = CrashingClient(store.client, crash_at=None)
+    promote_batch(S3Store(counter, store.bucket), config, "b2")
+    return next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
+                if name == "put_object" and kwargs["Key"] == key)
+
+
 def test_lost_staged_object_halts_recovery_with_a_report_naming_it(s3_server, ready_to_promote, spark):
     config, store = fresh_copy(s3_server, ready_to_promote)
     # Crash at the first copy: the journal is written, nothing is promoted yet...
@@ -172,19 +181,14 @@ def test_a_retraction_committed_while_a_promoter_writes_its_load_manifest_leaves
         s3_server, ready_to_promote) -> None:
     """A promoter commits b2 and stops before its load-manifest PUT. Meanwhile `recover` finishes
     b2 (manifest written, journal gone) and `retract` commits b2's retraction and empties the
-    manifest. The promoter then writes the full manifest; its check after the write looked at the
+    manifest. The promoter then wrote the full manifest; its check after the write looked at the
     state it had folded before the retraction, so the retracted batch's data files stayed listed
-    for a loader. The check reads the log as it is after the write."""
+    for a loader. A full manifest never overwrites a retraction's empty one."""
     from eventdedup.ops.retract import retract_batch
 
     config, store = fresh_copy(s3_server, ready_to_promote)
     layout = Layout(config.layout)
-    counter = CrashingClient(store.client, crash_at=None)
-    promote_batch(S3Store(counter, store.bucket), config, "b2")
-    manifest_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
-                        if name == "put_object" and kwargs["Key"] == layout.redshift_manifest("b2"))
-    config, store = fresh_copy(s3_server, ready_to_promote)
-    pausing = PausingClient(store.client, manifest_put)
+    pausing = PausingClient(store.client, b2_promotion_put(s3_server, ready_to_promote, layout.redshift_manifest("b2")))
     promoted = Background(lambda: promote_batch(S3Store(pausing, store.bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # b2 is committed; its manifest not yet written
     assert "b2" in load_committed_state(store, layout).batches
@@ -211,11 +215,7 @@ def test_recover_never_deletes_the_objects_of_a_batch_that_was_committed_and_the
 
     config, store = fresh_copy(s3_server, ready_to_promote)
     layout = Layout(config.layout)
-    counter = CrashingClient(store.client, crash_at=None)
-    promote_batch(S3Store(counter, store.bucket), config, "b2")
-    journal_put = next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
-                       if name == "put_object" and kwargs["Key"] == layout.journal("b2"))
-    config, store = fresh_copy(s3_server, ready_to_promote)
+    journal_put = b2_promotion_put(s3_server, ready_to_promote, layout.journal("b2"))
     client = store.client if late_promoter == "fails" else CrashingClient(store.client, None, crash_on="copy_object")
     pausing = PausingClient(client, journal_put)
     late = Background(lambda: promote_batch(S3Store(pausing, store.bucket), config, "b2"))
