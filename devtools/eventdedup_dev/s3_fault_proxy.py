@@ -47,6 +47,7 @@ class FaultProxy:
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.requests: list[str] = []  # "METHOD path" of every request seen, in arrival order (COPY for copies)
         self.bytes_served: dict[str, int] = {}  # body bytes of successful replies, per "METHOD path"
+        self.bytes_received: dict[str, int] = {}  # object bytes of successful PUTs, per "METHOD path"
         self.crash_at: int | None = None
         self.crash_when: Callable[[str], bool] | None = None
         self.flavour = "raise_before"
@@ -79,7 +80,7 @@ class FaultProxy:
         assert flavour in ("raise_before", "lose_response", "conflict")
         with self._lock:
             self.requests, self.crash_at, self.crash_when = [], crash_at, crash_when
-            self.bytes_served = {}
+            self.bytes_served, self.bytes_received = {}, {}
             self.flavour, self.on_fault, self.dead, self.sticky = flavour, on_fault, False, sticky
 
     def redate(self, dates: Callable[[str], datetime | None] | None) -> None:
@@ -164,6 +165,11 @@ class FaultProxy:
                         payload = proxy._redated(self.path, payload)
                         with proxy._lock:
                             proxy.bytes_served[description] = proxy.bytes_served.get(description, 0) + len(payload)
+                    elif self.command == "PUT" and status == 200 and verb == "PUT":
+                        # An aws-chunked body carries framing: the object's size is the decoded length.
+                        size = int(self.headers.get("x-amz-decoded-content-length") or len(body))
+                        with proxy._lock:
+                            proxy.bytes_received[description] = proxy.bytes_received.get(description, 0) + size
                     self._send(status, headers, payload)
 
             def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:

@@ -126,6 +126,13 @@ class DedupSettings:
     partition_time: str = "event"
 
     @property
+    def uses_id_guards(self) -> bool:
+        """Whether batches keep id guards (eventdedup.cache.guard): copies of an id may fall in
+        different hours. Not under partition_time = "id": every copy of an id lands in its id's
+        hour, so no window-wide structure is read or written."""
+        return self.partition_time != "id"
+
+    @property
     def new_cache_buckets(self) -> int:
         """The count a first batch records: the configured one, else NEW_CACHE_BUCKETS."""
         return self.buckets or NEW_CACHE_BUCKETS
@@ -142,6 +149,10 @@ class SparkSettings:
     master: str = "local[*]"
     partitions: int = 0  # dedup tasks; 0: from the input's size and Spark's cores (job/read_units.py)
     driver_memory: str = "4g"
+    # Executor-local disk copies of cache objects, each used only after S3 confirms its ETag
+    # (eventdedup.cache.local_copies): "" for <temp dir>/eventdedup-object-cache; 0 bytes: none.
+    local_cache_dir: str = ""
+    local_cache_bytes: int = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -287,6 +298,8 @@ def _validated(config: Config, source: str) -> Config:
         raise ConfigError(f"{source}: [dedup] window_hours must be at least 1, got {config.dedup.window_hours}")
     if config.dedup.checkpoint_interval < 1:
         raise ConfigError(f"{source}: [dedup] checkpoint_interval must be at least 1")
+    if config.spark.local_cache_bytes < 0:
+        raise ConfigError(f"{source}: [spark] local_cache_bytes may not be negative (0: no local copies)")
     if config.spark.partitions < 0:
         raise ConfigError(f"{source}: [spark] partitions must be positive (or 0: from the input and the cores)")
     if config.events.max_line_bytes < 64:

@@ -173,13 +173,25 @@ class CacheKey:
 GUARD_HEAD_PREFIX = "guard/"
 
 
-def guard_head_key(day: int, bucket: int) -> str:
-    """The state's name of the id guard of one arrival day (days since the epoch) and bucket."""
+def guard_head_key(hour: int, bucket: int) -> str:
+    """The state's name of the id guard of one arrival hour (hours since the epoch) and bucket:
+    'guard/2026-11-22/05/0017'."""
+    return f"{GUARD_HEAD_PREFIX}{CacheKey.of_hour(hour, bucket)}"
+
+
+def day_guard_head_key(day: int, bucket: int) -> str:
+    """The state's name of a format-1 id guard, one per arrival day (days since the epoch) and
+    bucket, as batches before 2026-11-26 wrote them: 'guard/2026-11-22/0017'. Still read."""
     return f"{GUARD_HEAD_PREFIX}{CacheKey(day, 0, bucket).date_text}/{bucket:04d}"
 
 
 def is_guard_head_key(key: str) -> bool:
     return key.startswith(GUARD_HEAD_PREFIX)
+
+
+def is_day_guard_head_key(key: str) -> bool:
+    """A format-1 guard's name (day_guard_head_key), not an hour guard's."""
+    return is_guard_head_key(key) and key.count("/") == 2
 
 
 def hour_index_at(moment: datetime) -> int:

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, fields
 
 from eventdedup.config import LayoutSettings
-from eventdedup.keys import CacheKey, guard_head_key
+from eventdedup.keys import CacheKey, day_guard_head_key, guard_head_key
 from eventdedup.naming import validate_batch_id
 
 LOG_VERSION_DIGITS = 20
@@ -74,8 +74,8 @@ class Layout:
         return (f"{self.attempt_root(batch_id, attempt)}cache/date={key.date_text}/hour={key.hour_text}/"
                 f"bucket={key.bucket:04d}{SEGMENT_SUFFIX}")
 
-    def staged_guard(self, batch_id: str, attempt: str, day: int, bucket: int) -> str:
-        return f"{self.attempt_root(batch_id, attempt)}cache/{_guard_folder(day, bucket)}{GUARD_SUFFIX}"
+    def staged_guard(self, batch_id: str, attempt: str, hour: int, bucket: int) -> str:
+        return f"{self.attempt_root(batch_id, attempt)}cache/{_guard_folder(hour, bucket)}{GUARD_SUFFIX}"
 
     # --- final, promoted locations ------------------------------------------------------------
     def final_data(self, batch_id: str, date_text: str, hour_text: str, partition: int) -> str:
@@ -96,8 +96,15 @@ class Layout:
     def final_cache_segment(self, batch_id: str, key: CacheKey) -> str:
         return f"{self.cache_key_prefix(key)}{validate_batch_id(batch_id)}{SEGMENT_SUFFIX}"
 
-    def final_guard(self, batch_id: str, day: int, bucket: int) -> str:
-        return f"{self.settings.cache_prefix}{_guard_folder(day, bucket)}/{validate_batch_id(batch_id)}{GUARD_SUFFIX}"
+    def final_guard(self, batch_id: str, hour: int, bucket: int) -> str:
+        """The id guard of one arrival hour and bucket, as one batch left it."""
+        return f"{self.settings.cache_prefix}{_guard_folder(hour, bucket)}/{validate_batch_id(batch_id)}{GUARD_SUFFIX}"
+
+    def final_day_guard(self, batch_id: str, day: int, bucket: int) -> str:
+        """A format-1 id guard of one arrival day (written before 2026-11-26; still read)."""
+        key = CacheKey(day, 0, bucket)
+        return (f"{self.settings.cache_prefix}guard/date={key.date_text}/bucket={bucket:04d}/"
+                f"{validate_batch_id(batch_id)}{GUARD_SUFFIX}")
 
     def cache_object_of(self, key: str) -> tuple[str, str] | None:
         """Inverse of final_cache_segment and final_guard: (owner batch, the state's name of the
@@ -106,14 +113,19 @@ class Layout:
         if segment is not None:
             return segment[0], str(segment[1])
         parts = key[len(self.settings.cache_prefix):].split("/") if key.startswith(self.settings.cache_prefix) else []
-        if len(parts) != 4 or parts[0] != "guard" or not parts[3].endswith(GUARD_SUFFIX):
+        if len(parts) not in (4, 5) or parts[0] != "guard" or not parts[-1].endswith(GUARD_SUFFIX):
             return None
         try:
-            date_text, bucket_text = (part.split("=", 1)[1] for part in parts[1:3])
-            cache_key = CacheKey.parse(f"{date_text}/00/{bucket_text}")
+            values = [part.split("=", 1)[1] for part in parts[1:-1]]
+            names = [part.split("=", 1)[0] for part in parts[1:-1]]
+            if names != (["date", "hour", "bucket"] if len(parts) == 5 else ["date", "bucket"]):
+                return None
+            cache_key = CacheKey.parse(f"{values[0]}/{values[1] if len(parts) == 5 else '00'}/{values[-1]}")
         except (IndexError, ValueError):
             return None
-        return parts[3][:-len(GUARD_SUFFIX)], guard_head_key(cache_key.day, cache_key.bucket)
+        head = (guard_head_key(cache_key.hour_index, cache_key.bucket) if len(parts) == 5
+                else day_guard_head_key(cache_key.day, cache_key.bucket))
+        return parts[-1][:-len(GUARD_SUFFIX)], head
 
     def segment_owner_and_key(self, key: str) -> tuple[str, CacheKey] | None:
         """Inverse of final_cache_segment: '…/date=2026-11-22/hour=05/bucket=0003/<batch>.seg' ->
@@ -181,13 +193,19 @@ class Layout:
         return {f.name: getattr(self.settings, f.name) for f in fields(self.settings) if f.name != "landing_prefix"}
 
 
+def is_guard_object(key: str) -> bool:
+    """Whether an object (staged or final) is an id guard's version."""
+    return key.endswith(GUARD_SUFFIX)
+
+
 def new_attempt() -> str:
     """A new job attempt's token (`Layout.attempt_root`)."""
     return uuid.uuid4().hex[:16]
 
 
-def _guard_folder(day: int, bucket: int) -> str:
-    return f"guard/date={CacheKey(day, 0, bucket).date_text}/bucket={bucket:04d}"
+def _guard_folder(hour: int, bucket: int) -> str:
+    key = CacheKey.of_hour(hour, bucket)
+    return f"guard/date={key.date_text}/hour={key.hour_text}/bucket={bucket:04d}"
 
 
 def _version_named(key: str, prefix: str, suffix: str) -> int | None:

@@ -163,6 +163,20 @@ class S3Store:
         body: bytes = self.client.get_object(**kwargs)["Body"].read()
         return body
 
+    def get_versioned(self, key: str, *, unless_etag: str | None = None) -> tuple[bytes, str] | None:
+        """The object's bytes and ETag; None when it is still the version `unless_etag` (a
+        conditional GET answered 304 Not Modified: no bytes cross the network)."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if unless_etag is not None:
+            kwargs["IfNoneMatch"] = unless_etag
+        try:
+            response = self.client.get_object(**kwargs)
+        except ClientError as exc:
+            if unless_etag is not None and exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 304:
+                return None
+            raise
+        return response["Body"].read(), response["ETag"]
+
     def get_bytes_or_none(self, key: str) -> bytes | None:
         try:
             return self.get_bytes(key)

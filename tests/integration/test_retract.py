@@ -5,13 +5,14 @@ visible batch holds is a cross-batch duplicate; a retracted batch is visible to 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
 
-from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.commit.recovery import recover
 from eventdedup.errors import RetractionRefusedError
 from eventdedup.inputs.selector import InputSelector
@@ -135,6 +136,27 @@ def test_a_batch_a_later_one_decided_against_is_retracted_only_with_cascade(stor
     assert fsck(store, config).consistent
     assert_commits_are_whole(store, config)
     assert_seen_ids_match_output(store, config)
+
+
+def test_retract_learns_dependants_from_the_commits_and_reads_audits_only_of_older_ones(store, config, spark) -> None:
+    run(store, config, spark, "b1", B1)
+    run(store, config, spark, "x", X)  # its copy of a0 is dropped against b1
+    layout = Layout(config.layout)
+    record = read_commit(store, layout, 2)
+    assert record is not None and record.batch_change is not None
+    assert record.batch_change.decided_against == {"b1": 1}  # x1's in-batch copy is x's own
+    audits = {obj.key: store.get_bytes(obj.key) for obj in record.objects if obj.kind == "audit"}
+    store.delete_keys(list(audits))  # the commit says it: no audit is read
+    refused = r"later batches decided duplicates against it: x \(1 audited row\(s\) kept in b1\)"
+    with pytest.raises(RetractionRefusedError, match=refused):
+        retract_batch(store, config, "b1", "producer bug", NOW)
+    # A commit written before 2026-11-26 does not say it: its audit is read.
+    for key, data in audits.items():
+        store.put_bytes(key, data)
+    older = replace(record, change=replace(record.batch_change, decided_against=None))
+    store.put_bytes(layout.commit(2), older.to_bytes())
+    with pytest.raises(RetractionRefusedError, match=refused):
+        retract_batch(store, config, "b1", "producer bug", NOW)
 
 
 def test_retract_refuses_what_it_cannot_do(store, config, spark) -> None:

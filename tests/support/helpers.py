@@ -1,9 +1,12 @@
 """Readers for what a test checks: committed rows, read back through the commit log only."""
 from __future__ import annotations
 
+import atexit
 import gzip
 import hashlib
 import json
+import shutil
+import tempfile
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -92,11 +95,16 @@ def committed_cache_entries(store: S3Store, config: Config) -> list[tuple[str, b
     return sorted(entries)
 
 
+# The executor-local copies of cache objects (eventdedup.cache.local_copies) of this test process.
+LOCAL_COPIES = tempfile.mkdtemp(prefix="eventdedup-test-copies-")
+atexit.register(shutil.rmtree, LOCAL_COPIES, True)
+
+
 def make_config(endpoint_url: str, bucket: str, **sections: dict) -> Config:
     raw: dict = {
         "s3": {"endpoint_url": endpoint_url, "bucket": bucket},
         "dedup": {"buckets": 4, "checkpoint_interval": 3},
-        "spark": {"master": "local[2]", "partitions": 4, "driver_memory": "2g"},
+        "spark": {"master": "local[2]", "partitions": 4, "driver_memory": "2g", "local_cache_dir": LOCAL_COPIES},
     }
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)

@@ -27,12 +27,17 @@ def test_objects_under_the_cache_prefix_that_are_not_segments_have_no_owner() ->
 
 def test_cache_objects_parse_back_to_their_owner_and_head() -> None:
     segment = LAYOUT.final_cache_segment("b-7", KEY)
-    guard = LAYOUT.final_guard("b-7", KEY.day, 3)
-    assert guard == "_eventdedup/cache/guard/date=2026-11-22/bucket=0003/b-7.guard"
+    guard = LAYOUT.final_guard("b-7", KEY.hour_index, 3)
+    day_guard = LAYOUT.final_day_guard("b-7", KEY.day, 3)  # format 1, before 2026-11-26
+    assert guard == "_eventdedup/cache/guard/date=2026-11-22/hour=05/bucket=0003/b-7.guard"
+    assert day_guard == "_eventdedup/cache/guard/date=2026-11-22/bucket=0003/b-7.guard"
     assert LAYOUT.cache_object_of(segment) == ("b-7", "2026-11-22/05/0003")
-    assert LAYOUT.cache_object_of(guard) == ("b-7", "guard/2026-11-22/0003")
+    assert LAYOUT.cache_object_of(guard) == ("b-7", "guard/2026-11-22/05/0003")
+    assert LAYOUT.cache_object_of(day_guard) == ("b-7", "guard/2026-11-22/0003")
     for key in ("_eventdedup/cache/guard/date=2026-11-22/bucket=0003/b-7.seg",
                 "_eventdedup/cache/guard/date=2026-11-22/b-7.guard",
+                "_eventdedup/cache/guard/date=2026-11-22/bucket=0003/hour=05/b-7.guard",
+                "_eventdedup/cache/guard/date=2026-11-22/hour=5x/bucket=0003/b-7.guard",
                 "_eventdedup/cache/guard/date=2026-13-22/bucket=0003/b-7.guard",
                 "elsewhere/guard/date=2026-11-22/bucket=0003/b-7.guard"):
         assert LAYOUT.cache_object_of(key) is None, key

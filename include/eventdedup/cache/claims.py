@@ -16,25 +16,31 @@ import numpy as np
 from eventdedup.cache.guard import IdGuard, decode_guard, guard_hashes
 from eventdedup.cache.segment import CacheRun, decode_segment
 from eventdedup.keys import CacheKey, guard_head_key
-from eventdedup.layout import GUARD_SUFFIX
+from eventdedup.layout import is_guard_object
 from eventdedup.s3store import S3Store
 
-GuardEntries = set[tuple[int, int]]  # (guard hash, hour)
+GuardEntries = set[tuple[int, int]]  # (hash, hour)
 
 
 def own_guard_entries(store: S3Store, recomputed_segments: dict[str, str], batch_id: str,
-                      arrival_day: int, coarse_buckets: int) -> dict[str, GuardEntries]:
-    """Per guard head, the (hash, hour) of every id the recomputed batch claimed in its segments
-    (`recomputed_segments`: cache key -> staged segment). Guards are per coarse bucket
+                      arrival_hour: int, coarse_buckets: int) -> dict[str, GuardEntries]:
+    """Per guard head, the (64-bit hash, hour) of every id the recomputed batch claimed in its
+    segments (`recomputed_segments`: cache key -> staged segment). Guards are per coarse bucket
     (eventdedup.cache.epochs), which holds a segment's fine bucket."""
     entries: dict[str, GuardEntries] = {}
     for name, staged_key in recomputed_segments.items():
         key = CacheKey.parse(name)
         for run in decode_segment(store.get_bytes(staged_key), staged_key):
             if run.owner == batch_id:
-                pairs = entries.setdefault(guard_head_key(arrival_day, key.bucket % coarse_buckets), set())
+                pairs = entries.setdefault(guard_head_key(arrival_hour, key.bucket % coarse_buckets), set())
                 pairs.update((int(h), key.hour_index) for h in guard_hashes(run.digests).tolist())
     return entries
+
+
+def lacking_from_guard(guard: IdGuard, own_entries: GuardEntries) -> int:
+    """How many of a batch's (64-bit hash, hour) claims a guard does not hold, at its hash width."""
+    shift = 64 - guard.hash_bits
+    return len({(h >> shift, hour) for h, hour in own_entries} - guard.entries())
 
 
 def cache_claim_differences(store: S3Store, committed_key: str, recomputed_key: str, batch_id: str,
@@ -46,14 +52,14 @@ def cache_claim_differences(store: S3Store, committed_key: str, recomputed_key: 
         if current_head is None:
             return [f"{committed_key}: committed, but neither it nor a head of its key exists any more"]
         committed_key, committed = current_head, store.get_bytes(current_head)
-    if committed_key.endswith(GUARD_SUFFIX):
-        held = _guard_entries(decode_guard(committed, committed_key))  # the commit's guard, or the head after it
+    if is_guard_object(committed_key):
+        held = decode_guard(committed, committed_key)  # the commit's guard, or the head after it
         problems = []
-        if own_entries - held:
-            problems.append(f"{committed_key}: the committed id guard lacks {len(own_entries - held)} ids the "
-                            "batch claims")
+        lacking = lacking_from_guard(held, own_entries)
+        if lacking:
+            problems.append(f"{committed_key}: the committed id guard lacks {lacking} ids the batch claims")
         if not superseded:  # a later head holds more than the commit did; the rerun copies that head forward
-            missing = len(held - _guard_entries(decode_guard(recomputed, recomputed_key)))
+            missing = len(held.entries() - decode_guard(recomputed, recomputed_key).entries())
             if missing:
                 problems.append(f"{committed_key}: the rerun's id guard lacks {missing} ids the commit holds")
         return problems
@@ -66,10 +72,6 @@ def cache_claim_differences(store: S3Store, committed_key: str, recomputed_key: 
         if owner != batch_id and not superseded and not _same_run(old_runs.get(owner), run):
             problems.append(f"{committed_key}: the rerun carries a run of {owner} the commit did not")
     return problems
-
-
-def _guard_entries(guard: IdGuard) -> GuardEntries:
-    return set(zip(guard.hashes.tolist(), guard.hours[guard.slots.astype(np.int64)].tolist(), strict=True))
 
 
 def _same_run(a: CacheRun | None, b: CacheRun | None) -> bool:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from eventdedup.cache.local_copies import LocalCopies
 from eventdedup.cache.segment import CacheRun, decode_segment, encode_segment
 from eventdedup.errors import CorruptStateError
 from eventdedup.s3store import S3Store
 
 
-def load_head_runs(store: S3Store, head_key: str | None) -> list[CacheRun]:
+def load_head_runs(store: S3Store, head_key: str | None, copies: LocalCopies | None = None) -> list[CacheRun]:
     """Every run of the key's committed head; none when the key has no head yet. A head the log
-    names but S3 does not have halts the batch: read as empty, it would let duplicates through."""
+    names but S3 does not have halts the batch: read as empty, it would let duplicates through.
+    `copies`: read through executor-local copies (eventdedup.cache.local_copies)."""
     if head_key is None:
         return []
-    data = store.get_bytes_or_none(head_key)
+    data = store.get_bytes_or_none(head_key) if copies is None else copies.get_or_none(store, head_key)
     if data is None:
         raise CorruptStateError(f"cache segment {store.uri(head_key)} is named by the commit log but missing; "
                                 "reading it as empty would let duplicates through")

@@ -56,12 +56,19 @@ class BatchHistory:
     # A rerun's dedup partitions as its commit recorded them (they lay out its output files).
     recorded_partitions: int | None = None
 
-    def guard_days(self, arrivals: Mapping[str, int]) -> tuple[int, ...]:
-        """The arrival days whose id guards may name an hour holding a visible batch's id: from
+    def guard_hours(self, arrivals: Mapping[str, int]) -> tuple[int, ...]:
+        """The arrival hours whose id guards may name an hour holding a visible batch's id: from
         the window's start to the latest arrival of any batch it sees (arrivals need not grow
         along the log: a batch it sees may have arrived after it), its own included."""
-        last = max([self.arrival_hour, *(arrivals.get(owner, self.arrival_hour) for owner in self.visible_owners)])
-        return tuple(range(self.window_start_hour // 24, last // 24 + 1))
+        return tuple(range(self.window_start_hour, self._last_arrival(arrivals) + 1))
+
+    def guard_days(self, arrivals: Mapping[str, int]) -> tuple[int, ...]:
+        """The arrival days of the same span: where batches before 2026-11-26 kept their guards
+        (one per arrival day, format 1)."""
+        return tuple(range(self.window_start_hour // 24, self._last_arrival(arrivals) // 24 + 1))
+
+    def _last_arrival(self, arrivals: Mapping[str, int]) -> int:
+        return max([self.arrival_hour, *(arrivals.get(owner, self.arrival_hour) for owner in self.visible_owners)])
 
 
 def history_for_batch(store: S3Store, layout: Layout, state: CommittedState, batch_id: str, as_of: datetime,

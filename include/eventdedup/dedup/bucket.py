@@ -38,7 +38,7 @@ from eventdedup.dedup.decide import (
 )
 from eventdedup.dedup.rows import audit_columns, output_columns
 from eventdedup.dedup.survivor import SurvivorPolicy
-from eventdedup.keys import digest_array
+from eventdedup.keys import day_guard_head_key, digest_array, guard_head_key
 from eventdedup.sorting import distinct_sorted, unique_inverse
 
 
@@ -48,8 +48,9 @@ class BucketCache(Protocol):
     def runs(self, hour: int, bucket: int) -> list[CacheRun]:
         """The committed runs of one (hour, fine bucket) segment; none when it has no head."""
 
-    def guard(self, day: int, bucket: int) -> IdGuard:
-        """The committed id guard of one (arrival day, coarse bucket); empty when it has no head."""
+    def guard(self, head: str) -> IdGuard:
+        """The committed id guard the state names `head` (BucketRules.guard_heads); empty when it
+        has no head."""
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,24 @@ class BucketRules:
     # its new heads carry forward.
     visible_owners: Mapping[str, int]
     kept_owners: frozenset[str]
-    arrival_day: int  # the day of the guard the batch adds its ids to
-    guard_days: tuple[int, ...]  # arrival days of the window: the guards every bucket probes
+    arrival_hour: int  # the hour of the guard the batch adds its ids to
+    # The window's arrival hours and days: the guards every bucket probes (hour guards; the day
+    # guards batches before 2026-11-26 wrote). Both empty: no guard is read.
+    guard_hours: tuple[int, ...]
+    guard_days: tuple[int, ...]
     epochs: BucketEpochs  # bucket counts by hour; the job groups by the coarse count
     survivor: SurvivorPolicy = SurvivorPolicy("first")
     policy: DuplicatePolicy = DuplicatePolicy()
     # A populate batch (eventdedup.ops.populate): what it would emit goes to the cache only,
     # counted as `populated`.
     populate: bool = False
+    # Whether the batch adds its ids to an id guard (config: DedupSettings.uses_id_guards).
+    write_guard: bool = True
+
+    def guard_heads(self, bucket: int) -> list[str]:
+        """The state's names of every guard a bucket probes."""
+        return ([guard_head_key(hour, bucket) for hour in self.guard_hours]
+                + [day_guard_head_key(day, bucket) for day in self.guard_days])
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,8 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
         own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within)
         new_segments[(hour, fine)] = copy_forward_segment(segments[(hour, fine)], rules.kept_owners, own_run)
         written += len(own_run)
-    guard = cache.guard(rules.arrival_day, bucket).with_ids(digests[emitted], hours[emitted]) if emitted.any() else None
+    guard = (cache.guard(guard_head_key(rules.arrival_hour, bucket)).with_ids(digests[emitted], hours[emitted])
+             if rules.write_guard and emitted.any() else None)
     cross_hour = int(np.count_nonzero(cross_hour_duplicates(decision, view, key_of_row, hours)))
     counts = counts_of(decision, rules.populate, cache_keys_written=written, cross_hour_duplicates=cross_hour,
                        guard_hours_loaded=len(other_hours))
@@ -127,8 +139,8 @@ def _key_hours(rules: BucketRules, bucket: int, keys: npt.NDArray[np.bytes_], ke
     window names for it."""
     key_parts, hour_parts = [key_of_row], [hours]
     probe = GuardProbe.of(keys)
-    for day in rules.guard_days:
-        query, named = cache.guard(day, bucket).candidate_hours(probe)
+    for head in rules.guard_heads(bucket):
+        query, named = cache.guard(head).candidate_hours(probe)
         key_parts.append(query)
         hour_parts.append(named)
     distinct_hours, distinct_keys = distinct_pairs(np.concatenate(hour_parts), np.concatenate(key_parts))

@@ -7,7 +7,7 @@ loader that implements `BucketCache` over S3, and the files it writes, in input 
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,6 +20,7 @@ import pyarrow as pa
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import load_head_runs
+from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings
 from eventdedup.cache.segment import CacheRun
 from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
@@ -55,6 +56,7 @@ class DedupContext:
     input_keys: tuple[str, ...]
     quarantine_key: tuple[str, ...]  # staged quarantine key per input index
     quarantine_final_key: tuple[str, ...]
+    local_copies: LocalCopySettings = LocalCopySettings("", 0)  # executor-local copies of cache objects
 
     @property
     def batch_id(self) -> str:
@@ -65,43 +67,43 @@ class _CacheLoader:
     """The committed cache over S3 (a `BucketCache`): every object a partition reads, each loaded
     once, all in flight at once."""
 
-    def __init__(self, store: S3Store, heads: Mapping[str, str], pool: ThreadPoolExecutor) -> None:
-        self._store, self._heads, self._pool = store, heads, pool
+    def __init__(self, store: S3Store, heads: Mapping[str, str], pool: ThreadPoolExecutor,
+                 copies: LocalCopies) -> None:
+        self._store, self._heads, self._pool, self._copies = store, heads, pool, copies
         self._loads: dict[str, Future[Any]] = {}
 
-    def prefetch(self, epochs: BucketEpochs, bucket: int, hours: Iterable[int], guard_days: Iterable[int]) -> None:
+    def prefetch(self, epochs: BucketEpochs, bucket: int, hours: Iterable[int], guard_heads: Iterable[str]) -> None:
         for hour in hours:
             for fine in epochs.fine_of(bucket, hour):
                 self._segment(hour, fine)
-        for day in guard_days:
-            self._guard(day, bucket)
+        for head in guard_heads:
+            self._guard(head)
 
     def runs(self, hour: int, bucket: int) -> list[CacheRun]:
         """The runs of one (hour, fine bucket) segment."""
         result: list[CacheRun] = self._segment(hour, bucket).result()
         return result
 
-    def guard(self, day: int, bucket: int) -> IdGuard:
-        result: IdGuard = self._guard(day, bucket).result()
+    def guard(self, head: str) -> IdGuard:
+        result: IdGuard = self._guard(head).result()
         return result
 
     def _segment(self, hour: int, bucket: int) -> Future[Any]:
         name = str(CacheKey.of_hour(hour, bucket))
         if name not in self._loads:
-            self._loads[name] = self._pool.submit(load_head_runs, self._store, self._heads.get(name))
+            self._loads[name] = self._pool.submit(load_head_runs, self._store, self._heads.get(name), self._copies)
         return self._loads[name]
 
-    def _guard(self, day: int, bucket: int) -> Future[Any]:
-        name = guard_head_key(day, bucket)
+    def _guard(self, name: str) -> Future[Any]:
         if name not in self._loads:
-            self._loads[name] = self._pool.submit(_load_guard, self._store, self._heads.get(name))
+            self._loads[name] = self._pool.submit(_load_guard, self._store, self._heads.get(name), self._copies)
         return self._loads[name]
 
 
-def _load_guard(store: S3Store, key: str | None) -> IdGuard:
+def _load_guard(store: S3Store, key: str | None, copies: LocalCopies) -> IdGuard:
     if key is None:
         return IdGuard.empty()
-    data = store.get_bytes_or_none(key)
+    data = copies.get_or_none(store, key)
     if data is None:
         raise CorruptStateError(f"id guard {store.uri(key)} is named by the commit log but missing; reading it as "
                                 "empty would let duplicates in other hours through")
@@ -123,13 +125,14 @@ def dedup_partition(ctx: DedupContext, cache_heads: Mapping[str, str], partition
         counts += BatchCounts(input_lines=sum(part.lines for part in findings),
                               malformed=sum(len(part.raw) for part in findings))
         table = received.events()
+        holders: Counter[str] = Counter()
         if table.num_rows:
-            decided, bucket_writes = _dedup_rows(ctx, store, cache_heads, partition, table, numbers, pool)
+            decided, holders, bucket_writes = _dedup_rows(ctx, store, cache_heads, partition, table, numbers, pool)
             counts += decided
             writes.extend(bucket_writes)
         staged = [write.result() for write in writes]
     yield from (record for record in staged if record is not None)
-    yield PartitionCounts(counts)
+    yield PartitionCounts(counts, dict(sorted(holders.items())))
 
 
 @dataclass
@@ -172,7 +175,7 @@ class _Received:
 
 def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str], partition: int,
                 table: pa.Table, numbers: LineNumbers,
-                pool: ThreadPoolExecutor) -> tuple[BatchCounts, list[Future[StagedObject | None]]]:
+                pool: ThreadPoolExecutor) -> tuple[BatchCounts, Counter[str], list[Future[StagedObject | None]]]:
     """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
     copied once, into the output and audit files (in input order) at the end."""
     rules = ctx.rules
@@ -185,16 +188,19 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
     hours = narrow.column("cache_hour").to_numpy()
     writes: list[Future[StagedObject | None]] = []
     counts = BatchCounts()
+    holders: Counter[str] = Counter()  # earlier batches holding kept copies -> rows decided against them
     # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
     # as its loads land, and its segments are written while the next is decided.
-    loader = _CacheLoader(store, cache_heads, pool)
+    loader = _CacheLoader(store, cache_heads, pool, LocalCopies(ctx.local_copies))
     for bucket, rows in groups.items():
-        loader.prefetch(rules.epochs, bucket, distinct_sorted(hours[rows]).tolist(), rules.guard_days)
+        loader.prefetch(rules.epochs, bucket, distinct_sorted(hours[rows]).tolist(), rules.guard_heads(bucket))
     outputs: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     audits: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     for bucket, rows in groups.items():
         result = decide_bucket(rules, bucket, narrow.take(pa.array(rows)), loader)
         counts += result.counts
+        holders.update(holder for holder in result.audit.column("kept_in_batch").to_pylist()
+                       if holder is not None and holder != ctx.batch_id)
         outputs.append((rows[result.emitted], result.output))
         audits.append((rows[result.duplicates], result.audit))
         for (hour, fine), segment in result.segments.items():
@@ -212,7 +218,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
     if len(audit_rows):
         located = _with_location(ctx, audit, narrow.column("seq").to_numpy()[audit_rows], numbers)
         writes.append(pool.submit(_stage_audit, store, ctx, partition, _with_raw(located, table, audit_rows)))
-    return counts, writes
+    return counts, holders, writes
 
 
 def _with_location(ctx: DedupContext, audit: pa.Table, seqs: npt.NDArray[np.int64], numbers: LineNumbers) -> pa.Table:
@@ -245,9 +251,10 @@ def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: by
 
 
 def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -> StagedObject:
-    info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.attempt, ctx.rules.arrival_day, bucket), guard)
-    return StagedObject("cache", info, ctx.layout.final_guard(ctx.batch_id, ctx.rules.arrival_day, bucket), 0,
-                        cache_key=guard_head_key(ctx.rules.arrival_day, bucket))
+    hour = ctx.rules.arrival_hour
+    info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.attempt, hour, bucket), guard)
+    return StagedObject("cache", info, ctx.layout.final_guard(ctx.batch_id, hour, bucket), 0,
+                        cache_key=guard_head_key(hour, bucket))
 
 
 def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int, table: pa.Table) -> StagedObject:

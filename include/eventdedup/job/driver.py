@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+from collections import Counter
 from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from eventdedup import errors
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import check_cache_identity
+from eventdedup.cache.local_copies import LocalCopySettings
 from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted
 from eventdedup.commit.job_result import JobResult, StagedObject, withdraw_job_result
@@ -87,10 +89,12 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
                            populate=manifest.selector.populate)
     bucket_rules = BucketRules(
         batch_id=batch_id, visible_owners=history.visible_owners, kept_owners=history.kept_owners,
-        arrival_day=history.arrival_hour // 24,
-        guard_days=history.guard_days(state.arrivals), epochs=epochs,
+        arrival_hour=history.arrival_hour,
+        guard_hours=history.guard_hours(state.arrivals) if config.dedup.uses_id_guards else (),
+        guard_days=history.guard_days(state.arrivals) if config.dedup.uses_id_guards else (), epochs=epochs,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
+        write_guard=config.dedup.uses_id_guards,
     )
     attempt = new_attempt()
     dedup_ctx = DedupContext(
@@ -98,6 +102,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         input_keys=tuple(info.key for info in manifest.inputs),
         quarantine_key=tuple(layout.staged_quarantine(batch_id, attempt, i) for i in range(len(manifest.inputs))),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
+        local_copies=LocalCopySettings(config.spark.local_cache_dir, config.spark.local_cache_bytes),
     )
 
     def cut_of(index: int, info: ObjectInfo) -> Cut:
@@ -155,9 +160,11 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
     counts = BatchCounts(inputs_excluded=sum(1 for info in consumed if info.key in exclusions),
                          inputs_already_consumed=len(manifest.inputs) - len(consumed))
     objects: list[StagedObject] = []
+    decided_against: Counter[str] = Counter()
     for record in records:
         if isinstance(record, PartitionCounts):
             counts += record.counts
+            decided_against.update(record.decided_against)
         else:
             objects.append(record)
     counts.check_balance()
@@ -166,6 +173,6 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
     change = BatchChange(history.window_start_hour, history.retain_from_hour,
                          ledger_update(config, manifest, consumed, state.ledger, floor), partitions, tuple(excluded),
                          interval=manifest.interval is not None,
-                         arrival_hour=history.arrival_hour)
+                         arrival_hour=history.arrival_hour, decided_against=dict(sorted(decided_against.items())))
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), counts, tuple(objects),
                      change)

@@ -10,6 +10,7 @@ type, never by its code. To the driver, executors return only staged-object desc
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from eventdedup.commit.job_result import StagedObject
@@ -83,9 +84,11 @@ def partition_of_bucket(bucket: Seq, partitions: int) -> Seq:
 
 @dataclass(frozen=True)
 class PartitionCounts:
-    """Counts one dedup task adds to the batch's totals."""
+    """Counts one dedup task adds to the batch's totals, and the earlier batches it decided
+    duplicates against (holder -> audit rows; eventdedup.commit.changes.BatchChange.decided_against)."""
 
     counts: BatchCounts
+    decided_against: Mapping[str, int] = field(default_factory=dict)
 
 
 DriverRecord = StagedObject | PartitionCounts

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from eventdedup.cache.claims import cache_claim_differences, own_guard_entries
+from eventdedup.cache.claims import GuardEntries, cache_claim_differences, lacking_from_guard, own_guard_entries
+from eventdedup.cache.guard import decode_guard
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.commit.gate import needs_dedup_job
 from eventdedup.commit.job_result import JobResult
@@ -17,8 +18,8 @@ from eventdedup.commit.state import record_arrival_hour
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
-from eventdedup.keys import is_guard_head_key
-from eventdedup.layout import Layout
+from eventdedup.keys import is_day_guard_head_key, is_guard_head_key
+from eventdedup.layout import Layout, is_guard_object
 from eventdedup.naming import validate_batch_id
 from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 from eventdedup.ops.timings import PhaseTimes
@@ -49,21 +50,31 @@ def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSele
         return promote_batch(store, config, batch_id)
 
 
-def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord,
-                            heads: Mapping[str, str], coarse_buckets: int) -> list[str]:
+def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, record: CommitRecord,
+                            heads: Mapping[str, str], coarse_buckets: int, id_guards: bool = True) -> list[str]:
     """Compare a recomputed batch with its commit: a rerun must reproduce every object byte for
     byte, except what later commits legitimately changed in the cache heads it copies forward
-    (eventdedup.cache.claims): there, its own claims must be the same."""
-    committed = {obj.key: obj for obj in record.objects}
+    (eventdedup.cache.claims): there, its own claims must be the same. Without id guards
+    (partition_time = "id"), the guards a release before 2026-11-26 committed are not compared:
+    no batch reads them."""
+    committed = {obj.key: obj for obj in record.objects
+                 if id_guards or obj.kind != "cache" or not is_guard_object(obj.key)}
     recomputed = {obj.final_key: obj for obj in job.objects}
-    problems = [f"{key}: committed but not produced by the rerun"
-                for key in sorted(committed.keys() - recomputed.keys())]
-    problems += [f"{key}: produced by the rerun but not committed"
-                 for key in sorted(recomputed.keys() - committed.keys())]
     segments = {obj.cache_key: obj.staged.key for obj in job.objects
                 if obj.cache_key is not None and not is_guard_head_key(obj.cache_key)}
-    arrival_day = record_arrival_hour(record) // 24
-    own_entries = own_guard_entries(store, segments, record.batch_id, arrival_day, coarse_buckets)
+    own_entries = own_guard_entries(store, segments, record.batch_id, record_arrival_hour(record), coarse_buckets)
+    problems = []
+    day_guards = _day_guards(layout, committed)
+    if day_guards:
+        # Committed before 2026-11-26, with one guard per arrival day: the rerun writes its
+        # arrival hour's. What must hold is the same: the committed guards hold its claims.
+        problems += _day_guard_differences(store, day_guards, heads, own_entries)
+        committed = {key: obj for key, obj in committed.items() if key not in day_guards}
+        recomputed = {key: obj for key, obj in recomputed.items() if not is_guard_object(key)}
+    problems += [f"{key}: committed but not produced by the rerun"
+                 for key in sorted(committed.keys() - recomputed.keys())]
+    problems += [f"{key}: produced by the rerun but not committed"
+                 for key in sorted(recomputed.keys() - committed.keys())]
     for key in sorted(committed.keys() & recomputed.keys()):
         if committed[key].etag == recomputed[key].staged.etag and committed[key].size == recomputed[key].staged.size:
             continue
@@ -77,6 +88,35 @@ def differences_from_commit(store: S3Store, job: JobResult, record: CommitRecord
     # A count this version adds (e.g. inputs_excluded) is absent, i.e. 0, in older commit records.
     if job.counts.results() != record.counts.results():
         problems.append(f"counts differ: committed {dict(record.counts)}, rerun {dict(job.counts)}")
+    return problems
+
+
+def _day_guards(layout: Layout, objects: Iterable[str]) -> dict[str, str]:
+    """The format-1 day guards among a commit's objects: object key -> the state's head name."""
+    named = {key: layout.cache_object_of(key) for key in objects}
+    return {key: parsed[1] for key, parsed in sorted(named.items())
+            if parsed is not None and is_day_guard_head_key(parsed[1])}
+
+
+def _day_guard_differences(store: S3Store, day_guards: Mapping[str, str], heads: Mapping[str, str],
+                           own_entries: dict[str, GuardEntries]) -> list[str]:
+    """Whether a commit's day guards (or the heads that superseded them) hold the rerun's claims."""
+    problems = []
+    for key, head in day_guards.items():
+        bucket = int(head.rsplit("/", 1)[1])
+        data = store.get_bytes_or_none(key)
+        if data is None:
+            current = heads.get(head)
+            data = None if current is None else store.get_bytes_or_none(current)
+        claims = {entry for name, entries in own_entries.items() if name.endswith(f"/{bucket:04d}")
+                  for entry in entries}
+        if data is None:
+            if claims:
+                problems.append(f"{key}: committed, but neither it nor a head of its key exists any more")
+            continue
+        lacking = lacking_from_guard(decode_guard(data, key), claims)
+        if lacking:
+            problems.append(f"{key}: the committed id guard lacks {lacking} ids the batch claims")
     return problems
 
 
@@ -94,6 +134,7 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, sc: SparkContext
     job = run_dedup_job(sc, config, batch_id)
     try:
         epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
-        return differences_from_commit(store, job, record, state.cache_heads, epochs.coarse)
+        return differences_from_commit(store, layout, job, record, state.cache_heads, epochs.coarse,
+                                       config.dedup.uses_id_guards)
     finally:
         store.delete_prefix(layout.staging_root(batch_id))

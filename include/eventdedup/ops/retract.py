@@ -17,9 +17,10 @@ crash anywhere recovers like a promotion), that
 Its ids stay in the id guards: a guard only says which hour to load, so a stale hit costs one
 segment load, never a drop.
 
-Refused when a later batch's decisions depended on the batch (its audit names it as the holder of
-a kept copy: a duplicate dropped, renamed, kept or updated against it): retracting it alone would
-leave that later batch's output wrong. `--cascade` retracts those batches too, transitively.
+Refused when a later batch's decisions depended on the batch (its commit names it as the holder
+of a kept copy: a duplicate dropped, renamed, kept or updated against it; a commit written before
+2026-11-26, its audit): retracting it alone would leave that later batch's output wrong.
+`--cascade` retracts those batches too, transitively.
 """
 from __future__ import annotations
 
@@ -185,7 +186,11 @@ def _selects_an_interval(store: S3Store, layout: Layout, batch_id: str) -> bool:
 
 
 def _rows_decided_against(store: S3Store, record: CommitRecord, targets: set[str]) -> int:
-    """Audit rows of a commit whose kept copy is in one of `targets`."""
+    """Audit rows of a commit whose kept copy is in one of `targets`: as its commit records them;
+    from its audit objects for a commit written before 2026-11-26."""
+    change = record.batch_change
+    if change is not None and change.decided_against is not None:
+        return sum(rows for holder, rows in change.decided_against.items() if holder in targets)
     count = 0
     for obj in record.objects:
         if obj.kind == "audit":

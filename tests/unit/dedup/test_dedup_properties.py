@@ -24,7 +24,7 @@ from eventdedup.cache.segment import CacheRun, decode_segment
 from eventdedup.dedup.bucket import BucketRules, decide_bucket
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
-from eventdedup.keys import bucket_array, key_digest
+from eventdedup.keys import bucket_array, guard_head_key, key_digest
 from eventdedup.parse.order_keys import order_key_of_value
 from eventdedup.tables import UTC_MICROS
 
@@ -48,18 +48,18 @@ streams = st.lists(st.tuples(st.lists(events, min_size=1, max_size=12), st.sampl
 @dataclass
 class MemoryCache:
     """The committed heads, as the encoded objects a commit leaves: (hour, bucket) segments and
-    (arrival day, bucket) guards; a commit replaces the heads it writes."""
+    guards by the state's head name; a commit replaces the heads it writes."""
 
     segments: dict[tuple[int, int], bytes] = field(default_factory=dict)
-    guards: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    guards: dict[str, bytes] = field(default_factory=dict)
 
     def runs(self, hour: int, bucket: int) -> list[CacheRun]:
         data = self.segments.get((hour, bucket))
         return [] if data is None else decode_segment(data, f"{hour}/{bucket}")
 
-    def guard(self, day: int, bucket: int) -> IdGuard:
-        data = self.guards.get((day, bucket))
-        return IdGuard.empty() if data is None else decode_guard(data, f"guard {day}/{bucket}")
+    def guard(self, head: str) -> IdGuard:
+        data = self.guards.get(head)
+        return IdGuard.empty() if data is None else decode_guard(data, head)
 
 
 def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
@@ -68,10 +68,12 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
     order and the heads its commit would write. `committed`: batch -> arrival, in commit order,
     of the batches committed before it."""
     start = arrival - WINDOW
+    visible = {owner: i for i, (owner, at) in enumerate(committed.items()) if at >= start}
+    last = max([arrival, *(committed[owner] for owner in visible)])
     rules = BucketRules(
-        batch, visible_owners={owner: i for i, (owner, at) in enumerate(committed.items()) if at >= start},
-        kept_owners=frozenset(committed), arrival_day=arrival // 24,
-        guard_days=tuple(range(start // 24, arrival // 24 + 1)), epochs=BucketEpochs(BUCKETS),
+        batch, visible_owners=visible, kept_owners=frozenset(committed), arrival_hour=arrival,
+        guard_hours=tuple(range(start, last + 1)), guard_days=tuple(range(start // 24, last // 24 + 1)),
+        epochs=BucketEpochs(BUCKETS),
         survivor=SurvivorPolicy.parse(policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:p"),
         policy=DuplicatePolicy(policy.synthetic, policy.changelog))
     table = pa.table({
@@ -99,7 +101,7 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
                                                  output["supersedes_batch"] if update else batch)
         written.segments.update(outcome.segments)
         if outcome.guard is not None:
-            written.guards[(rules.arrival_day, bucket)] = encode_guard(outcome.guard)
+            written.guards[guard_head_key(rules.arrival_hour, bucket)] = encode_guard(outcome.guard)
     assert all(verdict is not None for verdict in verdicts)
     return verdicts, written  # type: ignore[return-value]
 
@@ -146,8 +148,8 @@ def test_the_counts_of_a_bucket_name_what_was_found_done_and_loaded() -> None:
     cache.segments.update(written.segments)
     cache.guards.update(written.guards)
     bucket = int(bucket_array(np.array([key_digest("a")], "S16"), BUCKETS)[0])
-    rules = BucketRules("b2", {"b1": 0}, frozenset({"b1"}), HOUR // 24, ((HOUR - WINDOW) // 24, HOUR // 24),
-                        BucketEpochs(BUCKETS))
+    rules = BucketRules("b2", {"b1": 0}, frozenset({"b1"}), HOUR, tuple(range(HOUR - WINDOW, HOUR + 1)),
+                        ((HOUR - WINDOW) // 24, HOUR // 24), BucketEpochs(BUCKETS))
     rows = pa.table({"event_id": ["a", "a"], "key_digest": pa.array([key_digest("a")] * 2, pa.binary(16)),
                      "fingerprint": pa.array([1, 2], pa.uint64()), "event_time": pa.array([0, 0], UTC_MICROS),
                      "order_key": pa.nulls(2, pa.binary()), "cache_hour": pa.array([HOUR + 5] * 2, pa.int64())})

@@ -1,0 +1,139 @@
+"""Executor-local disk copies of cache objects: a persistent cluster reads from S3, per batch,
+only what changed.
+
+Cache objects are immutable by name (a head's every version has a key of its own), and a batch
+reads every guard of its window: at production density that is gigabytes a batch, nearly all of
+them the same as the batch before read. So a worker keeps what it read on local disk, keyed by
+object key and ETag, and uses a copy only after S3 answers a conditional GET (If-None-Match: the
+copy's ETag) with 304 Not Modified: a replaced object is never served stale (its new bytes come
+back in the same request) and a deleted one is missing as on S3. Each copy carries the CRC32 of
+its bytes, checked on every read: a damaged or truncated copy is dropped and read from S3
+again, never trusted. The directory is shared by the worker processes of a host (a copy is
+written to a temporary name and renamed: a reader sees a whole copy or none) and bounded: past
+`max_bytes`, the least recently used copies leave first.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from botocore.exceptions import ClientError
+
+from eventdedup.s3store import S3Store, is_not_found
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"EDLC"
+_HEADER = struct.Struct(">4sHHQI")  # magic, key length, ETag length, size, crc32 of the bytes
+SUFFIX = ".copy"
+
+
+@dataclass(frozen=True)
+class LocalCopySettings:
+    directory: str  # "" for <temporary directory>/eventdedup-object-cache
+    max_bytes: int  # 0: no local copies
+
+    @property
+    def path(self) -> Path:
+        return Path(self.directory or os.path.join(tempfile.gettempdir(), "eventdedup-object-cache"))
+
+
+@dataclass(frozen=True)
+class _Copy:
+    etag: str
+    data: bytes
+
+
+class LocalCopies:
+    """Cache objects through a local directory of verified copies (the rules above)."""
+
+    def __init__(self, settings: LocalCopySettings) -> None:
+        self.settings = settings
+        self.directory = settings.path
+        self.enabled = settings.max_bytes > 0
+        if self.enabled:
+            self.directory.mkdir(parents=True, exist_ok=True)
+
+    def get_or_none(self, store: S3Store, key: str) -> bytes | None:
+        """The object's bytes as S3 holds them now; None when S3 has no such object."""
+        if not self.enabled:
+            return store.get_bytes_or_none(key)
+        path = self.path_of(store, key)
+        copy = self._read(path, key)
+        try:
+            answer = store.get_versioned(key, unless_etag=None if copy is None else copy.etag)
+        except ClientError as exc:
+            if is_not_found(exc):
+                path.unlink(missing_ok=True)
+                return None
+            raise
+        if answer is None:
+            assert copy is not None
+            os.utime(path)  # recently used
+            return copy.data
+        data, etag = answer
+        self._write(path, key, etag, data)
+        return data
+
+    def path_of(self, store: S3Store, key: str) -> Path:
+        """Where the copy of an object of the store's bucket lives."""
+        return self.directory / (hashlib.sha256(f"{store.bucket}/{key}".encode()).hexdigest() + SUFFIX)
+
+    def _read(self, path: Path, key: str) -> _Copy | None:
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            magic, key_length, etag_length, size, crc = _HEADER.unpack_from(raw)
+            stored_key = raw[_HEADER.size:_HEADER.size + key_length].decode()
+            start = _HEADER.size + key_length
+            etag = raw[start:start + etag_length].decode()
+            data = raw[start + etag_length:]
+        except (struct.error, UnicodeDecodeError):
+            magic, stored_key, etag, data, size, crc = b"", "", "", b"", -1, -1
+        if magic != MAGIC or stored_key != key or len(data) != size or zlib.crc32(data) != crc:
+            log.warning("local copy %s of %s is damaged or not its own; reading the object from S3", path, key)
+            path.unlink(missing_ok=True)
+            return None
+        return _Copy(etag, data)
+
+    def _write(self, path: Path, key: str, etag: str, data: bytes) -> None:
+        if len(data) > self.settings.max_bytes:
+            return
+        encoded_key, encoded_etag = key.encode(), etag.encode()
+        header = _HEADER.pack(MAGIC, len(encoded_key), len(encoded_etag), len(data), zlib.crc32(data))
+        writing = path.with_name(f".writing-{os.getpid()}-{path.name}")
+        try:
+            with open(writing, "wb") as out:
+                out.write(header + encoded_key + encoded_etag)
+                out.write(data)
+            os.replace(writing, path)
+        except OSError as exc:  # a full or read-only disk costs S3 reads, never a batch
+            log.warning("cannot keep a local copy of %s in %s: %s", key, self.directory, exc)
+            writing.unlink(missing_ok=True)
+            return
+        self._evict()
+
+    def _evict(self) -> None:
+        """Least recently used copies leave until the directory holds at most max_bytes."""
+        entries = []
+        for entry in os.scandir(self.directory):
+            if entry.name.endswith(SUFFIX):
+                try:
+                    stat = entry.stat()
+                except OSError:
+                    continue
+                entries.append((stat.st_mtime_ns, stat.st_size, entry.path))
+        total = sum(size for _, size, _ in entries)
+        for _, size, name in sorted(entries):
+            if total <= self.settings.max_bytes:
+                break
+            Path(name).unlink(missing_ok=True)
+            total -= size

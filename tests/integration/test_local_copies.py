@@ -1,0 +1,106 @@
+"""Executor-local copies of cache objects (eventdedup.cache.local_copies): a copy is used only
+after S3 confirms its ETag; a damaged, stale or deleted one is never trusted; the directory stays
+within its bound; and a batch decides exactly as it does without copies, reading less from S3."""
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import orjson
+
+from eventdedup.cache.local_copies import SUFFIX, LocalCopies, LocalCopySettings
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.ops.pipeline import run_batch
+from eventdedup.s3store import S3Store, make_client
+from eventdedup_dev.s3_fault_proxy import FaultProxy
+
+from ..support.helpers import NOW, committed_rows, make_config, put_lines
+
+
+def copies_in(directory: Path, max_bytes: int = 1 << 20) -> LocalCopies:
+    return LocalCopies(LocalCopySettings(str(directory), max_bytes))
+
+
+def test_a_copy_is_used_only_when_s3_confirms_its_etag(s3_server, bucket, tmp_path) -> None:
+    with FaultProxy(s3_server.endpoint_url) as proxy:
+        store = S3Store(make_client(make_config(proxy.endpoint_url, bucket).s3), bucket)
+        store.put_bytes("cache/a.seg", b"first version")
+        copies = copies_in(tmp_path)
+        proxy.arm(None)
+        assert copies.get_or_none(store, "cache/a.seg") == b"first version"  # read, and kept
+        assert copies.get_or_none(store, "cache/a.seg") == b"first version"  # confirmed: 304, no bytes
+        assert [request.split()[0] for request in proxy.requests] == ["GET", "GET"]
+        assert proxy.bytes_served[f"GET /{bucket}/cache/a.seg"] == len(b"first version")  # once
+        # Replaced on S3 (eventdedup never does; a copy must not outlive it): the new bytes.
+        store.put_bytes("cache/a.seg", b"second version")
+        assert copies.get_or_none(store, "cache/a.seg") == b"second version"
+        assert copies.get_or_none(store, "cache/a.seg") == b"second version"
+        # Deleted on S3: missing, as on S3, whatever the copy says.
+        store.delete_keys(["cache/a.seg"])
+        assert copies.get_or_none(store, "cache/a.seg") is None
+        assert not list(tmp_path.glob(f"*{SUFFIX}"))
+
+
+def test_a_damaged_copy_is_read_again_from_s3_never_trusted(s3_server, bucket, tmp_path) -> None:
+    store = S3Store(s3_server.client(), bucket)
+    store.put_bytes("cache/b.seg", b"the committed bytes")
+    copies = copies_in(tmp_path)
+    copies.get_or_none(store, "cache/b.seg")
+    (path,) = tmp_path.glob(f"*{SUFFIX}")
+    for damage in (lambda raw: raw[:-3], lambda raw: raw[:-1] + bytes([raw[-1] ^ 1]), lambda raw: b"junk"):
+        path.write_bytes(damage(path.read_bytes()))
+        assert copies.get_or_none(store, "cache/b.seg") == b"the committed bytes"
+        assert copies.get_or_none(store, "cache/b.seg") == b"the committed bytes"  # and kept again, whole
+
+
+def test_the_directory_stays_within_its_bound_least_recently_used_first(s3_server, bucket, tmp_path) -> None:
+    store = S3Store(s3_server.client(), bucket)
+    for name in "abc":
+        store.put_bytes(f"cache/{name}.seg", name.encode() * 400)
+    copies = copies_in(tmp_path, max_bytes=1000)  # room for two copies (400 bytes and a header each)
+    for name in "abac":  # b is the least recently used when c arrives
+        assert copies.get_or_none(store, f"cache/{name}.seg") == name.encode() * 400
+    kept = [name for name in "abc" if copies.path_of(store, f"cache/{name}.seg").exists()]
+    assert kept == ["a", "c"] and sum(path.stat().st_size for path in tmp_path.glob(f"*{SUFFIX}")) <= 1000
+    assert copies_in(tmp_path, 0).get_or_none(store, "cache/a.seg") == b"a" * 400  # 0 bytes: no copies
+
+
+def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server, bucket, spark, tmp_path) -> None:
+    """Three batches through a proxy, with and without copies: the same rows; with copies, the
+    third batch reads b1's segments of hours 03 and 04 (b2 read them and wrote none there) from
+    local disk: S3 answers 304."""
+    def event(n: int, hour: int) -> bytes:
+        return orjson.dumps({"event_id": f"e{n}", "created_at": f"2026-11-22T0{hour}:10:00Z", "v": 1})
+
+    batches = [[event(n, 3 + n % 2) for n in range(40)],
+               [event(n, 3 + n % 2) for n in range(10)] + [event(n, 5) for n in range(40, 70)],
+               [event(n, 3 + n % 2) for n in range(10, 20)] + [event(n, 5) for n in range(70, 100)]]
+    results = {}
+    for label, cache_bytes in (("without", 0), ("with", 1 << 24)):
+        run_bucket = f"{bucket}-{label}"
+        s3_server.client().create_bucket(Bucket=run_bucket)
+        with FaultProxy(s3_server.endpoint_url) as proxy:
+            config = make_config(proxy.endpoint_url, run_bucket, dedup={"buckets": 2},
+                                 spark={"local_cache_dir": str(tmp_path / label), "local_cache_bytes": cache_bytes})
+            store = S3Store(make_client(config.s3), run_bucket)
+            cache_bytes_read = []
+            for number, lines in enumerate(batches, start=1):
+                put_lines(store, f"landing/b{number}/1.jsonl", lines)
+                proxy.arm(None)
+                before = dict(proxy.bytes_served)
+                run_batch(store, config, f"b{number}", InputSelector(input_prefix=f"landing/b{number}/"),
+                          NOW + timedelta(minutes=5 * number), lambda: spark)
+                cache_bytes_read.append(sum(size - before.get(request, 0) for request, size in proxy.bytes_served.items()
+                                            if "/_eventdedup/cache/" in request))
+        results[label] = (sorted((row["batch_id"], row["event_id"]) for row in committed_rows(store, config, "data")),
+                          sorted((row["batch_id"], row["event_id"], row["reason"])
+                                 for row in committed_rows(store, config, "audit")), cache_bytes_read)
+    expected_data = sorted([("b1", f"e{n}") for n in range(40)] + [("b2", f"e{n}") for n in range(40, 70)]
+                           + [("b3", f"e{n}") for n in range(70, 100)])
+    expected_audit = sorted([("b2", f"e{n}", "cross_batch_natural") for n in range(10)]
+                            + [("b3", f"e{n}", "cross_batch_natural") for n in range(10, 20)])
+    for label in ("without", "with"):
+        assert results[label][:2] == (expected_data, expected_audit), label
+    without, with_copies = results["without"][2], results["with"][2]
+    assert with_copies[:2] == without[:2]  # b1 and b2 read every cache object for the first time
+    assert with_copies[2] < without[2]  # b3 finds b1's segments b2 read, still heads, on local disk
