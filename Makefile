@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv demo airflow test check lint typecheck soak bench redis-server lock check-java clean package stack stack-stop test-stack ci postgres chromium
+.PHONY: venv demo airflow test check lint typecheck soak bench bench-scale redis-server lock check-java clean package stack stack-stop test-stack ci postgres chromium
 
 venv: $(VENV)/.installed
 
@@ -66,6 +66,12 @@ soak: venv check-java
 # BENCH_ARGS passes options through, e.g. make bench BENCH_ARGS="--events 100000 --history-scales 4".
 bench: venv check-java redis-server
 	$(PY) bench/run_bench.py $(BENCH_ARGS)
+
+# One batch at production density, by kind of object (bench/scale.py): a store seeded for one sampled
+# bucket as years of 5-minute batches would leave it; bench/results/scale-latest.json + a table.
+# SCALE_ARGS passes options through, e.g. make bench-scale SCALE_ARGS="--rates 100000 --fills 1,10".
+bench-scale: venv check-java
+	$(PY) bench/scale.py $(SCALE_ARGS)
 
 # The Redis peer runs Debian's redis-server; installed here when missing (needs root, as in CI images).
 redis-server:

@@ -7,7 +7,7 @@ both invisible to the measured batch: history batches commit no data files (the 
 never reads output data), and the fingerprint of a history event the measured batch does not
 resend is derived from its id rather than from its JSON (it is never compared with anything).
 Fingerprints of resent events are the library's own, computed from the exact resent line.
-Each batch also copies its arrival day's id guards forward, as the job does. Superseded segments
+Each batch also copies its arrival hour's id guards forward, as the job does. Superseded segments
 and guards are deleted as the maintenance DAG would, so the emulator holds only heads.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
     rules = ParseRules.for_batch(config, workload.spec.anchor)
     state = CommittedState()
     open_runs: dict[CacheKey, list[CacheRun]] = {}  # runs of hours a later history batch still extends
-    guards: dict[tuple[int, int], IdGuard] = {}  # (arrival day, bucket) -> the day's guard so far
+    guards: dict[tuple[int, int], IdGuard] = {}  # (arrival hour, bucket) -> the hour's guard so far
     with ThreadPoolExecutor(16) as pool:
         for j in range(workload.spec.history_batches):
             batch = workload.history_batch(j)
@@ -53,10 +53,9 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
                 segments.append((key, encode_segment(runs)))
             written = list(pool.map(lambda item, batch_id=batch.batch_id: _put_segment(store, layout, batch_id, *item),
                                     segments))
-            day = int(batch.as_of.timestamp()) // 86400
-            written += list(pool.map(lambda item, batch_id=batch.batch_id, day=day: _put_guard(store, layout, batch_id,
-                                                                                              day, *item),
-                                     _grown_guards(guards, day, batch, buckets)))
+            arrival = int(batch.as_of.timestamp()) // 3600
+            written += list(pool.map(lambda item, batch_id=batch.batch_id, hour=arrival: _put_guard(
+                store, layout, batch_id, hour, *item), _grown_guards(guards, arrival, batch, buckets)))
             superseded = [state.cache_heads[name] for _, (name, _) in written if name in state.cache_heads]
             record = CommitRecord(
                 version=state.version + 1, batch_id=batch.batch_id, previous_batch_id=state.last_batch_id,
@@ -92,24 +91,24 @@ def _runs_by_cache_key(batch: HistoryBatch, fingerprints: np.ndarray, buckets: i
         yield CacheKey.of_code(int(sorted_code[start]), buckets), run
 
 
-def _grown_guards(guards: dict[tuple[int, int], IdGuard], day: int, batch: HistoryBatch,
+def _grown_guards(guards: dict[tuple[int, int], IdGuard], arrival: int, batch: HistoryBatch,
                   buckets: int) -> list[tuple[int, IdGuard]]:
     bucket_of_row = bucket_array(batch.ids, buckets)
     hours = batch.times_us // HOUR_US
     grown = []
     for bucket in range(buckets):
         rows = bucket_of_row == bucket
-        guard = guards.get((day, bucket), IdGuard.empty()).with_ids(batch.ids[rows], hours[rows])
-        guards[(day, bucket)] = guard
+        guard = guards.get((arrival, bucket), IdGuard.empty()).with_ids(batch.ids[rows], hours[rows])
+        guards[(arrival, bucket)] = guard
         grown.append((bucket, guard))
     return grown
 
 
-def _put_guard(store: S3Store, layout: Layout, batch_id: str, day: int, bucket: int,
+def _put_guard(store: S3Store, layout: Layout, batch_id: str, arrival: int, bucket: int,
                guard: IdGuard) -> tuple[PromotedObject, tuple[str, str]]:
-    final = layout.final_guard(batch_id, day, bucket)
+    final = layout.final_guard(batch_id, arrival, bucket)
     info = store.put_bytes(final, encode_guard(guard))
-    return PromotedObject("cache", final, info.size, info.etag), (guard_head_key(day, bucket), final)
+    return PromotedObject("cache", final, info.size, info.etag), (guard_head_key(arrival, bucket), final)
 
 
 def _put_segment(store: S3Store, layout: Layout, batch_id: str, key: CacheKey,

@@ -1,0 +1,577 @@
+"""`make bench-scale`: what one batch reads and writes at production density, by kind of object.
+
+    .venv/bin/python bench/scale.py [--rates 100000,1000000,10000000] [--windows 24,168]
+        [--fills 1,10,100] [--partition-times event,id] [--max-seed-ids 40000000] [--out FILE]
+
+Years of 5-minute batches are not run: the steady state they leave is written directly, with
+the project's own writers (`encode_segment`, `IdGuard`, `write_commit`, checkpoints), for one
+sampled bucket of the cache's 16, as those batches would have left it:
+
+- a stream of `rate` events per 5-minute batch, 12 batches an hour, each an interval batch
+  committed in order; a bucket holds 1/16 of each batch's ids;
+- of each batch's events 99 % are dated in its arrival hour, 1 % are stragglers dated 24-48 hours
+  before it (their runs land in old hours' segments, as late events' do);
+- the window is `fill` % full: arrivals span the last fill x window hours (1 hour at least);
+- copy-forward heads as the job writes them (each hour segment holds every run committed to it;
+  each arrival hour's id guard every id of that hour, except under partition_time = "id", which
+  keeps none), superseded versions deleted as the maintenance DAG deletes them.
+
+Then one real batch runs against it (Spark, the local S3 server, through a counting proxy): the
+sampled bucket's share of a 5-minute batch, arriving in the 7th slot of the newest hour, made
+of 96 % new ids, 1 % in-batch copies, 1 % exact copies of ids committed earlier in the hour,
+1 % stragglers, 0.5 % copies re-stamped now of ids committed 2-20 hours ago (found only
+through the guard under event partitioning) and 0.5 % exact late copies of ids 30 hours old.
+Its output rows are checked against that composition (the bench fails on a wrong count).
+
+Per batch it reports requests and bytes read and written per kind of object (input, hour
+segments, id guards, state: the log, checkpoints, markers, view; output: data, audit,
+manifests, staging), CPU seconds per stage, and each figure extrapolated to all 16 buckets
+(input, segments, guards and output grow with the buckets; the state does not), cold (no
+executor-local copies) and warm (after a batch before it read the window on the same executor:
+copies of every cache object but those the last commit wrote). A store that would hold more
+than --max-seed-ids entries in the sampled bucket is not built on this machine; those cells are
+extrapolated linearly in fill from the 1 % and 10 % runs of the same configuration, and
+labelled so.
+
+Separately, the state at 1,000 input objects per batch: a checkpoint whose ledger holds two
+windows of inputs plus 9 commits, its load time (median of 3).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from process_cpu import SampledCpu, spark_groups, spark_phase  # noqa: E402
+from workload import HOUR_US, event_line  # noqa: E402
+
+from eventdedup.cache.guard import IdGuard, encode_guard  # noqa: E402
+from eventdedup.cache.identity import check_cache_identity  # noqa: E402
+from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings  # noqa: E402
+from eventdedup.cache.segment import CacheRun, encode_segment  # noqa: E402
+from eventdedup.commit.changes import BatchChange  # noqa: E402
+from eventdedup.commit.ledger import IngestionLedger, LedgerEntry, LedgerUpdate  # noqa: E402
+from eventdedup.commit.log import load_committed_state, write_checkpoint_if_due, write_commit  # noqa: E402
+from eventdedup.commit.promotion import promote_batch  # noqa: E402
+from eventdedup.commit.records import CommitRecord, PromotedObject  # noqa: E402
+from eventdedup.commit.state import CommittedState  # noqa: E402
+from eventdedup.config import Config, config_from_mapping  # noqa: E402
+from eventdedup.counts import BatchCounts  # noqa: E402
+from eventdedup.inputs.intervals import batch_id_for_interval  # noqa: E402
+from eventdedup.inputs.manifest import freeze_batch_inputs  # noqa: E402
+from eventdedup.inputs.selector import InputSelector  # noqa: E402
+from eventdedup.job.driver import run_dedup_job  # noqa: E402
+from eventdedup.keys import CacheKey, bucket_array, guard_head_key  # noqa: E402
+from eventdedup.layout import GUARD_SUFFIX, SEGMENT_SUFFIX, Layout  # noqa: E402
+from eventdedup.parse.event_parser import ParseRules, parse_event  # noqa: E402
+from eventdedup.s3store import ObjectInfo, S3Store, make_client  # noqa: E402
+from eventdedup.spark.session import build_spark_context  # noqa: E402
+from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
+from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BUCKETS = 16  # the shipped default of a new cache
+SAMPLED = 0  # the bucket the store is built for and the batch holds
+BATCHES_PER_HOUR = 12
+MEASURED_SLOT = 6  # the measured batch arrives after six batches of its hour
+ANCHOR_HOUR = int(datetime(2026, 11, 22, 12, tzinfo=timezone.utc).timestamp()) // 3600
+STRAGGLERS = 0.01
+INPUT_OBJECTS = 8
+KINDS = ("input", "segments", "guards", "state", "output")
+PER_BUCKET_KINDS = ("input", "segments", "guards", "output")
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    rate: int  # events per 5-minute batch
+    window: int  # hours
+    fill: int  # percent of the window the store holds
+    partition_time: str
+
+    @property
+    def per_bucket(self) -> int:
+        return self.rate // BUCKETS
+
+    @property
+    def seeded_hours(self) -> int:
+        return max(1, round(self.window * self.fill / 100))
+
+    @property
+    def seeded_ids(self) -> int:
+        return self.per_bucket * (self.seeded_hours * BATCHES_PER_HOUR + MEASURED_SLOT)
+
+    @property
+    def label(self) -> str:
+        return f"{self.rate:,}/5min {self.window}h {self.partition_time} {self.fill}%"
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The measured batch (the sampled bucket's share), by what each event is."""
+
+    fresh: int
+    in_batch: int  # exact copies of fresh events of the batch
+    same_hour: int  # exact copies of ids committed earlier in the hour
+    stragglers: int  # new ids dated 24-48 hours back
+    restamped: int  # copies of ids committed 2-20 hours ago, dated now (synthetic: renamed, emitted)
+    late: int  # exact copies of ids committed 30 hours ago, with their time then
+
+    @classmethod
+    def of(cls, events: int) -> Composition:
+        one, half = events // 100, events // 200
+        return cls(events - 4 * one - 2 * half, one, one, one, half, half)
+
+    @property
+    def expected_output(self) -> int:
+        return self.fresh + self.stragglers + self.restamped
+
+
+def hour_time(hour: int, minute_us: int = 0) -> int:
+    return hour * HOUR_US + minute_us
+
+
+def interval_id(hour: int, slot: int) -> str:
+    return batch_id_for_interval(datetime.fromtimestamp(hour * 3600 + slot * 300, timezone.utc))
+
+
+class Ids:
+    """Ids as the parser digests them (a canonical UUID's 16 bytes). Under id partitioning an id
+    that is sent is a UUIDv7 whose milliseconds are its event time; otherwise a v4."""
+
+    def __init__(self, rng: np.random.Generator, partition_time: str) -> None:
+        self.rng, self.version = rng, 0x70 if partition_time == "id" else 0x40
+
+    def anonymous(self, count: int) -> np.ndarray:
+        """Committed ids the measured batch never sends: any 16 bytes digest and hash alike."""
+        return np.frombuffer(self.rng.bytes(16 * count), "S16").copy()
+
+    def sent(self, times_us: np.ndarray) -> np.ndarray:
+        """One id of the sampled bucket per event time."""
+        out = np.empty(len(times_us), "S16")
+        filled = 0
+        while filled < len(out):
+            raw = self.rng.integers(0, 256, size=(max(64, (len(out) - filled) * BUCKETS * 2), 16), dtype=np.uint8)
+            raw[:, 6] = (raw[:, 6] & 0x0F) | self.version
+            raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80
+            ids = raw.view("S16").reshape(-1)
+            kept = ids[bucket_array(ids, BUCKETS) == SAMPLED][:len(out) - filled]
+            out[filled:filled + len(kept)] = kept
+            filled += len(kept)
+        if self.version == 0x70:
+            raw = out.view(np.uint8).reshape(-1, 16)
+            raw[:, :6] = (times_us // 1000).astype(">u8").view(np.uint8).reshape(-1, 8)[:, 2:]
+            out = raw.view("S16").reshape(-1)
+            keep = bucket_array(out, BUCKETS) == SAMPLED  # the time changed the bucket: draw those again
+            if not keep.all():
+                out[~keep] = self.sent(times_us[~keep])
+        return out
+
+
+def id_of(digests: np.ndarray, i: int) -> bytes:
+    return digests.view(np.uint8).reshape(-1, 16)[i].tobytes()
+
+
+@dataclass(frozen=True)
+class Plant:
+    kind: str
+    version: int  # the seeded batch that committed it
+    digest: bytes
+    fingerprint: int
+    hour: int  # its cache hour
+    line: bytes  # as first sent
+    time_us: int
+
+
+class SeededStore:
+    """The steady state of the sampled bucket, written as the batches before would have left it."""
+
+    def __init__(self, store: S3Store, config: Config, spec: ScaleSpec, rng: np.random.Generator) -> None:
+        self.store, self.config, self.spec, self.rng = store, config, spec, rng
+        self.layout = Layout(config.layout)
+        self.ids = Ids(rng, spec.partition_time)
+        self.rules = ParseRules.for_batch(config, measured_as_of())
+
+    def batches(self) -> list[tuple[str, int]]:
+        """(batch id, arrival hour) of every seeded batch, in commit order (version = index + 1)."""
+        first = ANCHOR_HOUR - self.spec.seeded_hours
+        slots = [(hour, slot) for hour in range(first, ANCHOR_HOUR) for slot in range(BATCHES_PER_HOUR)]
+        slots += [(ANCHOR_HOUR, slot) for slot in range(MEASURED_SLOT)]
+        return [(interval_id(hour, slot), hour) for hour, slot in slots]
+
+    def write(self, composition: Composition) -> list[Plant]:
+        check_cache_identity(self.store, self.layout, self.config)
+        batches = self.batches()
+        plants = self.plant(composition, batches)
+        by_version: dict[int, list[Plant]] = defaultdict(list)
+        for plant in plants:
+            by_version[plant.version].append(plant)
+        runs: dict[int, list[tuple[int, CacheRun]]] = defaultdict(list)  # cache hour -> (version, run)
+        guard_parts: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)  # arrival hour ->
+        for version, (batch_id, arrival) in enumerate(batches, start=1):
+            count = self.spec.per_bucket
+            late = self.rng.random(count) < STRAGGLERS
+            hours = np.where(late, arrival - self.rng.integers(24, 49, count), arrival).astype(np.int64)
+            digests = self.ids.anonymous(count)
+            fingerprints = self.rng.integers(0, 2**63, count).astype(np.uint64)
+            mine = by_version.get(version, [])
+            if mine:
+                digests = np.concatenate([digests, np.array([p.digest for p in mine], "S16")])
+                fingerprints = np.concatenate([fingerprints, np.array([p.fingerprint for p in mine], np.uint64)])
+                hours = np.concatenate([hours, np.array([p.hour for p in mine], np.int64)])
+            for hour in np.unique(hours).tolist():
+                rows = hours == hour
+                runs[hour].append((version, CacheRun.build(batch_id, digests[rows], fingerprints[rows])))
+            if self.config.dedup.uses_id_guards:
+                guard_parts[arrival].append((version, digests, hours))
+        heads = self._write_heads(batches, runs, guard_parts)
+        self._write_log(batches, heads)
+        self.last_commit_objects = sorted(heads[len(batches)].values())
+        return plants
+
+    def plant(self, composition: Composition, batches: list[tuple[str, int]]) -> list[Plant]:
+        """The committed ids the measured batch re-sends, with the lines first sent."""
+        by_hour: dict[int, list[int]] = defaultdict(list)
+        for version, (_, arrival) in enumerate(batches, start=1):
+            by_hour[arrival].append(version)
+        oldest = min(by_hour)
+        restamp_hours = [h for h in range(max(oldest, ANCHOR_HOUR - 20), ANCHOR_HOUR - 1)] or [ANCHOR_HOUR]
+        sources = {
+            "same_hour": (composition.same_hour, [ANCHOR_HOUR]),
+            "restamped": (composition.restamped, restamp_hours),
+            "late": (composition.late, [max(oldest, ANCHOR_HOUR - 30)]),
+        }
+        plants = []
+        for kind, (count, hours) in sources.items():
+            hour_of = np.array(hours, np.int64)[self.rng.integers(0, len(hours), count)]
+            times = hour_of * HOUR_US + self.rng.integers(0, HOUR_US // 2, count)  # first half: before as_of
+            digests = self.ids.sent(times)
+            for i in range(count):
+                hour = int(hour_of[i])
+                versions = by_hour[hour]
+                version = versions[int(self.rng.integers(0, len(versions)))]
+                line = event_line(id_of(digests, i), int(times[i]))
+                plants.append(Plant(kind, version, id_of(digests, i), parse_event(line, self.rules).fingerprint,
+                                    hour, line, int(times[i])))
+        return plants
+
+    def _write_heads(self, batches: list[tuple[str, int]], runs: dict[int, list[tuple[int, CacheRun]]],
+                     guard_parts: dict[int, list[tuple[int, np.ndarray, np.ndarray]]]) -> dict[int, dict[str, str]]:
+        """Every head's last version, as its last writer left it (the versions before it were
+        deleted by maintenance). Returns what each version's commit names: head -> object."""
+        named: dict[int, dict[str, str]] = defaultdict(dict)
+        uploads: list[tuple[str, bytes]] = []
+        for hour, hour_runs in runs.items():
+            key = CacheKey.of_hour(hour, SAMPLED)
+            for version, _ in hour_runs:
+                named[version][str(key)] = self.layout.final_cache_segment(batches[version - 1][0], key)
+            last = max(version for version, _ in hour_runs)
+            uploads.append((named[last][str(key)], encode_segment([run for _, run in sorted(hour_runs,
+                                                                                                key=lambda r: r[0])])))
+        for arrival, parts in guard_parts.items():
+            name = guard_head_key(arrival, SAMPLED)
+            for version, _, _ in parts:
+                named[version][name] = self.layout.final_guard(batches[version - 1][0], arrival, SAMPLED)
+            guard = IdGuard.empty().with_ids(np.concatenate([d for _, d, _ in parts]),
+                                             np.concatenate([h for _, _, h in parts]))
+            uploads.append((named[max(v for v, _, _ in parts)][name], encode_guard(guard)))
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda item: self.store.put_bytes(*item), uploads))
+        return named
+
+    def _write_log(self, batches: list[tuple[str, int]], named: dict[int, dict[str, str]]) -> None:
+        state = CommittedState()
+        for version, (batch_id, arrival) in enumerate(batches, start=1):
+            as_of = datetime.fromtimestamp(int(datetime.strptime(batch_id, "%Y%m%dT%H%M%SZ").replace(
+                tzinfo=timezone.utc).timestamp()) + 300, timezone.utc)
+            record = CommitRecord(
+                version=version, batch_id=batch_id, previous_batch_id=state.last_batch_id, token=f"scale-{version}",
+                as_of=as_of.isoformat(), counts=BatchCounts(input_lines=self.spec.rate, output_rows=self.spec.rate),
+                objects=tuple(PromotedObject("cache", key, 0, "") for key in named[version].values()),
+                cache_heads=named[version],
+                change=BatchChange(window_start_hour=arrival - self.spec.window,
+                                   retain_from_hour=arrival - 2 * self.spec.window,
+                                   ledger_update=LedgerUpdate((ObjectInfo(f"landing/{batch_id}.jsonl", 1, "e"),)),
+                                   partitions=2, interval=True, arrival_hour=arrival))
+            write_commit(self.store, self.layout, record)
+            state = state.apply(record, self.layout.commit(version))
+            state = write_checkpoint_if_due(self.store, self.layout, state, self.config.dedup.checkpoint_interval)
+
+
+def measured_as_of() -> datetime:
+    return datetime.fromtimestamp(ANCHOR_HOUR * 3600 + 35 * 60, timezone.utc)
+
+
+def measured_lines(composition: Composition, plants: list[Plant], ids: Ids, rng: np.random.Generator) -> list[bytes]:
+    """The measured batch's events in a shuffled order (copies before and after their originals)."""
+    fresh_times = ANCHOR_HOUR * HOUR_US + rng.integers(0, HOUR_US // 2, composition.fresh)
+    fresh_ids = ids.sent(fresh_times)
+    lines = [event_line(id_of(fresh_ids, i), int(fresh_times[i])) for i in range(composition.fresh)]
+    lines += lines[:composition.in_batch]
+    straggler_times = (ANCHOR_HOUR - rng.integers(24, 49, composition.stragglers)) * HOUR_US + rng.integers(
+        0, HOUR_US, composition.stragglers)
+    straggler_ids = ids.sent(straggler_times)
+    lines += [event_line(id_of(straggler_ids, i), int(straggler_times[i])) for i in range(composition.stragglers)]
+    for plant in plants:
+        if plant.kind == "restamped":
+            lines.append(event_line(plant.digest, ANCHOR_HOUR * HOUR_US + int(rng.integers(0, HOUR_US // 2))))
+        else:
+            lines.append(plant.line)
+    return [lines[i] for i in rng.permutation(len(lines)).tolist()]
+
+
+def kind_of(layout: Layout, request: str) -> str:
+    """Which kind of object a proxied request is about: "METHOD /bucket/key[?query]"."""
+    _, path = request.split(" ", 2)[:2]
+    key = path.split("/", 2)[2] if path.count("/") >= 2 else ""
+    key, _, query = key.partition("?")
+    if not key and "prefix=" in query:
+        key = query.split("prefix=", 1)[1].split("&", 1)[0].replace("%2F", "/")
+    if key.startswith("landing/"):
+        return "input"
+    if key.endswith(SEGMENT_SUFFIX):
+        return "segments"
+    if key.endswith(GUARD_SUFFIX):
+        return "guards"
+    staged_output = any(part in key for part in ("/data/", "/audit/", "/quarantine/"))
+    if key.startswith(layout.settings.staging_prefix) and not staged_output:
+        return "state"
+    if key.startswith(layout.settings.state_prefix) or key.startswith(layout.settings.commit_log_prefix):
+        return "state"
+    return "output"
+
+
+def traffic(layout: Layout, proxy: FaultProxy) -> dict[str, dict[str, int]]:
+    out = {kind: {"read_requests": 0, "read_bytes": 0, "write_requests": 0, "write_bytes": 0, "other_requests": 0}
+           for kind in KINDS}
+    for request in proxy.requests:
+        method = request.split(" ", 1)[0]
+        figures = out[kind_of(layout, request)]
+        if method in ("GET", "HEAD"):
+            figures["read_requests"] += 1
+        elif method == "PUT":
+            figures["write_requests"] += 1
+        else:
+            figures["other_requests"] += 1  # COPY (server-side, promotion), DELETE, POST
+    for request, size in proxy.bytes_served.items():
+        out[kind_of(layout, request)]["read_bytes"] += size
+    for request, size in proxy.bytes_received.items():
+        out[kind_of(layout, request)]["write_bytes"] += size
+    return out
+
+
+def scale_config(endpoint: str, spec: ScaleSpec, local_copies: Path | None = None, copy_bytes: int = 0) -> Config:
+    return config_from_mapping({
+        "s3": {"endpoint_url": endpoint, "bucket": "scale"},
+        "dedup": {"window_hours": spec.window, "partition_time": spec.partition_time},
+        "spark": {"local_cache_dir": str(local_copies or ""), "local_cache_bytes": copy_bytes},
+    })
+
+
+def run_spec(spec: ScaleSpec, spark: object, work: Path) -> dict:
+    """Seed, then the measured batch's job cold (no local copies), its job again warm (after a
+    batch before it read the window on this executor: local copies of everything but what the last
+    commit wrote), and its promotion."""
+    rng = np.random.default_rng([spec.rate, spec.window, spec.fill, int(spec.partition_time == "id")])
+    composition = Composition.of(spec.per_bucket)
+    with LocalS3Process() as server:
+        server.client().create_bucket(Bucket="scale")
+        config = scale_config(server.endpoint_url, spec)
+        store = S3Store(make_client(config.s3), "scale")
+        started = time.perf_counter()
+        seeded = SeededStore(store, config, spec, rng)
+        plants = seeded.write(composition)
+        seed_seconds = time.perf_counter() - started
+        lines = measured_lines(composition, plants, seeded.ids, rng)
+        per = -(-len(lines) // INPUT_OBJECTS)
+        for i in range(INPUT_OBJECTS):
+            store.put_bytes(f"landing/scale/part-{i:03d}.jsonl", b"\n".join(lines[i * per:(i + 1) * per]) + b"\n")
+        input_bytes = sum(len(line) + 1 for line in lines)
+        del lines
+        with FaultProxy(server.endpoint_url) as proxy:
+            cold = scale_config(proxy.endpoint_url, spec, work / "cold", 0)
+            warm = scale_config(proxy.endpoint_url, spec, work / "warm", 8 << 30)
+            layout = Layout(cold.layout)
+            batch_id = "scale-measured"
+            freeze_batch_inputs(S3Store(make_client(cold.s3), "scale"), cold, batch_id,
+                                InputSelector(input_prefix="landing/scale/"), measured_as_of())
+            groups = spark_groups(int(spark._jvm.java.lang.ProcessHandle.current().pid()), server.pid)  # type: ignore[attr-defined]
+            proxy.arm(None)
+            with SampledCpu(groups, spark_phase(spark)) as cpu:
+                job_started = time.perf_counter()
+                job = run_dedup_job(spark, cold, batch_id)
+                job_seconds = time.perf_counter() - job_started
+            cold_traffic = traffic(layout, proxy)
+            run_dedup_job(spark, warm, batch_id)  # as a batch before it read the window
+            copies = LocalCopies(LocalCopySettings(str(work / "warm"), 8 << 30))
+            for key in seeded.last_commit_objects:  # its own writes: not read by any batch yet
+                copies.path_of(store, key).unlink(missing_ok=True)
+            proxy.arm(None)
+            warm_job = run_dedup_job(spark, warm, batch_id)
+            warm_traffic = traffic(layout, proxy)
+            proxy.arm(None)
+            promote_started = time.perf_counter()
+            promote_batch(S3Store(make_client(warm.s3), "scale"), warm, batch_id)
+            promote_seconds = time.perf_counter() - promote_started
+            promotion = traffic(layout, proxy)
+    counts = dict(job.counts)
+    if counts["output_rows"] != composition.expected_output or dict(warm_job.counts) != counts:
+        raise SystemExit(f"{spec.label}: the batch emitted {counts['output_rows']:,} rows (warm: "
+                         f"{warm_job.counts['output_rows']:,}); its composition {asdict(composition)} makes "
+                         f"{composition.expected_output:,}")
+    return {"spec": asdict(spec), "label": spec.label, "measured": True, "seeded_ids": spec.seeded_ids,
+            "seed_seconds": round(seed_seconds, 1), "composition": asdict(composition), "input_bytes": input_bytes,
+            "traffic": added(cold_traffic, promotion), "traffic_warm": added(warm_traffic, promotion),
+            "job_seconds": round(job_seconds, 2), "promote_seconds": round(promote_seconds, 2),
+            "cpu_seconds_by_phase": cpu.by_phase, "counts": counts}
+
+
+def added(*parts: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    return {kind: {name: sum(part[kind][name] for part in parts) for name in parts[0][kind]} for kind in parts[0]}
+
+
+def all_buckets(result: dict, which: str = "traffic") -> dict[str, dict[str, float]]:
+    """The sampled bucket's traffic as a whole batch's: per-bucket kinds times the buckets."""
+    return {kind: {name: value * (BUCKETS if kind in PER_BUCKET_KINDS else 1) for name, value in figures.items()}
+            for kind, figures in result[which].items()}
+
+
+def extrapolated(spec: ScaleSpec, low: dict, high: dict) -> dict:
+    """A cell too big to build here: each figure linear in fill through the 1 % and 10 % runs."""
+    def line(a: float, b: float) -> float:
+        return max(0.0, a + (b - a) * (spec.fill - low["spec"]["fill"]) / (high["spec"]["fill"] - low["spec"]["fill"]))
+    lines = {which: {kind: {name: round(line(low[which][kind][name], value)) for name, value in figures.items()}
+                     for kind, figures in high[which].items()} for which in ("traffic", "traffic_warm")}
+    return {"spec": asdict(spec), "label": spec.label, "measured": False, "seeded_ids": spec.seeded_ids,
+            "extrapolated_from": [low["label"], high["label"]], "input_bytes": high["input_bytes"], **lines}
+
+
+def state_load(window: int, objects_per_batch: int = 1000, commits_after: int = 9) -> dict:
+    """Load time of the committed state whose ledger holds two windows of inputs (what it keeps
+    now) at `objects_per_batch` input objects per 5-minute batch: a checkpoint plus 9 commits."""
+    batches = 2 * window * BATCHES_PER_HOUR
+    with LocalS3Process() as server:
+        server.client().create_bucket(Bucket="scale")
+        config = scale_config(server.endpoint_url, ScaleSpec(1_000_000, window, 100, "event"))
+        store, layout = S3Store(make_client(config.s3), "scale"), Layout(config.layout)
+        first = ANCHOR_HOUR - 2 * window
+        ids = [(interval_id(first + i // BATCHES_PER_HOUR, i % BATCHES_PER_HOUR), first + i // BATCHES_PER_HOUR)
+               for i in range(batches)]
+        entries = {f"landing/{batch_id}/part-{n:04d}.jsonl": LedgerEntry(uuid.UUID(int=version * 4096 + n).hex,
+                                                                           version, arrival)
+                   for version, (batch_id, arrival) in enumerate(ids, start=1) for n in range(objects_per_batch)}
+        state = CommittedState(
+            version=batches, batches={b: v for v, (b, _) in enumerate(ids, start=1)},
+            arrivals={b: a for b, a in ids}, last_batch_id=ids[-1][0], retain_from_hour=first,
+            latest_interval_batch_id=ids[-1][0], latest_interval_arrival_hour=ids[-1][1],
+            latest_arrival_hour=ids[-1][1], ledger=IngestionLedger(entries, first, True))
+        checkpoint = state.to_bytes()
+        store.put_bytes(layout.checkpoint(batches), checkpoint)
+        store.put_bytes(layout.last_checkpoint, json.dumps({"version": batches}).encode())
+        for k in range(1, commits_after + 1):
+            batch_id = interval_id(ANCHOR_HOUR, k)
+            record = CommitRecord(
+                version=state.version + 1, batch_id=batch_id, previous_batch_id=state.last_batch_id, token="s",
+                as_of=measured_as_of().isoformat(), counts=BatchCounts(), objects=(), cache_heads={},
+                change=BatchChange(window_start_hour=ANCHOR_HOUR - window, retain_from_hour=first,
+                                   ledger_update=LedgerUpdate(tuple(ObjectInfo(f"landing/{batch_id}/{n}", 1, "e")
+                                                                    for n in range(objects_per_batch))),
+                                   interval=True, arrival_hour=ANCHOR_HOUR))
+            write_commit(store, layout, record)
+            state = state.apply(record, layout.commit(record.version))
+        seconds = []
+        for _ in range(3):
+            started = time.perf_counter()
+            load_committed_state(store, layout)
+            seconds.append(time.perf_counter() - started)
+    return {"window": window, "objects_per_batch": objects_per_batch, "ledger_entries": len(entries),
+            "checkpoint_bytes": len(checkpoint), "commits_after": commits_after,
+            "load_seconds": round(statistics.median(seconds), 2)}
+
+
+def mib(value: float) -> str:
+    return f"{value / 2**20:,.1f}"
+
+
+def table(results: list[dict]) -> str:
+    head = ("| stream, window, partition_time, fill | seeded ids (1 bucket) | segments read MiB | guards read MiB | "
+            "cache read warm MiB | state read MiB | cache read / input (warm) | cache written MiB | requests | job s |")
+    rows = [head, "|" + " --- |" * 10]
+    for result in results:
+        whole, warm = all_buckets(result), all_buckets(result, "traffic_warm")
+        cache_read = whole["segments"]["read_bytes"] + whole["guards"]["read_bytes"]
+        warm_read = warm["segments"]["read_bytes"] + warm["guards"]["read_bytes"]
+        written = whole["segments"]["write_bytes"] + whole["guards"]["write_bytes"]
+        requests = sum(f["read_requests"] + f["write_requests"] + f["other_requests"] for f in whole.values())
+        how = "" if result["measured"] else " (extrapolated)"
+        input_bytes = result["input_bytes"] * BUCKETS
+        rows.append(f"| {result['label']}{how} | {result['seeded_ids']:,} | {mib(whole['segments']['read_bytes'])} | "
+                    f"{mib(whole['guards']['read_bytes'])} | {mib(warm_read)} | {mib(whole['state']['read_bytes'])} | "
+                    f"{cache_read / input_bytes:.2f} ({warm_read / input_bytes:.2f}) | {mib(written)} | "
+                    f"{requests:,.0f} | {result.get('job_seconds', '')} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rates", default="100000,1000000,10000000")
+    parser.add_argument("--windows", default="24,168")
+    parser.add_argument("--fills", default="1,10,100")
+    parser.add_argument("--partition-times", default="event,id")
+    parser.add_argument("--max-seed-ids", type=int, default=40_000_000,
+                        help="largest store (entries of the sampled bucket) built here; bigger cells are extrapolated")
+    parser.add_argument("--state-windows", default="24,168")
+    parser.add_argument("--out", type=Path, default=RESULTS / "scale-latest.json")
+    args = parser.parse_args()
+    os.environ.update(LOCAL_CREDENTIALS)
+    specs = [ScaleSpec(int(rate), int(window), int(fill), pt) for rate in args.rates.split(",")
+             for window in args.windows.split(",") for pt in args.partition_times.split(",")
+             for fill in sorted(int(f) for f in args.fills.split(","))]
+    spark = build_spark_context(scale_config("http://127.0.0.1:1", specs[0]).spark, "eventdedup-bench-scale")
+    results: list[dict] = []
+    by_label: dict[tuple, dict] = {}
+    for spec in specs:
+        if spec.seeded_ids > args.max_seed_ids:
+            low, high = (by_label.get((spec.rate, spec.window, spec.partition_time, fill)) for fill in (1, 10))
+            if low is None or high is None:
+                print(f"{spec.label}: {spec.seeded_ids:,} entries, beyond --max-seed-ids; no runs to extrapolate from",
+                      flush=True)
+                continue
+            results.append(extrapolated(spec, low, high))
+            continue
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="eventdedup-scale-") as work:
+            result = run_spec(spec, spark, Path(work))
+        results.append(result)
+        by_label[(spec.rate, spec.window, spec.partition_time, spec.fill)] = result
+        whole = all_buckets(result)
+        print(f"{spec.label}: seeded {spec.seeded_ids:,} ids in {result['seed_seconds']}s; batch: segments "
+              f"{mib(whole['segments']['read_bytes'])} MiB, guards {mib(whole['guards']['read_bytes'])} MiB, state "
+              f"{mib(whole['state']['read_bytes'])} MiB read; job {result['job_seconds']}s "
+              f"({time.perf_counter() - started:.0f}s in all)", flush=True)
+    states = [state_load(int(window)) for window in args.state_windows.split(",") if window]
+    for state in states:
+        print(f"state at {state['objects_per_batch']} objects/batch, {state['window']}h: {state['ledger_entries']:,} "
+              f"ledger entries, checkpoint {mib(state['checkpoint_bytes'])} MiB, load {state['load_seconds']}s",
+              flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"buckets": BUCKETS, "results": results, "state": states}, indent=1))
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
