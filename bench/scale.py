@@ -48,7 +48,7 @@ import time
 import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -64,7 +64,7 @@ from eventdedup.cache.identity import check_cache_identity  # noqa: E402
 from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings  # noqa: E402
 from eventdedup.cache.segment import CacheRun, encode_segment  # noqa: E402
 from eventdedup.commit.changes import BatchChange  # noqa: E402
-from eventdedup.commit.ledger import IngestionLedger, LedgerEntry, LedgerUpdate  # noqa: E402
+from eventdedup.commit.ledger import IngestionLedger, LedgerReader, LedgerUpdate, write_part  # noqa: E402
 from eventdedup.commit.log import load_committed_state, write_checkpoint_if_due, write_commit  # noqa: E402
 from eventdedup.commit.promotion import promote_batch  # noqa: E402
 from eventdedup.commit.records import CommitRecord, PromotedObject  # noqa: E402
@@ -75,7 +75,7 @@ from eventdedup.inputs.intervals import batch_id_for_interval  # noqa: E402
 from eventdedup.inputs.manifest import freeze_batch_inputs  # noqa: E402
 from eventdedup.inputs.selector import InputSelector  # noqa: E402
 from eventdedup.job.driver import run_dedup_job  # noqa: E402
-from eventdedup.keys import CacheKey, bucket_array, guard_head_key  # noqa: E402
+from eventdedup.keys import CacheKey, bucket_array, guard_head_key, hour_index_at  # noqa: E402
 from eventdedup.layout import GUARD_SUFFIX, SEGMENT_SUFFIX, Layout  # noqa: E402
 from eventdedup.parse.event_parser import ParseRules, parse_event  # noqa: E402
 from eventdedup.s3store import ObjectInfo, S3Store, make_client  # noqa: E402
@@ -459,10 +459,19 @@ def extrapolated(spec: ScaleSpec, low: dict, high: dict) -> dict:
             "extrapolated_from": [low["label"], high["label"]], "input_bytes": high["input_bytes"], **lines}
 
 
+def dated_update(inputs: list[ObjectInfo]) -> LedgerUpdate:
+    """A commit's ledger update as the job writes it: each input with its LastModified's hour."""
+    return LedgerUpdate(tuple(inputs), dated_hours=tuple(hour_index_at(info.last_modified) for info in inputs
+                                                         if info.last_modified is not None))
+
+
 def state_load(window: int, objects_per_batch: int = 1000, commits_after: int = 9) -> dict:
-    """Load time of the committed state whose ledger holds two windows of inputs (what it keeps
-    now) at `objects_per_batch` input objects per 5-minute batch: a checkpoint plus 9 commits."""
+    """The committed state at `objects_per_batch` input objects per 5-minute batch, its ledger
+    holding two windows of inputs (what it keeps) in parts of 10 commits each, as checkpoints
+    write them, plus `commits_after` commits since the last checkpoint: the state's load time, and
+    an interval batch's ledger lookups (every object of its 3-hour lookback), median of 3."""
     batches = 2 * window * BATCHES_PER_HOUR
+    interval = 10
     with LocalS3Process() as server:
         server.client().create_bucket(Bucket="scale")
         config = scale_config(server.endpoint_url, ScaleSpec(1_000_000, window, 100, "event"))
@@ -470,14 +479,29 @@ def state_load(window: int, objects_per_batch: int = 1000, commits_after: int = 
         first = ANCHOR_HOUR - 2 * window
         ids = [(interval_id(first + i // BATCHES_PER_HOUR, i % BATCHES_PER_HOUR), first + i // BATCHES_PER_HOUR)
                for i in range(batches)]
-        entries = {f"landing/{batch_id}/part-{n:04d}.jsonl": LedgerEntry(uuid.UUID(int=version * 4096 + n).hex,
-                                                                           version, arrival)
-                   for version, (batch_id, arrival) in enumerate(ids, start=1) for n in range(objects_per_batch)}
+
+        def consumed(version: int, hour: int) -> list[ObjectInfo]:
+            return [ObjectInfo(f"landing/{version:06d}/part-{n:04d}.jsonl", 1, uuid.UUID(int=version * 4096 + n).hex,
+                               last_modified=datetime.fromtimestamp(hour * 3600 - 60, timezone.utc))
+                    for n in range(objects_per_batch)]
+
+        ledger = IngestionLedger(retain_from_hour=first, started=True)
+        with ThreadPoolExecutor(8) as pool:
+            futures = []
+            for start in range(1, batches + 1, interval):
+                span = range(start, min(start + interval, batches + 1))
+                part = IngestionLedger(started=True)
+                for version in span:
+                    part = part.with_update(dated_update(consumed(version, ids[version - 1][1])), version,
+                                            ids[version - 1][1])
+                futures.append(pool.submit(write_part, store, layout, part, span[-1]))
+            for future in futures:
+                ledger = replace(ledger, parts=(*ledger.parts, *future.result().parts))
         state = CommittedState(
             version=batches, batches={b: v for v, (b, _) in enumerate(ids, start=1)},
             arrivals={b: a for b, a in ids}, last_batch_id=ids[-1][0], retain_from_hour=first,
             latest_interval_batch_id=ids[-1][0], latest_interval_arrival_hour=ids[-1][1],
-            latest_arrival_hour=ids[-1][1], ledger=IngestionLedger(entries, first, True))
+            latest_arrival_hour=ids[-1][1], ledger=ledger)
         checkpoint = state.to_bytes()
         store.put_bytes(layout.checkpoint(batches), checkpoint)
         store.put_bytes(layout.last_checkpoint, json.dumps({"version": batches}).encode())
@@ -487,19 +511,28 @@ def state_load(window: int, objects_per_batch: int = 1000, commits_after: int = 
                 version=state.version + 1, batch_id=batch_id, previous_batch_id=state.last_batch_id, token="s",
                 as_of=measured_as_of().isoformat(), counts=BatchCounts(), objects=(), cache_heads={},
                 change=BatchChange(window_start_hour=ANCHOR_HOUR - window, retain_from_hour=first,
-                                   ledger_update=LedgerUpdate(tuple(ObjectInfo(f"landing/{batch_id}/{n}", 1, "e")
-                                                                    for n in range(objects_per_batch))),
+                                   ledger_update=dated_update(consumed(state.version + 1, ANCHOR_HOUR)),
                                    interval=True, arrival_hour=ANCHOR_HOUR))
             write_commit(store, layout, record)
             state = state.apply(record, layout.commit(record.version))
-        seconds = []
+        lookback = [info for version in range(batches - 3 * BATCHES_PER_HOUR + 1, batches + 1)
+                    for info in consumed(version, ids[version - 1][1])]
+        load_seconds, lookup_seconds, parts_read = [], [], 0
         for _ in range(3):
             started = time.perf_counter()
-            load_committed_state(store, layout)
-            seconds.append(time.perf_counter() - started)
-    return {"window": window, "objects_per_batch": objects_per_batch, "ledger_entries": len(entries),
-            "checkpoint_bytes": len(checkpoint), "commits_after": commits_after,
-            "load_seconds": round(statistics.median(seconds), 2)}
+            loaded = load_committed_state(store, layout)
+            load_seconds.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            reader = LedgerReader(store, loaded.ledger, layout)
+            held = sum(reader.consumed_before(info, loaded.version + 1) is not None for info in lookback)
+            lookup_seconds.append(time.perf_counter() - started)
+            parts_read = len(reader._read)
+            if held != len(lookback):
+                raise SystemExit(f"the ledger holds {held:,} of the lookback's {len(lookback):,} consumed objects")
+    return {"window": window, "objects_per_batch": objects_per_batch, "ledger_entries": loaded.ledger.entry_count,
+            "parts": len(loaded.ledger.parts), "checkpoint_bytes": len(checkpoint), "commits_after": commits_after,
+            "load_seconds": round(statistics.median(load_seconds), 3), "lookback_objects": len(lookback),
+            "lookback_lookup_seconds": round(statistics.median(lookup_seconds), 3), "lookback_parts_read": parts_read}
 
 
 def mib(value: float) -> str:
@@ -525,6 +558,63 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def cache_figures(result: dict, which: str = "traffic") -> tuple[float, float]:
+    """(cache bytes read, cache bytes written) per batch, all buckets."""
+    whole = all_buckets(result, which)
+    return (whole["segments"]["read_bytes"] + whole["guards"]["read_bytes"],
+            whole["segments"]["write_bytes"] + whole["guards"]["write_bytes"])
+
+
+def comparison(results: list[dict], before: list[dict]) -> str:
+    """Cache bytes per batch now against a run before, cell by cell."""
+    earlier = {result["label"]: result for result in before}
+    rows = ["| stream, window, partition_time, fill | before: read GiB | before: written GiB | now: read GiB cold "
+            "| now: read GiB warm | now: written GiB |", "|" + " --- |" * 6]
+    for result in results:
+        old = earlier.get(result["label"])
+        if old is None:
+            continue
+        (old_read, old_written), (read, written) = cache_figures(old), cache_figures(result)
+        warm_read, _ = cache_figures(result, "traffic_warm")
+        how = "" if result["measured"] else " (extrapolated)"
+        rows.append(f"| {result['label']}{how} | {old_read / 2**30:,.2f} | {old_written / 2**30:,.2f} | "
+                    f"{read / 2**30:,.2f} | {warm_read / 2**30:,.2f} | {written / 2**30:,.2f} |")
+    return "\n".join(rows)
+
+
+def growth_chart(results: list[dict], before: list[dict], path: Path) -> None:
+    """Cache bytes a batch reads as the window fills: per window, a line per stream and
+    partitioning, now cold (solid), now warm (dashed), before (dotted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    windows = sorted({result["spec"]["window"] for result in results})
+    fig, axes = plt.subplots(1, len(windows), figsize=(6.5 * len(windows), 4.8), squeeze=False)
+    for axis, window in zip(axes[0], windows, strict=True):
+        series = sorted({(r["spec"]["rate"], r["spec"]["partition_time"]) for r in results
+                         if r["spec"]["window"] == window})
+        for number, (rate, partition_time) in enumerate(series):
+            color = f"C{number}"
+            for source, which, style in ((results, "traffic", "-"), (results, "traffic_warm", "--"),
+                                         (before, "traffic", ":")):
+                points = sorted((r["spec"]["fill"], cache_figures(r, which)[0] / 2**30) for r in source
+                                if (r["spec"]["rate"], r["spec"]["window"], r["spec"]["partition_time"])
+                                == (rate, window, partition_time) and which in r)
+                if points:
+                    label = f"{rate / 1e6:g}M/5min {partition_time}" if style == "-" else None
+                    axis.plot(*zip(*points, strict=True), style, color=color, marker="o", label=label)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("window fill (%)")
+        axis.set_ylabel("cache GiB read per batch, all buckets")
+        axis.set_title(f"{window}-hour window: now cold (solid), warm (dashed), before (dotted)")
+        axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", default="100000,1000000,10000000")
@@ -535,6 +625,8 @@ def main() -> int:
                         help="largest store (entries of the sampled bucket) built here; bigger cells are extrapolated")
     parser.add_argument("--state-windows", default="24,168")
     parser.add_argument("--out", type=Path, default=RESULTS / "scale-latest.json")
+    parser.add_argument("--before", type=Path, default=RESULTS / "scale-before-39.json",
+                        help="a run to compare with (its table and dotted lines); none if missing")
     args = parser.parse_args()
     os.environ.update(LOCAL_CREDENTIALS)
     specs = [ScaleSpec(int(rate), int(window), int(fill), pt) for rate in args.rates.split(",")
@@ -565,11 +657,16 @@ def main() -> int:
     states = [state_load(int(window)) for window in args.state_windows.split(",") if window]
     for state in states:
         print(f"state at {state['objects_per_batch']} objects/batch, {state['window']}h: {state['ledger_entries']:,} "
-              f"ledger entries, checkpoint {mib(state['checkpoint_bytes'])} MiB, load {state['load_seconds']}s",
-              flush=True)
+              f"ledger entries in {state['parts']} parts, checkpoint {mib(state['checkpoint_bytes'])} MiB, load "
+              f"{state['load_seconds']}s; an interval batch's {state['lookback_objects']:,} lookups "
+              f"{state['lookback_lookup_seconds']}s ({state['lookback_parts_read']} parts read)", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"buckets": BUCKETS, "results": results, "state": states}, indent=1))
+    before = json.loads(args.before.read_text())["results"] if args.before.exists() else []
+    growth_chart(results, before, args.out.with_suffix(".png"))
     print(table(results))
+    if before:
+        print(comparison(results, before))
     return 0
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from eventdedup.commit.ledger import LedgerReader
 from eventdedup.commit.log import load_committed_state
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
@@ -42,7 +43,8 @@ def committed_state_of(store: S3Store, config: Config) -> dict[str, Any]:
     state = load_committed_state(store, Layout(config.layout))
     # The ingestion ledger: each input object consumed exactly once, by the batch that committed it.
     versions = {version: batch for batch, version in state.batches.items()}
-    ledger = sorted((key, entry.etag, versions[entry.version]) for key, entry in state.ledger.entries.items())
+    entries = LedgerReader(store, state.ledger, Layout(config.layout)).entries()
+    ledger = sorted((key, entry.etag, versions[entry.version]) for key, entry in entries.items())
     return {"batches": dict(state.batches), "ledger": ledger, **rows}
 
 

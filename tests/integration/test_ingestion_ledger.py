@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from eventdedup.commit.ledger import LedgerReader
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
@@ -42,7 +43,8 @@ def ledger_of(store: S3Store, config: Config) -> dict[str, str]:
     """object key -> the batch whose commit consumed it."""
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
-    return {key: committed_record(store, layout, entry.version).batch_id for key, entry in state.ledger.entries.items()}
+    entries = LedgerReader(store, state.ledger, layout).entries()
+    return {key: committed_record(store, layout, entry.version).batch_id for key, entry in entries.items()}
 
 
 def test_an_object_dated_in_a_committed_interval_is_taken_by_the_next_one_exactly_once(

@@ -53,16 +53,26 @@ def test_a_damaged_copy_is_read_again_from_s3_never_trusted(s3_server, bucket, t
         assert copies.get_or_none(store, "cache/b.seg") == b"the committed bytes"  # and kept again, whole
 
 
-def test_the_directory_stays_within_its_bound_least_recently_used_first(s3_server, bucket, tmp_path) -> None:
+def test_the_directory_stays_within_its_bound_and_a_cycle_bigger_than_it_keeps_what_fits(
+        s3_server, bucket, tmp_path) -> None:
+    """Least recently used copies leave first, but never one used in the last half hour: a batch
+    that reads more than fits keeps what fits warm instead of evicting each copy before its use."""
     store = S3Store(s3_server.client(), bucket)
     for name in "abc":
         store.put_bytes(f"cache/{name}.seg", name.encode() * 400)
-    copies = copies_in(tmp_path, max_bytes=1000)  # room for two copies (400 bytes and a header each)
-    for name in "abac":  # b is the least recently used when c arrives
+    now = [0.0]
+    copies = LocalCopies(LocalCopySettings(str(tmp_path), 1000), clock=lambda: now[0])  # room for two
+    kept = lambda: [name for name in "abc" if copies.path_of(store, f"cache/{name}.seg").exists()]  # noqa: E731
+    for at, name in ((0, "a"), (100, "b"), (200, "a"), (3000, "c")):  # at 3000, a and b are old; b the older
+        now[0] = at
         assert copies.get_or_none(store, f"cache/{name}.seg") == name.encode() * 400
-    kept = [name for name in "abc" if copies.path_of(store, f"cache/{name}.seg").exists()]
-    assert kept == ["a", "c"] and sum(path.stat().st_size for path in tmp_path.glob(f"*{SUFFIX}")) <= 1000
-    assert copies_in(tmp_path, 0).get_or_none(store, "cache/a.seg") == b"a" * 400  # 0 bytes: no copies
+    assert kept() == ["a", "c"]
+    now[0] = 3100  # a (used at 200) is old, c recent: a leaves for b
+    assert copies.get_or_none(store, "cache/b.seg") == b"b" * 400 and kept() == ["b", "c"]
+    now[0] = 3200  # b and c both used within the half hour: a is read, and not kept
+    assert copies.get_or_none(store, "cache/a.seg") == b"a" * 400 and kept() == ["b", "c"]
+    assert sum(path.stat().st_size for path in tmp_path.glob(f"*{SUFFIX}")) <= 1000
+    assert copies_in(tmp_path / "none", 0).get_or_none(store, "cache/a.seg") == b"a" * 400  # 0 bytes: no copies
 
 
 def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server, bucket, spark, tmp_path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from eventdedup.commit.ledger import LedgerReader
 from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.commit.recovery import recover
 from eventdedup.errors import RetractionRefusedError
@@ -86,7 +87,7 @@ def test_retracted_batch_leaves_the_view_and_its_input_commits_its_original_rows
     assert {owner for owner, _, _ in committed_cache_entries(store, config)} == {"b1", "y"}
     state = load_committed_state(store, layout)
     assert "x" not in state.batches and state.retracted == {"x": outcome.version}
-    assert not [key for key, entry in state.ledger.entries.items() if key.startswith("landing/x/")]
+    assert not [key for key in LedgerReader(store, state.ledger, layout).entries() if key.startswith("landing/x/")]
     assert fsck(store, config).consistent and recover(store, config).consistent
     listed = {entry["batch_id"]: entry for entry in store_status(store, config, NOW)["batches"]}
     assert listed["x"]["retracted_at_version"] == outcome.version

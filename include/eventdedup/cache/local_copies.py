@@ -10,7 +10,10 @@ back in the same request) and a deleted one is missing as on S3. Each copy carri
 its bytes, checked on every read: a damaged or truncated copy is dropped and read from S3
 again, never trusted. The directory is shared by the worker processes of a host (a copy is
 written to a temporary name and renamed: a reader sees a whole copy or none) and bounded: past
-`max_bytes`, the least recently used copies leave first.
+`max_bytes`, the least recently used copies leave first, but never one used within the last
+half hour: every batch reads every guard of its window in turn, and under plain LRU a window
+bigger than the bound would evict each copy just before its next use (every read a miss). A new
+copy that finds no room is not kept; what fits stays warm.
 """
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ import logging
 import os
 import struct
 import tempfile
+import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +37,7 @@ log = logging.getLogger(__name__)
 MAGIC = b"EDLC"
 _HEADER = struct.Struct(">4sHHQI")  # magic, key length, ETag length, size, crc32 of the bytes
 SUFFIX = ".copy"
+RECENT_SECONDS = 1800  # a copy used this recently is not evicted for a new one
 
 
 @dataclass(frozen=True)
@@ -53,8 +59,8 @@ class _Copy:
 class LocalCopies:
     """Cache objects through a local directory of verified copies (the rules above)."""
 
-    def __init__(self, settings: LocalCopySettings) -> None:
-        self.settings = settings
+    def __init__(self, settings: LocalCopySettings, clock: Callable[[], float] = time.time) -> None:
+        self.settings, self.clock = settings, clock
         self.directory = settings.path
         self.enabled = settings.max_bytes > 0
         if self.enabled:
@@ -75,7 +81,8 @@ class LocalCopies:
             raise
         if answer is None:
             assert copy is not None
-            os.utime(path)  # recently used
+            now = self.clock()
+            os.utime(path, (now, now))  # recently used
             return copy.data
         data, etag = answer
         self._write(path, key, etag, data)
@@ -105,7 +112,7 @@ class LocalCopies:
         return _Copy(etag, data)
 
     def _write(self, path: Path, key: str, etag: str, data: bytes) -> None:
-        if len(data) > self.settings.max_bytes:
+        if not self._make_room(len(data) + _HEADER.size + len(key) + len(etag), path):
             return
         encoded_key, encoded_etag = key.encode(), etag.encode()
         header = _HEADER.pack(MAGIC, len(encoded_key), len(encoded_etag), len(data), zlib.crc32(data))
@@ -114,26 +121,32 @@ class LocalCopies:
             with open(writing, "wb") as out:
                 out.write(header + encoded_key + encoded_etag)
                 out.write(data)
+            now = self.clock()
+            os.utime(writing, (now, now))
             os.replace(writing, path)
         except OSError as exc:  # a full or read-only disk costs S3 reads, never a batch
             log.warning("cannot keep a local copy of %s in %s: %s", key, self.directory, exc)
             writing.unlink(missing_ok=True)
-            return
-        self._evict()
 
-    def _evict(self) -> None:
-        """Least recently used copies leave until the directory holds at most max_bytes."""
+    def _make_room(self, size: int, replacing: Path) -> bool:
+        """Evict least recently used copies, none used within RECENT_SECONDS, until `size` more
+        bytes fit within max_bytes; False (keep nothing) if they cannot."""
         entries = []
         for entry in os.scandir(self.directory):
-            if entry.name.endswith(SUFFIX):
+            if entry.name.endswith(SUFFIX) and entry.path != str(replacing):
                 try:
                     stat = entry.stat()
                 except OSError:
                     continue
-                entries.append((stat.st_mtime_ns, stat.st_size, entry.path))
-        total = sum(size for _, size, _ in entries)
-        for _, size, name in sorted(entries):
+                entries.append((stat.st_mtime, stat.st_size, entry.path))
+        total = sum(entry_size for _, entry_size, _ in entries) + size
+        recent = self.clock() - RECENT_SECONDS
+        evictable = sorted(entry for entry in entries if entry[0] < recent)
+        if total - sum(entry_size for _, entry_size, _ in evictable) > self.settings.max_bytes:
+            return False
+        for _, entry_size, name in evictable:
             if total <= self.settings.max_bytes:
                 break
             Path(name).unlink(missing_ok=True)
-            total -= size
+            total -= entry_size
+        return True

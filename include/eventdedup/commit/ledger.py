@@ -12,19 +12,33 @@ Bounded like the rest of the state: an entry leaves once the batch that consumed
 than the lookback plus the sweep (no listing can return its object any more). A rerun of a
 committed batch does not consult the ledger: it reads what its own commit recorded.
 
+What a batch holds, not what the window holds: at 1,000 input objects a batch the ledger keeps
+millions of entries, so the folded state does not carry them. Each checkpoint writes the entries
+of the commits since the one before as one immutable part (`ledger/<version>.json.gz`), and the
+state names its parts with their spans of versions and hours; it carries in memory only the
+entries of the commits since its checkpoint. Applying a commit costs what the commit consumed;
+loading the state reads no part. Each entry also keeps the hour of its object's LastModified
+(S3 dates an object version the same in every listing), and each part the span of those hours:
+a lookup reads only the parts whose span holds its object's hour, whatever any clock said when
+it was consumed (`LedgerReader`). Entries of commits that did not record it are in every span.
+
 This module is the ledger's one home: its entries and how a commit changes them, what a listing
 may take given them (`consumed_predicate`, `listing_floor`, `legacy_floor`), what a batch's
 commit adds (`ledger_update`) and which of a batch's inputs its job reads (`inputs_to_read`).
 """
 from __future__ import annotations
 
+import gzip
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+import orjson
+
 from eventdedup.config import Config
+from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest_or_none
 from eventdedup.keys import CacheKey, hour_index_at
 from eventdedup.layout import Layout
@@ -32,11 +46,14 @@ from eventdedup.s3store import ObjectInfo, S3Store
 
 log = logging.getLogger(__name__)
 
+PART_FORMAT = 1
+
 
 class LedgerEntry(NamedTuple):
     etag: str
     version: int  # the commit that consumed it
     hour: int  # that commit's as_of, in hours since the epoch: when the entry may leave
+    dated: int | None = None  # the hour of the object's LastModified; None if its commit did not record it
 
 
 @dataclass(frozen=True)
@@ -51,51 +68,213 @@ class LedgerUpdate:
     # Set by the first commit that keeps a ledger on a log that had commits without one: every
     # landing object dated before it was consumed by the earlier rule (LastModified in an interval).
     legacy_floor: str | None = None
+    # The hour of each input's LastModified, aligned with `inputs`; empty when not known (records
+    # written before 2026-11-26, inputs not from a listing).
+    dated_hours: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class LedgerPart:
+    """The entries of the commits from `first_version` to `last_version`, one immutable object."""
+
+    key: str
+    first_version: int
+    last_version: int
+    min_hour: int  # of its entries' commits
+    max_hour: int
+    entries: int
+    # The span of its objects' LastModified hours, and how many entries have none recorded (a
+    # part with any is read by every lookup).
+    min_dated: int | None = None
+    max_dated: int | None = None
+    undated: int = 0
+
+    def may_hold(self, dated: int | None) -> bool:
+        """Whether it may hold an entry of an object dated in hour `dated` (None: unknown)."""
+        if dated is None or self.undated:
+            return True
+        return self.min_dated is not None and self.max_dated is not None and self.min_dated <= dated <= self.max_dated
+
+
+Entries = Mapping[str, tuple[LedgerEntry, ...]]  # object key -> its consumptions, in version order
 
 
 @dataclass(frozen=True)
 class IngestionLedger:
-    entries: Mapping[str, LedgerEntry] = field(default_factory=dict)  # object key -> latest consumption
+    # Entries of the commits since the last checkpoint.
+    recent: Entries = field(default_factory=dict)
+    parts: tuple[LedgerPart, ...] = ()  # every older entry, in version order
     retain_from_hour: int | None = None
     started: bool = False  # some commit carried a ledger update
     legacy_floor: str | None = None
+    # Retracted commits whose entries a part may hold (sorted): they count for nothing.
+    dropped_versions: tuple[int, ...] = ()
+    # Entries of commits at or below this version AND of an hour before the horizon have left.
+    left_through_version: int = 0
 
-    def consumed_before(self, info: ObjectInfo, version: int) -> LedgerEntry | None:
-        """The entry that shows this exact object (key and ETag) consumed by a commit before `version`."""
-        entry = self.entries.get(info.key)
-        return entry if entry is not None and entry.etag == info.etag and entry.version < version else None
+    @property
+    def entry_count(self) -> int:
+        """How many entries it keeps (those of retracted commits or left, not yet dropped, included)."""
+        return sum(part.entries for part in self.parts) + sum(len(held) for held in self.recent.values())
+
+    def is_live(self, entry: LedgerEntry) -> bool:
+        """Whether an entry still counts: not of a retracted commit, and not left."""
+        if entry.version in self.dropped_versions:
+            return False
+        horizon = self.retain_from_hour
+        return horizon is None or entry.hour >= horizon or entry.version > self.left_through_version
 
     def without_versions(self, versions: set[int]) -> IngestionLedger:
-        """The ledger as if the commits `versions` (retracted) had consumed nothing."""
+        """The ledger as if the commits `versions` (retracted) had consumed nothing: their recent
+        entries go, their entries in parts count for nothing."""
         if not versions:
             return self
-        entries = {key: entry for key, entry in self.entries.items() if entry.version not in versions}
-        return IngestionLedger(entries, self.retain_from_hour, self.started, self.legacy_floor)
+        recent = {key: kept for key, held in self.recent.items()
+                  if (kept := tuple(entry for entry in held if entry.version not in versions))}
+        in_parts = {v for v in versions if any(p.first_version <= v <= p.last_version for p in self.parts)}
+        return replace(self, recent=recent, dropped_versions=tuple(sorted({*self.dropped_versions, *in_parts})))
 
     def with_update(self, update: LedgerUpdate | None, version: int, hour: int) -> IngestionLedger:
         """The ledger with one commit's consumed objects added and its horizon moved (no entry
-        leaves here: `pruned` decides)."""
+        leaves here: `pruned` decides). Costs what the commit consumed (and the commits since the
+        checkpoint), never the ledger's size."""
         if update is None:
             return self  # a commit written before the ledger existed
-        entries = {**self.entries, **{info.key: LedgerEntry(info.etag, version, hour) for info in update.inputs}}
+        recent = dict(self.recent)
+        dated: tuple[int | None, ...] = (update.dated_hours if len(update.dated_hours) == len(update.inputs)
+                                         else (None,) * len(update.inputs))
+        for info, dated_hour in zip(update.inputs, dated, strict=True):
+            recent[info.key] = (*recent.get(info.key, ()), LedgerEntry(info.etag, version, hour, dated_hour))
         horizon = self.retain_from_hour
         if update.retain_from_hour is not None:
             horizon = update.retain_from_hour if horizon is None else max(horizon, update.retain_from_hour)
-        return IngestionLedger(entries, horizon, True, self.legacy_floor or update.legacy_floor)
+        return replace(self, recent=recent, retain_from_hour=horizon, started=True,
+                       legacy_floor=self.legacy_floor or update.legacy_floor)
 
     def pruned(self, left_through_version: int) -> IngestionLedger:
         """The ledger without the entries no listing can return again AND whose batch has left the
         committed state (its version at or below `left_through_version`): an object stays while
         anything its batch wrote is in the state, so it is never read again while its events
-        might be checked against a window that has moved past them."""
+        might be checked against a window that has moved past them. Whole parts leave; an entry
+        of a part that stays counts for nothing (`is_live`)."""
         horizon = self.retain_from_hour
         if horizon is None:
             return self
-        entries = {key: entry for key, entry in self.entries.items()
-                   if entry.hour >= horizon or entry.version > left_through_version}
-        if len(entries) == len(self.entries):
-            return self
-        return IngestionLedger(entries, horizon, self.started, self.legacy_floor)
+        parts = tuple(part for part in self.parts
+                      if part.max_hour >= horizon or part.last_version > left_through_version)
+        dropped = tuple(v for v in self.dropped_versions if any(p.first_version <= v <= p.last_version for p in parts))
+        return replace(self, parts=parts, dropped_versions=dropped,
+                       left_through_version=max(self.left_through_version, left_through_version))
+
+    def flushed(self, part: LedgerPart) -> IngestionLedger:
+        """The ledger once its recent entries are written as `part` (a checkpoint)."""
+        return replace(self, recent={}, parts=(*self.parts, part))
+
+
+def encode_part(entries: Entries) -> bytes:
+    rows = sorted((key, entry) for key, held in entries.items() for entry in held)
+    return gzip.compress(orjson.dumps({
+        "format": PART_FORMAT, "keys": [key for key, _ in rows], "etags": [entry.etag for _, entry in rows],
+        "versions": [entry.version for _, entry in rows], "hours": [entry.hour for _, entry in rows],
+        "dated": [entry.dated for _, entry in rows],
+    }), compresslevel=5, mtime=0)
+
+
+def decode_part(data: bytes, name: str) -> list[tuple[str, LedgerEntry]]:
+    """A part's entries; damage raises CorruptStateError (read as empty, objects would be read twice)."""
+    try:
+        doc = orjson.loads(gzip.decompress(data))
+        keys, etags, versions, hours, dated = doc["keys"], doc["etags"], doc["versions"], doc["hours"], doc["dated"]
+        if doc.get("format") != PART_FORMAT or not len(keys) == len(etags) == len(versions) == len(hours) == len(dated):
+            raise ValueError(f"format {doc.get('format')!r}, columns of {len(keys)}/{len(etags)}/{len(versions)}/"
+                             f"{len(hours)}/{len(dated)} entries")
+        rows = [(str(k), LedgerEntry(str(e), int(v), int(h), None if d is None else int(d)))
+                for k, e, v, h, d in zip(keys, etags, versions, hours, dated, strict=True)]
+    except (OSError, EOFError, ValueError, KeyError, TypeError, orjson.JSONDecodeError) as exc:
+        raise CorruptStateError(f"ingestion ledger part {name} does not parse: {exc}") from None
+    return rows
+
+
+def write_part(store: S3Store, layout: Layout, ledger: IngestionLedger, version: int) -> IngestionLedger:
+    """Write the recent entries as the part of the commits up to `version` (a checkpoint's); the
+    same commits always make the same bytes, so two promoters writing it agree."""
+    if not ledger.recent:
+        return ledger
+    key = layout.ledger_part(version)
+    store.put_bytes(key, encode_part(ledger.recent), content_type="application/gzip")
+    recent = [entry for held in ledger.recent.values() for entry in held]
+    dated = [entry.dated for entry in recent if entry.dated is not None]
+    part = LedgerPart(key, min(e.version for e in recent), version, min(e.hour for e in recent),
+                      max(e.hour for e in recent), len(recent), min(dated, default=None), max(dated, default=None),
+                      len(recent) - len(dated))
+    return ledger.flushed(part)
+
+
+class LedgerReader:
+    """Lookups in a ledger, reading its parts from S3 as they are needed (each once)."""
+
+    def __init__(self, store: S3Store | None, ledger: IngestionLedger, layout: Layout | None = None) -> None:
+        self.store, self.ledger, self.layout = store, ledger, layout
+        self._older: dict[str, list[LedgerEntry]] = {}  # key -> its entries in the parts read
+        self._read: set[str] = set()
+
+    def consumed_before(self, info: ObjectInfo, version: int, dated: int | None = None) -> LedgerEntry | None:
+        """The entry that shows this exact object (key and ETag) consumed by a commit before
+        `version`. The parts read are those whose span holds its LastModified's hour (or `dated`);
+        every part when neither is known."""
+        if info.last_modified is not None:
+            dated = hour_index_at(info.last_modified)
+        self._read_parts(dated)
+        matching = [entry for entry in (*self._older.get(info.key, ()), *self.ledger.recent.get(info.key, ()))
+                    if entry.etag == info.etag and entry.version < version and self.ledger.is_live(entry)]
+        return max(matching, key=lambda entry: entry.version, default=None)
+
+    def entries(self) -> dict[str, LedgerEntry]:
+        """Every object key the ledger holds, with its latest consumption that counts: every part is read."""
+        self._read_parts(None)
+        latest: dict[str, LedgerEntry] = {}
+        for key in {*self._older, *self.ledger.recent}:
+            live = [entry for entry in (*self._older.get(key, ()), *self.ledger.recent.get(key, ()))
+                    if self.ledger.is_live(entry)]
+            if live:
+                latest[key] = max(live, key=lambda entry: entry.version)
+        return latest
+
+    def _read_parts(self, dated: int | None) -> None:
+        for part in self.ledger.parts:
+            if part.key in self._read or not part.may_hold(dated):
+                continue
+            if self.store is None:
+                raise CorruptStateError(f"ingestion ledger part {part.key} cannot be read without a store")
+            data = self.store.get_bytes_or_none(part.key)
+            entries = (decode_part(data, self.store.uri(part.key)) if data is not None
+                       else self._rebuilt(part))
+            for key, entry in entries:
+                self._older.setdefault(key, []).append(entry)
+            self._read.add(part.key)
+
+    def _rebuilt(self, part: LedgerPart) -> list[tuple[str, LedgerEntry]]:
+        """A missing part's entries, from the commits it was written from (a part is derived
+        data, like a checkpoint: the log holds every entry)."""
+        from eventdedup.commit.log import read_commit  # the log's I/O module imports this one
+
+        assert self.store is not None
+        if self.layout is None:
+            raise CorruptStateError(f"ingestion ledger part {self.store.uri(part.key)} is named by the state but "
+                                    "missing; reading it as empty would take its objects again")
+        log.warning("ingestion ledger part %s is missing: rebuilding it from commits %d to %d",
+                    self.store.uri(part.key), part.first_version, part.last_version)
+        ledger = IngestionLedger()
+        for version in range(part.first_version, part.last_version + 1):
+            record = read_commit(self.store, self.layout, version)
+            change = None if record is None else record.batch_change
+            if record is None:
+                raise CorruptStateError(f"ingestion ledger part {self.store.uri(part.key)} is missing and commit "
+                                        f"{version} it was written from cannot be read")
+            if change is not None:
+                ledger = ledger.with_update(change.ledger_update, version,
+                                            hour_index_at(datetime.fromisoformat(record.as_of)))
+        return [(key, entry) for key, held in ledger.recent.items() for entry in held]
 
 
 def listing_floor(ledger: IngestionLedger) -> datetime | None:
@@ -119,7 +298,7 @@ def legacy_floor(store: S3Store, layout: Layout, ledger: IngestionLedger,
     return None if manifest is None else manifest.selector.until
 
 
-def consumed_predicate(ledger: IngestionLedger, version: int,
+def consumed_predicate(ledger: LedgerReader, version: int,
                        floor: datetime | None) -> Callable[[ObjectInfo], bool]:
     """Whether a listed object is consumed as of log `version` (for a batch committing on top of
     it): the ledger holds it (same key and ETag), or it is dated before the legacy floor."""
@@ -143,21 +322,25 @@ def ledger_update(config: Config, manifest: BatchManifest, consumed: tuple[Objec
         looked_back = max(timedelta(hours=inputs.lookback_hours), selector.until - selector.since)
         horizon = hour_index_at(selector.until - looked_back - timedelta(hours=inputs.sweep_hours)) - 1
     first = not ledger.started and floor is not None
-    return LedgerUpdate(consumed, horizon, floor.isoformat() if first and floor is not None else None)
+    dated = {(info.key, info.etag): manifest.dated_hour(index) for index, info in enumerate(manifest.inputs)}
+    hours = [dated.get((info.key, info.etag)) for info in consumed]
+    return LedgerUpdate(consumed, horizon, floor.isoformat() if first and floor is not None else None,
+                        tuple(hour for hour in hours if hour is not None) if None not in hours else ())
 
 
-def inputs_to_read(ledger: IngestionLedger, base_version: int, manifest: BatchManifest,
+def inputs_to_read(ledger: LedgerReader, base_version: int, manifest: BatchManifest,
                    recorded_inputs: frozenset[ObjectInfo] | None) -> list[tuple[int, ObjectInfo]]:
     """The manifest's inputs (by index) that no batch committed up to `base_version` consumed: the
     ledger's exactly-once rule. A prefix batch asked to reprocess reads them all; a rerun reads
-    exactly the inputs its commit recorded (`recorded_inputs`)."""
+    exactly the inputs its commit recorded (`recorded_inputs`). The parts read are those that may
+    hold an input, by the LastModified hour its manifest recorded (all, where it did not)."""
     if recorded_inputs is not None:
         return [(index, info) for index, info in enumerate(manifest.inputs) if info in recorded_inputs]
     if manifest.selector.reprocess:
         return list(enumerate(manifest.inputs))
     to_read = []
     for index, info in enumerate(manifest.inputs):
-        entry = ledger.consumed_before(info, base_version + 1)
+        entry = ledger.consumed_before(info, base_version + 1, manifest.dated_hour(index))
         if entry is None:
             to_read.append((index, info))
         else:

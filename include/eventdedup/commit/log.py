@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import orjson
 
+from eventdedup.commit.ledger import write_part
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.errors import CommitConflictError, CorruptStateError, EventDedupError
@@ -178,6 +179,7 @@ def write_checkpoint_if_due(store: S3Store, layout: Layout, state: CommittedStat
     if not checkpoint_due(state.version, interval):
         return state
     write_committed_markers(store, layout, state.left_since_checkpoint)
+    state = replace(state, ledger=write_part(store, layout, state.ledger, state.version))
     store.put_bytes(layout.checkpoint(state.version), state.to_bytes(), content_type="application/gzip")
     store.put_bytes(layout.last_checkpoint, orjson.dumps({"version": state.version}), content_type="application/json")
     return replace(state, left_since_checkpoint={})

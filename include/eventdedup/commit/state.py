@@ -29,7 +29,7 @@ from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.intervals import interval_start_of
 from eventdedup.keys import CacheKey, hour_index_at, hour_text
 
-CHECKPOINT_FORMAT = 2
+CHECKPOINT_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,8 @@ def upgrade_checkpoint(doc: Any) -> Any:
     """A checkpoint of any earlier version as the current document. Before formats were numbered
     a checkpoint could lack `latest_interval_batch_id` (found from the batch ids), `arrivals`
     (window starts per batch, event-hour heads), `latest_arrival_hour`, and a ledger's `started`
-    (a ledger was only written once started)."""
+    (a ledger was only written once started). Before format 3 the ledger's entries were inline
+    (`entries`): they are its recent entries, written as a part by the next checkpoint."""
     if not codec.is_older_format(doc, CHECKPOINT_FORMAT, None, "checkpoint format"):
         return doc
     doc = dict(doc)
@@ -190,6 +191,12 @@ def upgrade_checkpoint(doc: Any) -> Any:
                                                                   doc.get("latest_arrival_hour"))
     if isinstance(doc.get("ledger"), dict) and doc["ledger"] and "started" not in doc["ledger"]:
         doc["ledger"] = {**doc["ledger"], "started": True}  # an empty one was a ledger never started
+    if isinstance(doc.get("ledger"), dict) and "entries" in doc["ledger"]:
+        ledger = dict(doc["ledger"])
+        entries = ledger.pop("entries")
+        ledger["recent"] = ({key: [[*entry, None]] for key, entry in entries.items()} if isinstance(entries, dict)
+                            else entries)
+        doc["ledger"] = ledger
     return doc
 
 

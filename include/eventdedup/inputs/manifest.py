@@ -18,6 +18,7 @@ from eventdedup.errors import BatchManifestError
 from eventdedup.inputs.intervals import IntervalBatch
 from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.inputs.selector import InputSelector, checked_selector, utc_iso
+from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.s3store import ObjectInfo, S3Store
@@ -38,9 +39,17 @@ class BatchManifest:
     # The log's version when the batch was staged: any commit of the batch is a later version
     # (eventdedup.commit.log.committed_version). None in manifests written before it was kept.
     staged_at_version: int | None = None
+    # The hour (since the epoch) of each input's LastModified, aligned with `inputs` (empty when
+    # unknown: manifests written before 2026-11-26, inputs not from a listing). The ingestion
+    # ledger files an entry by it (eventdedup.commit.ledger).
+    input_hours: tuple[int, ...] = ()
 
     def to_bytes(self) -> bytes:
         return codec.dumps(self, indent=True)
+
+    def dated_hour(self, index: int) -> int | None:
+        """The hour of input `index`'s LastModified; None when not recorded."""
+        return self.input_hours[index] if len(self.input_hours) == len(self.inputs) else None
 
     @property
     def interval(self) -> IntervalBatch | None:
@@ -79,7 +88,9 @@ def freeze_batch_inputs(
             f"batch {batch_id}: its interval ends at {utc_iso(as_of)}, after the current time {utc_iso(now)}; "
             "a batch may only take what has already landed")
     inputs = tuple(_list_inputs(store, config, selector, is_consumed, floor, objects))
-    manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs, log_version)
+    dated = [hour_index_at(info.last_modified) for info in inputs if info.last_modified is not None]
+    manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs, log_version,
+                             tuple(dated) if len(dated) == len(inputs) else ())
     if store.put_if_absent(key, manifest.to_bytes()) is None:
         # Another stager won the race; its manifest is the batch's definition.
         winner = load_batch_manifest_or_none(store, layout, batch_id)

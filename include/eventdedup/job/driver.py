@@ -24,7 +24,7 @@ from eventdedup.cache.local_copies import LocalCopySettings
 from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted
 from eventdedup.commit.job_result import JobResult, StagedObject, withdraw_job_result
-from eventdedup.commit.ledger import inputs_to_read, ledger_update, legacy_floor
+from eventdedup.commit.ledger import LedgerReader, inputs_to_read, ledger_update, legacy_floor
 from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
@@ -65,7 +65,8 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     refuse_if_promotion_unfinished(store, layout, batch_id)
     withdraw_job_result(store, layout, batch_id)
     exclusions = load_exclusions(store, layout, batch_id)
-    to_read = inputs_to_read(state.ledger, history.base_version, manifest, history.recorded_inputs)
+    to_read = inputs_to_read(LedgerReader(store, state.ledger, layout), history.base_version, manifest,
+                             history.recorded_inputs)
     partitions = history.recorded_partitions or dedup_partitions(
         config.spark.partitions, epochs.coarse, sc.defaultParallelism,
         sum(info.size for _, info in to_read))

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from eventdedup.commit.gate import check_may_start
-from eventdedup.commit.ledger import consumed_predicate, legacy_floor, listing_floor
+from eventdedup.commit.ledger import LedgerReader, consumed_predicate, legacy_floor, listing_floor
 from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.recovery import RecoveryReport, examine, recover
 from eventdedup.commit.state import CommittedState
@@ -87,7 +87,7 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, log_version=committed.version)
     else:
         floor = legacy_floor(store, layout, committed.ledger, committed.latest_interval_batch_id)
-        consumed = consumed_predicate(committed.ledger, committed.version, floor)
+        consumed = consumed_predicate(LedgerReader(store, committed.ledger, layout), committed.version, floor)
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, consumed,
                                        listing_floor(committed.ledger), log_version=committed.version)
     log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))

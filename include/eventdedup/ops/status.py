@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from eventdedup.commit.changes import BatchChange, Reshard, Retraction
-from eventdedup.commit.ledger import consumed_predicate
+from eventdedup.commit.ledger import LedgerReader, consumed_predicate
 from eventdedup.commit.log import batch_record, committed_record, load_committed_state
 from eventdedup.commit.recovery import examine
 from eventdedup.commit.state import CommittedState
@@ -57,12 +57,13 @@ def ledger_lag(store: S3Store, config: Config, state: CommittedState, now: datet
     """How far ingestion lags: landing objects of the lookback before `now` that no batch consumed
     (older ones are the sweep's), the oldest of them, and the ledger's size."""
     start = now - timedelta(hours=config.inputs.lookback_hours)
-    waiting, _ = unconsumed_in_range(store, config, start, now, consumed_predicate(state.ledger, state.version, None))
+    ledger = LedgerReader(store, state.ledger, Layout(config.layout))
+    waiting, _ = unconsumed_in_range(store, config, start, now, consumed_predicate(ledger, state.version, None))
     oldest = min(waiting, key=lambda info: info.last_modified or now, default=None)
     return {"unconsumed": len(waiting), "oldest_unconsumed": None if oldest is None else oldest.key,
             "oldest_unconsumed_last_modified": None if oldest is None or oldest.last_modified is None
             else oldest.last_modified.isoformat(),
-            "ledger_entries": len(state.ledger.entries), "lookback_hours": config.inputs.lookback_hours}
+            "ledger_entries": state.ledger.entry_count, "lookback_hours": config.inputs.lookback_hours}
 
 
 def format_status(status: dict[str, Any]) -> str:

@@ -77,7 +77,7 @@ def test_folding_the_format_1_log_gives_the_format_1_checkpoint() -> None:
     assert dict(checkpoint.batches) == {INTERVAL: 1, "manual-1": 2, "retract-manual-2": 4, "reshard-20261127T07Z-4": 5}
     assert dict(checkpoint.retracted) == {"manual-2": 4}
     assert checkpoint.bucket_cutovers == ((498823, 4),)
-    assert checkpoint.ledger.entries["landing/a.jsonl"] == LedgerEntry('"070b953ac66849bca95178bd84e0cd07"', 1, 498798)
+    assert checkpoint.ledger.recent["landing/a.jsonl"][0] == LedgerEntry('"070b953ac66849bca95178bd84e0cd07"', 1, 498798)
     assert checkpoint.ledger.started and checkpoint.ledger.retain_from_hour == 498626
     assert CommittedState.from_bytes(checkpoint.to_bytes(), "again") == checkpoint
 

@@ -1,0 +1,127 @@
+"""The ingestion ledger kept in parts (eventdedup.commit.ledger): each checkpoint writes the
+entries of the commits since the one before as one part; loading the state reads no part; a
+lookup reads only the parts that can hold its object; a retracted commit's entries in a part
+count for nothing; a missing part is rebuilt from the log; parts leave with the horizon."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from eventdedup.commit.changes import BatchChange
+from eventdedup.commit.ledger import LedgerEntry, LedgerReader, LedgerUpdate
+from eventdedup.commit.log import load_committed_state, write_checkpoint_if_due, write_commit
+from eventdedup.commit.records import CommitRecord
+from eventdedup.commit.state import CommittedState
+from eventdedup.counts import BatchCounts
+from eventdedup.keys import hour_index_at
+from eventdedup.layout import Layout
+from eventdedup.s3store import ObjectInfo, S3Store, make_client
+from eventdedup_dev.s3_fault_proxy import FaultProxy
+
+from ..support.helpers import make_config
+
+T0 = datetime(2026, 11, 22, 0, tzinfo=timezone.utc)
+H0 = hour_index_at(T0)
+
+
+def consumed_by(version: int) -> tuple[ObjectInfo, ObjectInfo]:
+    """What commit `version` consumed (at hour H0 + version): two objects dated 10 minutes before."""
+    dated = T0 + timedelta(hours=version, minutes=-10)
+    return tuple(ObjectInfo(f"landing/{version}-{n}.jsonl", 10, f'"e{version}{n}"', last_modified=dated)
+                 for n in range(2))  # type: ignore[return-value]
+
+
+def fold(store: S3Store, layout: Layout, versions: range, state: CommittedState | None = None,
+         horizon: int | None = None) -> CommittedState:
+    """Commits consuming consumed_by(version) each, checkpointed every 3 as the promoter does."""
+    state = state or CommittedState()
+    for version in versions:
+        as_of = T0 + timedelta(hours=version)
+        inputs = consumed_by(version)
+        dated = tuple(hour_index_at(info.last_modified) for info in inputs if info.last_modified is not None)
+        record = CommitRecord(version, f"b{version}", state.last_batch_id, "t", as_of.isoformat(), BatchCounts(), (),
+                              {}, BatchChange(ledger_update=LedgerUpdate(inputs, horizon, dated_hours=dated),
+                                              arrival_hour=H0 + version))
+        write_commit(store, layout, record)
+        state = write_checkpoint_if_due(store, layout, state.apply(record, layout.commit(version)), 3)
+    return state
+
+
+def test_parts_are_written_at_checkpoints_and_a_lookup_reads_only_those_that_can_hold_its_object(
+        s3_server, bucket) -> None:
+    with FaultProxy(s3_server.endpoint_url) as proxy:
+        config = make_config(proxy.endpoint_url, bucket)
+        store, layout = S3Store(make_client(config.s3), bucket), Layout(config.layout)
+        fold(store, layout, range(1, 12))
+        proxy.arm(None)
+        state = load_committed_state(store, layout)
+        assert not [request for request in proxy.requests if "/ledger/" in request]  # loading reads no part
+        assert [(part.first_version, part.last_version, part.min_hour - H0, part.max_hour - H0, part.entries,
+                 part.min_dated - H0, part.max_dated - H0, part.undated)  # type: ignore[operator]
+                for part in state.ledger.parts] == [(1, 3, 1, 3, 6, 0, 2, 0), (4, 6, 4, 6, 6, 3, 5, 0),
+                                                    (7, 9, 7, 9, 6, 6, 8, 0)]
+        assert sorted(state.ledger.recent) == sorted(info.key for v in (10, 11) for info in consumed_by(v))
+
+        reader = LedgerReader(store, state.ledger, layout)
+        newest, older = consumed_by(9)[0], consumed_by(2)[1]
+        assert reader.consumed_before(newest, 12) == LedgerEntry(newest.etag, 9, H0 + 9, H0 + 8)
+        # Dated 08:50: only the part whose objects are dated over hour 8 is read.
+        assert [request.split("/")[-1] for request in proxy.requests if "/ledger/" in request] == [f"{9:020d}.json.gz"]
+        assert reader.consumed_before(older, 12) == LedgerEntry(older.etag, 2, H0 + 2, H0 + 1)
+        assert reader.consumed_before(older, 2) is None  # not before commit 2 itself
+        never = ObjectInfo("landing/never.jsonl", 1, '"n"', last_modified=T0)
+        assert reader.consumed_before(never, 12) is None
+        assert reader.entries() == {info.key: LedgerEntry(info.etag, v, H0 + v, H0 + v - 1) for v in range(1, 12)
+                                    for info in consumed_by(v)}
+
+
+def test_a_retracted_commits_entries_in_a_part_count_for_nothing(s3_server, bucket) -> None:
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    state = fold(store, layout, range(1, 5))
+    ledger = state.ledger.without_versions({2})
+    assert ledger.dropped_versions == (2,)
+    reader = LedgerReader(store, ledger, layout)
+    assert [reader.consumed_before(info, 9) is None for v in (1, 2, 4) for info in consumed_by(v)] == [
+        False, False, True, True, False, False]
+
+
+def test_a_missing_part_is_rebuilt_from_the_commits_it_was_written_from(s3_server, bucket, caplog) -> None:
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    fold(store, layout, range(1, 8))
+    store.delete_keys([layout.ledger_part(3)])
+    state = load_committed_state(store, layout)
+    assert LedgerReader(store, state.ledger, layout).entries() == {
+        info.key: LedgerEntry(info.etag, v, H0 + v, H0 + v - 1) for v in range(1, 8) for info in consumed_by(v)}
+    assert "is missing: rebuilding it from commits 1 to 3" in caplog.text
+
+
+def test_a_part_leaves_the_state_once_its_hours_are_before_the_horizon_and_its_commits_left(s3_server, bucket) -> None:
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    state = fold(store, layout, range(1, 7))
+    # The horizon moves past hours 1-3; the commits of the first part must also have left the state.
+    assert [part.last_version for part in state.ledger.pruned(2).parts] == [3, 6]  # commit 3 is still in the state
+    moved = state.ledger.with_update(LedgerUpdate((), H0 + 4), 7, H0 + 7)
+    assert [part.last_version for part in moved.pruned(2).parts] == [3, 6]
+    assert [part.last_version for part in moved.pruned(3).parts] == [6]
+    assert LedgerReader(store, moved.pruned(3), layout).entries() == {
+        info.key: LedgerEntry(info.etag, v, H0 + v, H0 + v - 1) for v in range(4, 7) for info in consumed_by(v)}
+
+
+def test_an_entry_whose_commit_did_not_record_dates_is_found_by_every_lookup(s3_server, bucket) -> None:
+    """A commit from before 2026-11-26 recorded no LastModified hours: its part is read by every
+    lookup, whatever the object's date (here, days after the commit: no clock is trusted)."""
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    state = CommittedState()
+    undated = ObjectInfo("landing/old.jsonl", 1, '"old"')
+    record = CommitRecord(1, "b1", None, "t", T0.isoformat(), BatchCounts(), (), {},
+                          BatchChange(ledger_update=LedgerUpdate((undated,))))
+    write_commit(store, layout, record)
+    state = write_checkpoint_if_due(store, layout, state.apply(record, "c1"), 1)
+    state = fold(store, layout, range(2, 4), state)
+    assert [(part.undated, part.min_dated) for part in state.ledger.parts] == [(1, None), (0, H0 + 1)]
+    listed = ObjectInfo(undated.key, 1, undated.etag, last_modified=T0 + timedelta(days=3))
+    reader = LedgerReader(store, state.ledger, layout)
+    assert reader.consumed_before(listed, 4) == LedgerEntry('"old"', 1, H0, None)
