@@ -157,10 +157,11 @@ class Layout:
     def journal(self, batch_id: str) -> str:
         return f"{self.journal_prefix}{validate_batch_id(batch_id)}.json"
 
-    def ledger_part(self, version: int) -> str:
-        """The ingestion ledger's entries of the commits up to a checkpoint's version since the one
-        before (eventdedup.commit.ledger)."""
-        return f"{self.settings.state_prefix}ledger/{version:0{LOG_VERSION_DIGITS}d}.json.gz"
+    def ledger_part(self, first_version: int, last_version: int) -> str:
+        """The ingestion ledger's entries of the commits from `first_version` to a checkpoint's
+        version (eventdedup.commit.ledger)."""
+        return (f"{self.settings.state_prefix}ledger/{last_version:0{LOG_VERSION_DIGITS}d}-"
+                f"{first_version:0{LOG_VERSION_DIGITS}d}.json.gz")
 
     def checkpoint(self, version: int) -> str:
         return f"{self.settings.state_prefix}checkpoints/{version:0{LOG_VERSION_DIGITS}d}.json.gz"

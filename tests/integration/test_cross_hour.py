@@ -12,6 +12,7 @@ and hours"): through Spark and the S3 server, expectations computed here from th
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 
 import numpy as np
@@ -23,7 +24,14 @@ from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.config import Config, DedupSettings
 from eventdedup.errors import ExpiredHistoryError
 from eventdedup.inputs.selector import InputSelector
-from eventdedup.keys import day_guard_head_key, guard_head_key, hour_index_at, is_guard_head_key
+from eventdedup.keys import (
+    bucket_of,
+    day_guard_head_key,
+    guard_head_key,
+    hour_index_at,
+    is_guard_head_key,
+    key_digest,
+)
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
@@ -274,3 +282,23 @@ def test_a_store_with_format_1_day_guards_still_finds_copies_in_other_hours(s3_s
                                               np.array([0], np.uint16)))
     assert verify_rerun(store, config, "b1", spark) == [f"{day_guard}: the committed id guard lacks 1 ids the "
                                                         "batch claims"]
+
+
+def test_a_rerun_claiming_ids_in_a_bucket_its_day_guards_do_not_cover_is_reported(s3_server, bucket, spark) -> None:
+    """Of a commit with format-1 day guards, each bucket the rerun claims ids in must have one."""
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 2})
+    store = S3Store(s3_server.client(), bucket)
+    layout = Layout(config.layout)
+    names = [next(f"split-{n}" for n in range(100) if bucket_of(key_digest(f"split-{n}"), 2) == b) for b in (0, 1)]
+    events = [{"event_id": name, "created_at": at(NOW - timedelta(hours=3)), "v": 1} for name in names]
+    run(store, config, "b1", events, NOW, spark)
+    day_guards = with_day_guards(store, layout, 1)
+    record = read_commit(store, layout, 1)
+    assert record is not None and sorted(day_guards) == [day_guard_head_key(hour_index_at(NOW) // 24, b) for b in (0, 1)]
+    dropped = day_guards[day_guard_head_key(hour_index_at(NOW) // 24, 1)]
+    store.put_bytes(layout.commit(1), replace(
+        record, objects=tuple(obj for obj in record.objects if obj.key != dropped),
+        cache_heads={name: key for name, key in record.cache_heads.items() if key != dropped}).to_bytes())
+    assert verify_rerun(store, config, "b1", spark) == [
+        f"{guard_head_key(hour_index_at(NOW), 1)}: the rerun claims 1 ids in bucket 0001, for which the commit wrote "
+        "no id guard"]

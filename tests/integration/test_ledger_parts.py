@@ -5,10 +5,11 @@ count for nothing; a missing part is rebuilt from the log; parts leave with the 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
-from eventdedup.commit.changes import BatchChange
+from eventdedup.commit.changes import BatchChange, Retraction
 from eventdedup.commit.ledger import LedgerEntry, LedgerReader, LedgerUpdate
-from eventdedup.commit.log import load_committed_state, write_checkpoint_if_due, write_commit
+from eventdedup.commit.log import load_committed_state, read_commit, write_checkpoint_if_due, write_commit
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.counts import BatchCounts
@@ -19,6 +20,7 @@ from eventdedup_dev.s3_fault_proxy import FaultProxy
 
 from ..support.helpers import make_config
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 T0 = datetime(2026, 11, 22, 0, tzinfo=timezone.utc)
 H0 = hour_index_at(T0)
 
@@ -65,7 +67,8 @@ def test_parts_are_written_at_checkpoints_and_a_lookup_reads_only_those_that_can
         newest, older = consumed_by(9)[0], consumed_by(2)[1]
         assert reader.consumed_before(newest, 12) == LedgerEntry(newest.etag, 9, H0 + 9, H0 + 8)
         # Dated 08:50: only the part whose objects are dated over hour 8 is read.
-        assert [request.split("/")[-1] for request in proxy.requests if "/ledger/" in request] == [f"{9:020d}.json.gz"]
+        assert [request.split(" ")[1].split("/", 2)[2] for request in proxy.requests if "/ledger/" in request] == [
+            layout.ledger_part(7, 9)]
         assert reader.consumed_before(older, 12) == LedgerEntry(older.etag, 2, H0 + 2, H0 + 1)
         assert reader.consumed_before(older, 2) is None  # not before commit 2 itself
         never = ObjectInfo("landing/never.jsonl", 1, '"n"', last_modified=T0)
@@ -89,7 +92,7 @@ def test_a_missing_part_is_rebuilt_from_the_commits_it_was_written_from(s3_serve
     config = make_config(s3_server.endpoint_url, bucket)
     store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
     fold(store, layout, range(1, 8))
-    store.delete_keys([layout.ledger_part(3)])
+    store.delete_keys([layout.ledger_part(1, 3)])
     state = load_committed_state(store, layout)
     assert LedgerReader(store, state.ledger, layout).entries() == {
         info.key: LedgerEntry(info.etag, v, H0 + v, H0 + v - 1) for v in range(1, 8) for info in consumed_by(v)}
@@ -125,3 +128,71 @@ def test_an_entry_whose_commit_did_not_record_dates_is_found_by_every_lookup(s3_
     listed = ObjectInfo(undated.key, 1, undated.etag, last_modified=T0 + timedelta(days=3))
     reader = LedgerReader(store, state.ledger, layout)
     assert reader.consumed_before(listed, 4) == LedgerEntry('"old"', 1, H0, None)
+
+
+def test_a_format_2_checkpoint_is_read_and_its_entries_become_the_next_checkpoints_part(s3_server, bucket) -> None:
+    """A checkpoint written by aef365a (tests/fixtures/formats/v2/written_by.py): b1 took a (a1)
+    and b, b2 took c, b3 took a re-uploaded (a2), b2 was retracted."""
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    store.put_bytes(layout.checkpoint(4), (FIXTURES / "v2" / "checkpoint.json.gz").read_bytes())
+    store.put_bytes(layout.last_checkpoint, b'{"version": 4}')
+    state = load_committed_state(store, layout)
+    a1, a2 = ObjectInfo("landing/a.jsonl", 1, '"a1"'), ObjectInfo("landing/a.jsonl", 2, '"a2"')
+    b, c = ObjectInfo("landing/b.jsonl", 1, '"b"'), ObjectInfo("landing/c.jsonl", 1, '"c"')
+    expected = {a2: LedgerEntry('"a2"', 3, H0 + 3, None), b: LedgerEntry('"b"', 1, H0 + 1, None), a1: None, c: None}
+    reader = LedgerReader(store, state.ledger, layout)
+    assert {info: reader.consumed_before(info, 5) for info in expected} == expected
+    state = fold(store, layout, range(5, 7), state)  # the checkpoint at 6 writes them as a part
+    assert [(part.first_version, part.last_version, part.undated) for part in state.ledger.parts] == [(1, 6, 2)]
+    reader = LedgerReader(store, load_committed_state(store, layout).ledger, layout)
+    assert {info: reader.consumed_before(info, 7) for info in expected} == expected
+
+
+def test_a_rebuilt_part_leaves_out_what_a_retraction_in_its_range_took_out(s3_server, bucket) -> None:
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    state = fold(store, layout, range(1, 3))
+    retraction = CommitRecord(3, "retract-b2", "b2", "t", (T0 + timedelta(hours=3)).isoformat(), BatchCounts(), (),
+                              {}, Retraction(("b2",), "test", retracted_versions=(2,)))
+    write_commit(store, layout, retraction)
+    state = write_checkpoint_if_due(store, layout, state.apply(retraction, "c3"), 3)
+    assert [(part.first_version, part.last_version) for part in state.ledger.parts] == [(1, 3)]
+    store.delete_keys([layout.ledger_part(1, 3)])
+    reader = LedgerReader(store, load_committed_state(store, layout).ledger, layout)
+    assert [reader.consumed_before(info, 4) is None for v in (1, 2) for info in consumed_by(v)] == [
+        False, False, True, True]  # b2's objects are new input again, as before the part was lost
+
+
+def test_the_same_bytes_uploaded_again_later_are_new_input_whatever_was_read_before(s3_server, bucket) -> None:
+    """S3 dates an object version once: an upload of the same bytes hours later (a producer's
+    retry, a copy in place) is another version, and the answer does not depend on which parts
+    a reader happened to read first."""
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    state = fold(store, layout, range(1, 8))
+    original = consumed_by(1)[0]
+    again = ObjectInfo(original.key, original.size, original.etag, last_modified=T0 + timedelta(hours=5, minutes=30))
+    fresh = LedgerReader(store, state.ledger, layout)
+    warmed = LedgerReader(store, state.ledger, layout)
+    assert warmed.consumed_before(original, 8) == LedgerEntry(original.etag, 1, H0 + 1, H0)
+    assert fresh.consumed_before(again, 8) is None and warmed.consumed_before(again, 8) is None
+
+
+def test_two_checkpoints_of_one_version_from_different_loads_keep_both_parts(s3_server, bucket) -> None:
+    """Promoters that loaded the state on either side of checkpoint 3 both write checkpoint 6:
+    their parts have other ranges, so other names, and whichever checkpoint lands last is whole."""
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    fold(store, layout, range(1, 7))  # checkpoints 3 and 6: parts 1-3 and 4-6
+    unfolded = CommittedState()
+    for version in range(1, 7):  # a promoter that loaded before checkpoint 3 was written
+        record = read_commit(store, layout, version)
+        assert record is not None
+        unfolded = unfolded.apply(record, f"c{version}")
+    written = write_checkpoint_if_due(store, layout, unfolded, 6)
+    assert [(part.first_version, part.last_version) for part in written.ledger.parts] == [(1, 6)]
+    for parts in ([layout.ledger_part(1, 3), layout.ledger_part(4, 6)], [layout.ledger_part(1, 6)]):
+        assert all(store.head(key) is not None for key in parts)
+    expected = {info.key: LedgerEntry(info.etag, v, H0 + v, H0 + v - 1) for v in range(1, 7) for info in consumed_by(v)}
+    assert LedgerReader(store, load_committed_state(store, layout).ledger, layout).entries() == expected

@@ -7,6 +7,7 @@ Ids, derived ids, key bytes and fingerprints are computed here from the document
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,9 +15,11 @@ from typing import Any
 import orjson
 import pytest
 
+from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.config import Config
 from eventdedup.errors import ConfigError
 from eventdedup.inputs.selector import InputSelector
+from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store
 
@@ -186,6 +189,21 @@ def test_policy_gives_exactly_the_documented_output_audit_and_cache(run_case, sp
 
     assert committed_cache_entries(store, config) == sorted(
         (owner, expected_key(key), expected_fingerprint(case.fingerprint_of(event))) for owner, key, event in case.cache)
+
+    # What each commit records it decided against (retract refuses on it): the audited rows kept
+    # in another batch, and the updates of another batch's version.
+    depended: dict[str, Counter[str]] = {f"b{i}": Counter() for i in range(1, len(case.batches) + 1)}
+    for batch, _, _, _, _, holder in case.audit:
+        if holder != batch:
+            depended[batch][holder] += 1
+    for batch, *_, op, supersedes, _ in case.output:
+        if op == "update" and supersedes != batch:
+            depended[batch][supersedes] += 1
+    layout = Layout(config.layout)
+    records = [read_commit(store, layout, v) for v in range(1, load_committed_state(store, layout).version + 1)]
+    recorded = {record.batch_id: record.batch_change.decided_against for record in records
+                if record is not None and record.batch_change is not None}
+    assert recorded == {batch: dict(counts) for batch, counts in depended.items()}
 
     # Every policy is rerun-safe: recomputing each committed batch reproduces it byte for byte.
     for index in range(1, len(case.batches) + 1):

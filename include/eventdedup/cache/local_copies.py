@@ -82,7 +82,10 @@ class LocalCopies:
         if answer is None:
             assert copy is not None
             now = self.clock()
-            os.utime(path, (now, now))  # recently used
+            try:
+                os.utime(path, (now, now))  # recently used
+            except OSError:
+                pass  # evicted meanwhile by another worker: the bytes are confirmed all the same
             return copy.data
         data, etag = answer
         self._write(path, key, etag, data)

@@ -50,9 +50,10 @@ class BatchChange:
     # The hour the batch arrived at (eventdedup.cache.history); None in records written before it
     # was recorded (then: its window start plus one window, or its as_of's hour).
     arrival_hour: int | None = None
-    # Earlier batches its decisions depended on: holder of a kept copy -> the batch's audit rows
-    # decided against it (dropped, renamed, kept or updated). What `retract` refuses on, read from
-    # the log instead of every later batch's audit. None in records written before 2026-11-26.
+    # Earlier batches its decisions depended on: holder of a kept copy -> the batch's rows decided
+    # against it (audited: dropped, renamed, kept; emitted: updates, in changelog mode). What
+    # `retract` refuses on, read from the log instead of every later batch's audit. None in
+    # records written before 2026-11-26 (then the audit is read: its updates are not counted).
     decided_against: Mapping[str, int] | None = None
 
 

@@ -196,15 +196,18 @@ def decode_part(data: bytes, name: str) -> list[tuple[str, LedgerEntry]]:
 
 
 def write_part(store: S3Store, layout: Layout, ledger: IngestionLedger, version: int) -> IngestionLedger:
-    """Write the recent entries as the part of the commits up to `version` (a checkpoint's); the
-    same commits always make the same bytes, so two promoters writing it agree."""
+    """Write the recent entries as the part of the commits up to `version` (a checkpoint's). Its
+    name holds its range of versions: two promoters that loaded the state from different
+    checkpoints write different parts, each named only by its own checkpoint; the same range
+    always makes the same bytes."""
     if not ledger.recent:
         return ledger
-    key = layout.ledger_part(version)
-    store.put_bytes(key, encode_part(ledger.recent), content_type="application/gzip")
     recent = [entry for held in ledger.recent.values() for entry in held]
+    first = min(entry.version for entry in recent)
+    key = layout.ledger_part(first, version)
+    store.put_bytes(key, encode_part(ledger.recent), content_type="application/gzip")
     dated = [entry.dated for entry in recent if entry.dated is not None]
-    part = LedgerPart(key, min(e.version for e in recent), version, min(e.hour for e in recent),
+    part = LedgerPart(key, first, version, min(e.hour for e in recent),
                       max(e.hour for e in recent), len(recent), min(dated, default=None), max(dated, default=None),
                       len(recent) - len(dated))
     return ledger.flushed(part)
@@ -219,14 +222,17 @@ class LedgerReader:
         self._read: set[str] = set()
 
     def consumed_before(self, info: ObjectInfo, version: int, dated: int | None = None) -> LedgerEntry | None:
-        """The entry that shows this exact object (key and ETag) consumed by a commit before
-        `version`. The parts read are those whose span holds its LastModified's hour (or `dated`);
-        every part when neither is known."""
+        """The entry that shows this exact object (key, ETag and, where both are known, the hour
+        of its LastModified: S3 dates an object version once) consumed by a commit before
+        `version`. The parts read are those whose span holds its LastModified's hour (or
+        `dated`); every part when neither is known. So the same bytes uploaded again later are a
+        new object version, new input (their events are checked against the window like any)."""
         if info.last_modified is not None:
             dated = hour_index_at(info.last_modified)
         self._read_parts(dated)
         matching = [entry for entry in (*self._older.get(info.key, ()), *self.ledger.recent.get(info.key, ()))
-                    if entry.etag == info.etag and entry.version < version and self.ledger.is_live(entry)]
+                    if entry.etag == info.etag and entry.version < version and self.ledger.is_live(entry)
+                    and (entry.dated is None or dated is None or entry.dated == dated)]
         return max(matching, key=lambda entry: entry.version, default=None)
 
     def entries(self) -> dict[str, LedgerEntry]:
@@ -264,15 +270,21 @@ class LedgerReader:
                                     "missing; reading it as empty would take its objects again")
         log.warning("ingestion ledger part %s is missing: rebuilding it from commits %d to %d",
                     self.store.uri(part.key), part.first_version, part.last_version)
-        ledger = IngestionLedger()
+        from eventdedup.commit.changes import Retraction  # imports this module (LedgerUpdate)
+
+        ledger, versions = IngestionLedger(), {}
         for version in range(part.first_version, part.last_version + 1):
             record = read_commit(self.store, self.layout, version)
-            change = None if record is None else record.batch_change
             if record is None:
                 raise CorruptStateError(f"ingestion ledger part {self.store.uri(part.key)} is missing and commit "
                                         f"{version} it was written from cannot be read")
-            if change is not None:
-                ledger = ledger.with_update(change.ledger_update, version,
+            versions[record.batch_id] = version
+            change = record.change
+            if isinstance(change, Retraction):  # as the fold took them out before the part was written
+                ledger = ledger.without_versions({*change.retracted_versions,
+                                                  *(versions[b] for b in change.retracts if b in versions)})
+            elif record.batch_change is not None:
+                ledger = ledger.with_update(record.batch_change.ledger_update, version,
                                             hour_index_at(datetime.fromisoformat(record.as_of)))
         return [(key, entry) for key, held in ledger.recent.items() for entry in held]
 

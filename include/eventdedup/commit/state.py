@@ -168,6 +168,8 @@ def upgrade_checkpoint(doc: Any) -> Any:
     (window starts per batch, event-hour heads), `latest_arrival_hour`, and a ledger's `started`
     (a ledger was only written once started). Before format 3 the ledger's entries were inline
     (`entries`): they are its recent entries, written as a part by the next checkpoint."""
+    if isinstance(doc, dict) and doc.get("format") == 2:
+        return _ledger_entries_as_recent({**doc, "format": CHECKPOINT_FORMAT})
     if not codec.is_older_format(doc, CHECKPOINT_FORMAT, None, "checkpoint format"):
         return doc
     doc = dict(doc)
@@ -191,13 +193,19 @@ def upgrade_checkpoint(doc: Any) -> Any:
                                                                   doc.get("latest_arrival_hour"))
     if isinstance(doc.get("ledger"), dict) and doc["ledger"] and "started" not in doc["ledger"]:
         doc["ledger"] = {**doc["ledger"], "started": True}  # an empty one was a ledger never started
-    if isinstance(doc.get("ledger"), dict) and "entries" in doc["ledger"]:
-        ledger = dict(doc["ledger"])
-        entries = ledger.pop("entries")
-        ledger["recent"] = ({key: [[*entry, None]] for key, entry in entries.items()} if isinstance(entries, dict)
-                            else entries)
-        doc["ledger"] = ledger
-    return doc
+    return _ledger_entries_as_recent(doc)
+
+
+def _ledger_entries_as_recent(doc: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 ledger's inline entries (key -> [etag, version, hour]) as format 3's recent
+    entries (key -> [[etag, version, hour, dated]]: the LastModified hour was not recorded)."""
+    if not isinstance(doc.get("ledger"), dict) or "entries" not in doc["ledger"]:
+        return doc
+    ledger = dict(doc["ledger"])
+    entries = ledger.pop("entries")
+    ledger["recent"] = ({key: [[*entry, None]] for key, entry in entries.items()} if isinstance(entries, dict)
+                        else entries)
+    return {**doc, "ledger": ledger}
 
 
 def log_time(state: CommittedState, now: datetime) -> datetime:

@@ -201,6 +201,9 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
         counts += result.counts
         holders.update(holder for holder in result.audit.column("kept_in_batch").to_pylist()
                        if holder is not None and holder != ctx.batch_id)
+        holders.update(holder for holder, op in zip(result.output.column("supersedes_batch").to_pylist(),
+                                                    result.output.column("op").to_pylist(), strict=True)
+                       if op == "update" and holder is not None and holder != ctx.batch_id)
         outputs.append((rows[result.emitted], result.output))
         audits.append((rows[result.duplicates], result.audit))
         for (hour, fine), segment in result.segments.items():

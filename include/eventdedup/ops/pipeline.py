@@ -100,8 +100,12 @@ def _day_guards(layout: Layout, objects: Iterable[str]) -> dict[str, str]:
 
 def _day_guard_differences(store: S3Store, day_guards: Mapping[str, str], heads: Mapping[str, str],
                            own_entries: dict[str, GuardEntries]) -> list[str]:
-    """Whether a commit's day guards (or the heads that superseded them) hold the rerun's claims."""
-    problems = []
+    """Whether a commit's day guards (or the heads that superseded them) hold the rerun's claims,
+    and whether it wrote one for every bucket the rerun claims ids in."""
+    guarded = {int(head.rsplit("/", 1)[1]) for head in day_guards.values()}
+    problems = [f"{name}: the rerun claims {len(entries)} ids in bucket {name.rsplit('/', 1)[1]}, for which the "
+                "commit wrote no id guard" for name, entries in sorted(own_entries.items())
+                if entries and int(name.rsplit("/", 1)[1]) not in guarded]
     for key, head in day_guards.items():
         bucket = int(head.rsplit("/", 1)[1])
         data = store.get_bytes_or_none(key)
