@@ -220,6 +220,7 @@ class LedgerReader:
         self.store, self.ledger, self.layout = store, ledger, layout
         self._older: dict[str, list[LedgerEntry]] = {}  # key -> its entries in the parts read
         self._read: set[str] = set()
+        self._hours_read: set[int | None] = set()  # every part that may hold objects of these hours is read
 
     def consumed_before(self, info: ObjectInfo, version: int, dated: int | None = None) -> LedgerEntry | None:
         """The entry that shows this exact object (key, ETag and, where both are known, the hour
@@ -247,6 +248,9 @@ class LedgerReader:
         return latest
 
     def _read_parts(self, dated: int | None) -> None:
+        if dated in self._hours_read or None in self._hours_read:
+            return
+        self._hours_read.add(dated)
         for part in self.ledger.parts:
             if part.key in self._read or not part.may_hold(dated):
                 continue
