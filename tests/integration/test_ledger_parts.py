@@ -7,18 +7,23 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import orjson
+
 from eventdedup.commit.changes import BatchChange, Retraction
 from eventdedup.commit.ledger import LedgerEntry, LedgerReader, LedgerUpdate
 from eventdedup.commit.log import load_committed_state, read_commit, write_checkpoint_if_due, write_commit
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.counts import BatchCounts
+from eventdedup.inputs.manifest import load_batch_manifest
+from eventdedup.inputs.selector import InputSelector
 from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout
+from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import ObjectInfo, S3Store, make_client
 from eventdedup_dev.s3_fault_proxy import FaultProxy
 
-from ..support.helpers import make_config
+from ..support.helpers import NOW, make_config, put_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 T0 = datetime(2026, 11, 22, 0, tzinfo=timezone.utc)
@@ -196,3 +201,24 @@ def test_two_checkpoints_of_one_version_from_different_loads_keep_both_parts(s3_
         assert all(store.head(key) is not None for key in parts)
     expected = {info.key: LedgerEntry(info.etag, v, H0 + v, H0 + v - 1) for v in range(1, 7) for info in consumed_by(v)}
     assert LedgerReader(store, load_committed_state(store, layout).ledger, layout).entries() == expected
+
+
+def test_a_staged_batch_records_its_inputs_hours_and_its_commits_parts_are_dated(s3_server, bucket, spark) -> None:
+    """Through the real staging and job: the manifest records each input's LastModified hour,
+    the commit carries it, and the checkpoint's part is dated by it (read by the lookups of its
+    hours only)."""
+    config = make_config(s3_server.endpoint_url, bucket)  # a checkpoint every 3 commits
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    for number in range(1, 4):
+        put_lines(store, f"landing/b{number}/1.jsonl", [orjson.dumps({"event_id": f"e{number}",
+                                                                       "created_at": "2026-11-22T05:10:00Z"})])
+        run_batch(store, config, f"b{number}", InputSelector(input_prefix=f"landing/b{number}/"), NOW, lambda: spark)
+    listed = {info.key: info for info in store.list("landing/")}
+    hours = {key: hour_index_at(info.last_modified) for key, info in listed.items() if info.last_modified}
+    manifest = load_batch_manifest(store, layout, "b2")
+    assert manifest.input_hours == (hours["landing/b2/1.jsonl"],)
+    record = read_commit(store, layout, 2)
+    assert record is not None and record.batch_change is not None and record.batch_change.ledger_update is not None
+    assert record.batch_change.ledger_update.dated_hours == (hours["landing/b2/1.jsonl"],)
+    (part,) = load_committed_state(store, layout).ledger.parts
+    assert (part.undated, part.min_dated, part.max_dated) == (0, min(hours.values()), max(hours.values()))

@@ -250,7 +250,6 @@ class LedgerReader:
     def _read_parts(self, dated: int | None) -> None:
         if dated in self._hours_read or None in self._hours_read:
             return
-        self._hours_read.add(dated)
         for part in self.ledger.parts:
             if part.key in self._read or not part.may_hold(dated):
                 continue
@@ -262,6 +261,7 @@ class LedgerReader:
             for key, entry in entries:
                 self._older.setdefault(key, []).append(entry)
             self._read.add(part.key)
+        self._hours_read.add(dated)  # only once every part it needs is read (a failed read is tried again)
 
     def _rebuilt(self, part: LedgerPart) -> list[tuple[str, LedgerEntry]]:
         """A missing part's entries, from the commits it was written from (a part is derived

@@ -137,7 +137,10 @@ def _list_inputs(store: S3Store, config: Config, selector: InputSelector, is_con
                                              ahead=selector.sweep_before is None)
         log.info("listed %d landing object(s) of %s .. %s in %d LIST request(s); %d not consumed yet",
                  len(listing.objects), start.isoformat(), end.isoformat(), listing.list_requests, len(found))
-    return sorted((ObjectInfo(item.key, item.size, item.etag) for item in found), key=lambda info: info.key)
+    # LastModified stays (the manifest records its hour per input: eventdedup.commit.ledger); it
+    # is no part of an object's identity and not written as one.
+    return sorted((ObjectInfo(item.key, item.size, item.etag, item.last_modified) for item in found),
+                  key=lambda info: info.key)
 
 
 def selector_range(config: Config, selector: InputSelector) -> tuple[datetime, datetime]:
