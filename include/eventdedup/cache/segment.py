@@ -11,7 +11,9 @@ Layout (all integers big-endian):
     per run:  digests (entries x 16 bytes, sorted) | fingerprints (entries x 8 bytes)
     format 2: per run, its blocks of BLOCK_ENTRIES entries: each block's first digest, then
               each block's crc32 (over its digests and fingerprints) |
-              footer: index offset u64 | header and run table length u32 | block entries u32 | "EDCX"
+              footer: index offset u64 | header and run table length u32 | block entries u32 |
+              crc32 of header and run table u32 | crc32 of the index u32 | crc32 of the footer's
+              fields before it u32 | "EDCX"
     trailer:  crc32 u32 over everything before it
 Per key this is 24 bytes plus a few bytes per run (format 2: and 20 bytes per block of 256), and
 a truncated or garbled object fails the length or CRC check instead of being read as "no ids
@@ -38,7 +40,9 @@ FORMAT_VERSION = 2
 BLOCK_ENTRIES = 256
 INDEX_MAGIC = b"EDCX"
 _HEADER = struct.Struct(">4sBBBBI")
-FOOTER = struct.Struct(">QII4s")
+# index offset, run table length, block entries, crc32 of the header and run table, of the
+# index, of these five fields; magic
+FOOTER = struct.Struct(">QIIIII4s")
 _RUN_COUNT = struct.Struct(">I")
 _OWNER_LEN = struct.Struct(">H")
 _CRC = struct.Struct(">I")
@@ -73,13 +77,18 @@ def encode_segment(runs: list[CacheRun]) -> bytes:
     for digests, fingerprints in arrays:
         parts += [digests, fingerprints]
     index_offset = sum(map(len, parts))
+    table_crc = zlib.crc32(b"".join(parts[:1 + len(runs)]))
+    index_start = len(parts)
     for run, (digests, fingerprints) in zip(runs, arrays, strict=True):
         starts = range(0, len(run), BLOCK_ENTRIES)
         parts.append(b"".join(digests[start * KEY_DIGEST_BYTES:(start + 1) * KEY_DIGEST_BYTES] for start in starts))
         parts.append(b"".join(_CRC.pack(block_crc(
             digests[start * KEY_DIGEST_BYTES:(start + BLOCK_ENTRIES) * KEY_DIGEST_BYTES],
             fingerprints[start * FINGERPRINT_BYTES:(start + BLOCK_ENTRIES) * FINGERPRINT_BYTES])) for start in starts))
-    parts.append(FOOTER.pack(index_offset, table_length, BLOCK_ENTRIES, INDEX_MAGIC))
+    index_crc = zlib.crc32(b"".join(parts[index_start:]))
+    fields = struct.pack(">QIIII", index_offset, table_length, BLOCK_ENTRIES, table_crc, index_crc)
+    parts.append(FOOTER.pack(index_offset, table_length, BLOCK_ENTRIES, table_crc, index_crc, zlib.crc32(fields),
+                             INDEX_MAGIC))
     body = b"".join(parts)
     return body + _CRC.pack(zlib.crc32(body))
 
@@ -119,7 +128,7 @@ def decode_segment(data: bytes, name: str) -> list[CacheRun]:
     expected = offset + sum(n for _, n in headers) * (KEY_DIGEST_BYTES + FINGERPRINT_BYTES)
     if version == FORMAT_VERSION:  # the index and footer follow the data
         expected += sum(blocks_of(n) for _, n in headers) * (KEY_DIGEST_BYTES + _CRC.size) + FOOTER.size
-        if len(body) >= FOOTER.size and FOOTER.unpack_from(body, len(body) - FOOTER.size)[3] != INDEX_MAGIC:
+        if len(body) >= FOOTER.size and FOOTER.unpack_from(body, len(body) - FOOTER.size)[-1] != INDEX_MAGIC:
             raise CorruptStateError(f"cache segment {name} has no index footer")
     if expected != len(body):
         raise CorruptStateError(f"cache segment {name} holds {len(body)} bytes, its run table says {expected}")

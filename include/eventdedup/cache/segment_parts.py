@@ -13,6 +13,7 @@ in an hour a guard named). A format-1 segment has no index: it is read whole.
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable, Collection
 
 import numpy as np
@@ -51,11 +52,16 @@ def runs_holding(tail: bytes, size: int, read: ReadRange, name: str, digests: np
         return None
     if len(tail) >= size:  # the tail is the whole segment: decode it whole, checked by its CRC
         return [run for run in decode_segment(tail, name) if owners is None or run.owner in owners]
-    index_offset, table_length, block_entries, magic = FOOTER.unpack_from(tail, len(tail) - _CRC.size - FOOTER.size)
+    footer = tail[len(tail) - _CRC.size - FOOTER.size:len(tail) - _CRC.size]
+    index_offset, table_length, block_entries, table_crc, index_crc, footer_crc, magic = FOOTER.unpack(footer)
     if magic != INDEX_MAGIC:
         return None
+    if zlib.crc32(footer[:FOOTER.size - 8]) != footer_crc:
+        raise CorruptStateError(f"cache segment {name}: its index footer fails its checksum")
     tail_start = size - len(tail)
     head = tail[:table_length] if tail_start == 0 else read(0, table_length)
+    if zlib.crc32(head) != table_crc:
+        raise CorruptStateError(f"cache segment {name}: its run table fails its checksum")
     table = _run_table(head, table_length, name)
     data_end = table_length + sum(entries for _, entries in table) * ENTRY_BYTES
     index_length = sum(blocks_of(entries) for _, entries in table) * (KEY_DIGEST_BYTES + _CRC.size)
@@ -64,6 +70,8 @@ def runs_holding(tail: bytes, size: int, read: ReadRange, name: str, digests: np
                                 f"({index_length} bytes), its run table at {data_end}")
     index = (tail[index_offset - tail_start:footer_at - tail_start] if index_offset >= tail_start
              else read(index_offset, tail_start) + tail[:footer_at - tail_start])
+    if zlib.crc32(index) != index_crc:
+        raise CorruptStateError(f"cache segment {name}: its block index fails its checksum")
     runs, data_at, index_at = [], table_length, 0
     for owner, entries in table:
         count = blocks_of(entries)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventdedup.cache.segment import CacheRun, blocks_of, decode_segment, encode_segment
+from eventdedup.cache.segment import FOOTER, CacheRun, blocks_of, decode_segment, encode_segment
 from eventdedup.cache.segment_parts import runs_holding
 from eventdedup.cache.view import CacheView
 from eventdedup.errors import CorruptStateError
@@ -33,7 +33,7 @@ def test_entries_cost_24_bytes_each_plus_20_a_block_of_256_and_a_small_per_run_h
     one = len(encode_segment([run("20261122T0500Z", [str(i) for i in range(1000)], list(range(1000)))]))
     two = len(encode_segment([run("20261122T0500Z", [str(i) for i in range(2000)], list(range(2000)))]))
     assert two - one == 1000 * 24 + (blocks_of(2000) - blocks_of(1000)) * 20
-    assert one - 1000 * 24 - blocks_of(1000) * 20 < 64
+    assert one - 1000 * 24 - blocks_of(1000) * 20 < 96  # header, run table, footer, trailer
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "extend"])
@@ -86,12 +86,21 @@ def test_a_lookup_in_the_parts_read_equals_the_lookup_in_the_whole_segment(sizes
         partial.pair_owner.tolist(), partial.key_first.tolist(), partial.key_last.tolist())
 
 
-def test_a_damaged_block_read_in_parts_fails_its_checksum_naming_the_object() -> None:
+@pytest.mark.parametrize(("where", "message"), [("block", "block 1 of run b1 fails"),
+                                               ("index", "its block index fails"),
+                                               ("table", "its run table fails"),
+                                               ("footer", "its index footer fails")])
+def test_damage_read_in_parts_fails_a_checksum_naming_the_object(where: str, message: str) -> None:
+    """Every byte a read in parts relies on is checked: the blocks it reads, the index that
+    chose them (a damaged first digest would skip the block holding an id), the run table and
+    the footer."""
     ids = [str(i) for i in range(1000)]
     data = bytearray(encode_segment([run("b1", ids, list(range(1000)))]))
-    table_length = int.from_bytes(data[-4 - 20 + 8:-4 - 20 + 12], "big")
-    data[table_length + 16 * 300 + 3] ^= 1  # a digest byte in the second block (entries 256-511)
+    footer_at = len(data) - 4 - FOOTER.size
+    index_offset, table_length = FOOTER.unpack_from(data, footer_at)[:2]
+    at = {"block": table_length + 16 * 300 + 3, "index": index_offset + 16 + 5, "table": 14, "footer": footer_at + 9}
+    data[at[where]] ^= 1
     wanted = np.sort(np.array([key_digest(i) for i in ids], DIGEST_DTYPE))[[10, 300, 900]]
-    with pytest.raises(CorruptStateError, match="s3://bkt/seg: block"):
+    with pytest.raises(CorruptStateError, match=f"s3://bkt/seg: {message}"):
         runs_holding(bytes(data[-4096:]), len(data), lambda start, stop: bytes(data[start:stop]), "s3://bkt/seg",
-                     np.sort(wanted))
+                     wanted)
