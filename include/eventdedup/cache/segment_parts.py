@@ -57,7 +57,9 @@ def runs_holding(tail: bytes, size: int, read: ReadRange, name: str, digests: np
     if magic != INDEX_MAGIC:
         return None
     if zlib.crc32(footer[:FOOTER.size - 8]) != footer_crc:
-        raise CorruptStateError(f"cache segment {name}: its index footer fails its checksum")
+        # Not a footer after all (a format-1 segment whose last bytes read "EDCX", one in 2^32)
+        # or a damaged one: read whole, its trailer's CRC decides.
+        return None
     tail_start = size - len(tail)
     head = tail[:table_length] if tail_start == 0 else read(0, table_length)
     if zlib.crc32(head) != table_crc:
