@@ -163,6 +163,14 @@ class S3Store:
         body: bytes = self.client.get_object(**kwargs)["Body"].read()
         return body
 
+    def get_tail(self, key: str, length: int) -> tuple[bytes, int]:
+        """The object's last `length` bytes (all of it if shorter) and its whole size."""
+        response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=-{length}")
+        data: bytes = response["Body"].read()
+        content_range = response.get("ContentRange")
+        size = int(content_range.rsplit("/", 1)[1]) if content_range else len(data)
+        return data, size
+
     def get_versioned(self, key: str, *, unless_etag: str | None = None) -> tuple[bytes, str] | None:
         """The object's bytes and ETag; None when it is still the version `unless_etag` (a
         conditional GET answered 304 Not Modified: no bytes cross the network)."""

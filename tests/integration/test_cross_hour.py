@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
+from urllib.parse import unquote
 
 import numpy as np
 import orjson
@@ -34,7 +35,8 @@ from eventdedup.keys import (
 )
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
-from eventdedup.s3store import S3Store
+from eventdedup.s3store import S3Store, make_client
+from eventdedup_dev.s3_fault_proxy import FaultProxy
 
 from ..support.format_1 import format_1_guard, with_day_guards
 from ..support.helpers import (
@@ -302,3 +304,24 @@ def test_a_rerun_claiming_ids_in_a_bucket_its_day_guards_do_not_cover_is_reporte
     assert verify_rerun(store, config, "b1", spark) == [
         f"{guard_head_key(hour_index_at(NOW), 1)}: the rerun claims 1 ids in bucket 0001, for which the commit wrote "
         "no id guard"]
+
+
+def test_an_hour_only_a_guard_names_is_read_in_parts_and_decided_the_same(s3_server, bucket, spark) -> None:
+    """A copy re-stamped two hours later: its original's hour is read as far as it may hold that
+    id (the segment's footer, run table and one block), not whole, and the copy is dropped."""
+    with FaultProxy(s3_server.endpoint_url) as proxy:
+        config = make_config(proxy.endpoint_url, bucket,
+                             dedup={"buckets": 1, "fingerprint_exclude": ["created_at"]})
+        store = S3Store(make_client(config.s3), bucket)
+        originals = [{"event_id": f"many-{n}", "created_at": at(NOW - timedelta(hours=3)), "v": 1} for n in range(3000)]
+        run(store, config, "b1", originals, NOW, spark)
+        (segment_key,) = [key for name, key in load_committed_state(store, Layout(config.layout)).cache_heads.items()
+                          if not is_guard_head_key(name)]
+        size = store.head(segment_key).size  # type: ignore[union-attr]
+        copy = {**originals[1234], "created_at": at(NOW - timedelta(minutes=50))}
+        proxy.arm(None)
+        run(store, config, "b2", [copy], NOW + timedelta(minutes=5), spark)
+        read = sum(served for request, served in proxy.bytes_served.items() if segment_key in unquote(request))
+    assert audit(store, config) == [("b2", "many-1234", "cross_batch_natural", "dropped", "b1")]
+    assert commit_counts(store, config)["b2"]["guard_hours_loaded"] == 1
+    assert size > 72_000 and read < 3 * 4096 + 256 * 24 + 1000  # footer and index, run table, one block

@@ -9,10 +9,23 @@ from dataclasses import replace
 import numpy as np
 
 from eventdedup.cache.guard import IdGuard, decode_guard
+from eventdedup.cache.segment import CacheRun
 from eventdedup.commit.log import read_commit
 from eventdedup.keys import CacheKey, day_guard_head_key, is_guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
+
+
+def format_1_segment(runs: list[CacheRun]) -> bytes:
+    """A cache segment as releases before 2026-11-26 wrote it (format 1: no index)."""
+    parts = [struct.pack(">4sBBBBI", b"EDCS", 1, 16, 8, 0, len(runs))]
+    for cache_run in runs:
+        owner = cache_run.owner.encode("ascii")
+        parts.append(struct.pack(">H", len(owner)) + owner + struct.pack(">I", len(cache_run)))
+    for cache_run in runs:
+        parts += [cache_run.digests.astype("S16").tobytes(), cache_run.fingerprints.astype(">u8").tobytes()]
+    body = b"".join(parts)
+    return body + struct.pack(">I", zlib.crc32(body))
 
 
 def format_1_guard(hours: np.ndarray, hashes: np.ndarray, slots: np.ndarray) -> bytes:

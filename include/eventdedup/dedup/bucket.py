@@ -3,8 +3,9 @@ committed cache, behind a narrow cache interface.
 
 A bucket's events of every hour are decided together, so copies of one id in different hours of
 the batch meet. Which hours of the cache are read: the bucket's own hours (every fine segment an
-hour's bucket count puts inside the coarse bucket: eventdedup.cache.epochs), and every hour some
-id guard of the window names for one of its ids (eventdedup.cache.guard), so copies committed in
+hour's bucket count puts inside the coarse bucket: eventdedup.cache.epochs), whole, and every
+hour some id guard of the window names for one of its ids (eventdedup.cache.guard), as far as
+they may hold those ids (read in parts: eventdedup.cache.segment_parts), so copies committed in
 other hours are found exactly. The outcome is what the batch emits, what it audits and why, the
 bucket's new cache segments (one per (hour, fine bucket) it adds ids to) and its new id guard,
 and its counts. Nothing here does I/O: the Spark stage's loader (eventdedup.job.dedup_stage)
@@ -47,6 +48,10 @@ class BucketCache(Protocol):
 
     def runs(self, hour: int, bucket: int) -> list[CacheRun]:
         """The committed runs of one (hour, fine bucket) segment; none when it has no head."""
+
+    def runs_holding(self, hour: int, bucket: int, digests: npt.NDArray[np.bytes_]) -> list[CacheRun]:
+        """The committed runs of one segment as far as they may hold these keys (sorted): every
+        entry of them, others perhaps not (eventdedup.cache.segment_parts)."""
 
     def guard(self, head: str) -> IdGuard:
         """The committed id guard the state names `head` (BucketRules.guard_heads); empty when it
@@ -104,8 +109,10 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     keys, key_of_row = unique_inverse(digests)
     key_hours = _key_hours(rules, bucket, keys, key_of_row, hours, cache)
     other_hours = sorted(set(key_hours.hours) - set(own_hours))
-    for hour in other_hours:
-        segments.update({(hour, fine): cache.runs(hour, fine) for fine in rules.epochs.fine_of(bucket, hour)})
+    for hour in other_hours:  # read only for the keys a guard sent here: in parts, where few
+        named = keys[key_hours.hours[hour]]
+        segments.update({(hour, fine): cache.runs_holding(hour, fine, named)
+                         for fine in rules.epochs.fine_of(bucket, hour)})
     loaded: dict[int, list[CacheRun]] = defaultdict(list)  # an hour's runs: of every fine segment the bucket holds
     for (hour, _), runs in sorted(segments.items()):
         loaded[hour].extend(runs)

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+from botocore.exceptions import ClientError
 
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import load_head_runs
 from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings
 from eventdedup.cache.segment import CacheRun
+from eventdedup.cache.segment_parts import TAIL_BYTES, runs_holding
 from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
 from eventdedup.counts import BatchCounts
@@ -31,7 +33,7 @@ from eventdedup.job.read_units import LineNumbers
 from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, RangeFindings, RangeLines, ShuffleRecord
 from eventdedup.keys import CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
-from eventdedup.s3store import S3Store, process_client
+from eventdedup.s3store import S3Store, is_not_found, process_client
 from eventdedup.sorting import distinct_sorted
 from eventdedup.tables import (
     AUDIT_SCHEMA,
@@ -83,6 +85,26 @@ class _CacheLoader:
         """The runs of one (hour, fine bucket) segment."""
         result: list[CacheRun] = self._segment(hour, bucket).result()
         return result
+
+    def runs_holding(self, hour: int, bucket: int, digests: npt.NDArray[np.bytes_]) -> list[CacheRun]:
+        """The runs of one segment as far as they may hold `digests`: read whole if it is loaded
+        already or kept locally, else in parts (a format-1 segment whole)."""
+        name = str(CacheKey.of_hour(hour, bucket))
+        key = self._heads.get(name)
+        if key is None:
+            return []
+        if name in self._loads or self._copies.holds(self._store, key):
+            return self.runs(hour, bucket)
+        try:
+            tail, size = self._store.get_tail(key, TAIL_BYTES)
+        except ClientError as exc:
+            if is_not_found(exc):
+                raise CorruptStateError(f"cache segment {self._store.uri(key)} is named by the commit log but "
+                                        "missing; reading it as empty would let duplicates through") from None
+            raise
+        runs = runs_holding(tail, size, lambda start, stop: self._store.get_bytes(key, byte_range=(start, stop)),
+                            self._store.uri(key), digests)
+        return self.runs(hour, bucket) if runs is None else runs
 
     def guard(self, head: str) -> IdGuard:
         result: IdGuard = self._guard(head).result()

@@ -2,10 +2,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from eventdedup.cache.segment import CacheRun, decode_segment, encode_segment
+from eventdedup.cache.segment import FOOTER, CacheRun, blocks_of, decode_segment, encode_segment
+from eventdedup.cache.segment_parts import runs_holding
+from eventdedup.cache.view import CacheView
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE, key_digest
+
+from ...support.format_1 import format_1_segment
 
 
 def run(owner: str, ids: list[str], fps: list[int]) -> CacheRun:
@@ -23,11 +29,11 @@ def test_round_trip_keeps_owners_entries_and_fingerprints() -> None:
         key_digest("a"): 1, key_digest("b"): 2, key_digest("c"): 3}
 
 
-def test_entries_cost_24_bytes_each_plus_a_small_per_run_header() -> None:
+def test_entries_cost_24_bytes_each_plus_20_a_block_of_256_and_a_small_per_run_header() -> None:
     one = len(encode_segment([run("20261122T0500Z", [str(i) for i in range(1000)], list(range(1000)))]))
     two = len(encode_segment([run("20261122T0500Z", [str(i) for i in range(2000)], list(range(2000)))]))
-    assert two - one == 1000 * 24
-    assert one - 1000 * 24 < 64
+    assert two - one == 1000 * 24 + (blocks_of(2000) - blocks_of(1000)) * 20
+    assert one - 1000 * 24 - blocks_of(1000) * 20 < 96  # header, run table, footer, trailer
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "empty", "extend"])
@@ -39,3 +45,72 @@ def test_damaged_segments_raise_naming_the_object_never_read_as_empty(damage: st
     }[damage]
     with pytest.raises(CorruptStateError, match="s3://bkt/cache/seg"):
         decode_segment(damaged, "s3://bkt/cache/seg")
+
+
+def test_a_format_1_segment_is_read_whole_and_never_in_parts() -> None:
+    runs = [run("b1", ["a", "b", "c"], [1, 2, 3]), run("b2", ["d"], [4])]
+    data = format_1_segment(runs)
+    assert [(r.owner, r.fingerprints.tolist()) for r in decode_segment(data, "old")] == [("b1", [1, 2, 3]),
+                                                                                         ("b2", [4])]
+    assert runs_holding(data[-64:], len(data), lambda start, stop: data[start:stop], "old",
+                        np.array([key_digest("a")], DIGEST_DTYPE)) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 255, 256, 257, 700]), min_size=1, max_size=4),
+       repeated=st.integers(0, 300), probes=st.lists(st.integers(0, 10**9), min_size=1, max_size=25),
+       tail=st.sampled_from([40, 300, 1 << 16]), seed=st.integers(0, 2**32 - 1))
+def test_a_lookup_in_the_parts_read_equals_the_lookup_in_the_whole_segment(sizes: list[int], repeated: int,
+                                                                           probes: list[int], tail: int,
+                                                                           seed: int) -> None:
+    """Whatever the runs (a key with hundreds of payloads spanning blocks included) and probes
+    (held ids and others), the partial runs give the whole segment's answer for the probes."""
+    rng = np.random.default_rng(seed)
+    common = np.frombuffer(rng.bytes(16), DIGEST_DTYPE)
+    runs = []
+    for number, size in enumerate(sizes):
+        digests = np.frombuffer(rng.bytes(16 * size), DIGEST_DTYPE).copy()
+        digests[:min(repeated, size)] = common[0]
+        runs.append(CacheRun.build(f"b{number}", digests, rng.integers(0, 2**63, size).astype(np.uint64)))
+    data = encode_segment(runs)
+    everything = np.concatenate([r.digests for r in runs] + [common, np.frombuffer(rng.bytes(64), DIGEST_DTYPE)])
+    wanted = np.unique(everything[np.array(probes) % len(everything)])
+    fingerprints = np.concatenate([r.fingerprints for r in runs] + [np.zeros(5, np.uint64)])
+    queried = fingerprints[np.array(probes[:len(wanted)]) % len(fingerprints)]
+    parts = runs_holding(data[-tail:], len(data), lambda start, stop: data[start:stop], "s", wanted)
+    assert parts is not None
+    visible = {f"b{n}": n for n in range(len(sizes))}
+    whole = CacheView.from_runs(decode_segment(data, "s"), visible).lookup(wanted, queried)
+    partial = CacheView.from_runs(parts, visible).lookup(wanted, queried)
+    assert (whole.pair_owner.tolist(), whole.key_first.tolist(), whole.key_last.tolist()) == (
+        partial.pair_owner.tolist(), partial.key_first.tolist(), partial.key_last.tolist())
+
+
+@pytest.mark.parametrize(("where", "message"), [("block", "block 1 of run b1 fails"),
+                                               ("index", "its block index fails"),
+                                               ("table", "its run table fails")])
+def test_damage_read_in_parts_fails_a_checksum_naming_the_object(where: str, message: str) -> None:
+    """Every byte a read in parts relies on is checked: the blocks it reads, the index that
+    chose them (a damaged first digest would skip the block holding an id), the run table and
+    the footer."""
+    ids = [str(i) for i in range(1000)]
+    data = bytearray(encode_segment([run("b1", ids, list(range(1000)))]))
+    footer_at = len(data) - 4 - FOOTER.size
+    index_offset, table_length = FOOTER.unpack_from(data, footer_at)[:2]
+    at = {"block": table_length + 16 * 300 + 3, "index": index_offset + 16 + 5, "table": 14}
+    data[at[where]] ^= 1
+    wanted = np.sort(np.array([key_digest(i) for i in ids], DIGEST_DTYPE))[[10, 300, 900]]
+    with pytest.raises(CorruptStateError, match=f"s3://bkt/seg: {message}"):
+        runs_holding(bytes(data[-4096:]), len(data), lambda start, stop: bytes(data[start:stop]), "s3://bkt/seg",
+                     wanted)
+
+
+def test_a_damaged_footer_sends_the_read_whole_where_the_trailer_refuses_it() -> None:
+    """A footer that fails its CRC is no footer (a format-1 segment may end in "EDCX" by
+    chance): the segment is read whole, and the whole object's CRC refuses the damage."""
+    data = bytearray(encode_segment([run("b1", [str(i) for i in range(1000)], list(range(1000)))]))
+    data[len(data) - 4 - FOOTER.size + 9] ^= 1
+    assert runs_holding(bytes(data[-4096:]), len(data), lambda start, stop: bytes(data[start:stop]), "s",
+                        np.array([key_digest("1")], DIGEST_DTYPE)) is None
+    with pytest.raises(CorruptStateError, match="fails its checksum"):
+        decode_segment(bytes(data), "s")

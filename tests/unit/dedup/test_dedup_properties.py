@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.segment import CacheRun, decode_segment
+from eventdedup.cache.segment_parts import runs_holding
 from eventdedup.dedup.bucket import BucketRules, decide_bucket
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
@@ -56,6 +57,15 @@ class MemoryCache:
     def runs(self, hour: int, bucket: int) -> list[CacheRun]:
         data = self.segments.get((hour, bucket))
         return [] if data is None else decode_segment(data, f"{hour}/{bucket}")
+
+    def runs_holding(self, hour: int, bucket: int, digests: np.ndarray) -> list[CacheRun]:
+        """Read in parts, as from S3: a tail of 100 bytes, then the ranges the reader asks for."""
+        data = self.segments.get((hour, bucket))
+        if data is None:
+            return []
+        runs = runs_holding(data[-100:], len(data), lambda start, stop: data[start:stop], f"{hour}/{bucket}", digests)
+        assert runs is not None  # every head here is format 2
+        return runs
 
     def guard(self, head: str) -> IdGuard:
         data = self.guards.get(head)
