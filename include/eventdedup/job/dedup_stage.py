@@ -87,13 +87,15 @@ class _CacheLoader:
         return result
 
     def runs_holding(self, hour: int, bucket: int, digests: npt.NDArray[np.bytes_]) -> list[CacheRun]:
-        """The runs of one segment as far as they may hold `digests`: read whole if it is loaded
-        already or kept locally, else in parts (a format-1 segment whole)."""
+        """The runs of one segment as far as they may hold `digests`. An executor that keeps
+        local copies reads it whole, once (an old hour does not change: later batches confirm
+        their copy by ETag and read no byte of it); one that keeps none reads it in parts (a
+        format-1 segment whole)."""
         name = str(CacheKey.of_hour(hour, bucket))
         key = self._heads.get(name)
         if key is None:
             return []
-        if name in self._loads or self._copies.holds(self._store, key):
+        if name in self._loads or self._copies.enabled:
             return self.runs(hour, bucket)
         try:
             tail, size = self._store.get_tail(key, TAIL_BYTES)
