@@ -102,6 +102,21 @@ def blocks_of(entries: int) -> int:
     return -(-entries // BLOCK_ENTRIES)
 
 
+def read_run_table(data: bytes, run_count: int, name: str) -> tuple[list[tuple[str, int]], int]:
+    """The run table after the header: (owner, entries) per run, and where the table ends."""
+    offset, table = _HEADER.size, []
+    try:
+        for _ in range(run_count):
+            (owner_len,) = _OWNER_LEN.unpack_from(data, offset)
+            owner = data[offset + 2: offset + 2 + owner_len].decode("ascii")
+            (entries,) = _RUN_COUNT.unpack_from(data, offset + 2 + owner_len)
+            table.append((owner, entries))
+            offset += 2 + owner_len + _RUN_COUNT.size
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptStateError(f"cache segment {name} has an unreadable run table: {exc}") from None
+    return table, offset
+
+
 def decode_segment(data: bytes, name: str) -> list[CacheRun]:
     """Parse a segment; any damage raises CorruptStateError naming the object."""
     if len(data) < _HEADER.size + _CRC.size:
@@ -114,17 +129,7 @@ def decode_segment(data: bytes, name: str) -> list[CacheRun]:
         raise CorruptStateError(f"cache segment {name} has magic {magic!r} version {version}; expected EDCS v1 or v2")
     if (digest_bytes, fp_bytes) != (KEY_DIGEST_BYTES, FINGERPRINT_BYTES):
         raise CorruptStateError(f"cache segment {name} uses {digest_bytes}/{fp_bytes}-byte entries")
-    offset = _HEADER.size
-    headers: list[tuple[str, int]] = []
-    try:
-        for _ in range(run_count):
-            (owner_len,) = _OWNER_LEN.unpack_from(body, offset)
-            owner = body[offset + 2: offset + 2 + owner_len].decode("ascii")
-            (entries,) = _RUN_COUNT.unpack_from(body, offset + 2 + owner_len)
-            headers.append((owner, entries))
-            offset += 2 + owner_len + _RUN_COUNT.size
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise CorruptStateError(f"cache segment {name} has an unreadable run table: {exc}") from None
+    headers, offset = read_run_table(body, run_count, name)
     expected = offset + sum(n for _, n in headers) * (KEY_DIGEST_BYTES + FINGERPRINT_BYTES)
     if version == FORMAT_VERSION:  # the index and footer follow the data
         expected += sum(blocks_of(n) for _, n in headers) * (KEY_DIGEST_BYTES + _CRC.size) + FOOTER.size

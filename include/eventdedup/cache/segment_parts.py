@@ -12,7 +12,6 @@ in an hour a guard named). A format-1 segment has no index: it is read whole.
 """
 from __future__ import annotations
 
-import struct
 import zlib
 from collections.abc import Callable, Collection
 
@@ -22,8 +21,6 @@ import numpy.typing as npt
 from eventdedup.cache.segment import (
     _CRC,
     _HEADER,
-    _OWNER_LEN,
-    _RUN_COUNT,
     FINGERPRINT_DTYPE,
     FOOTER,
     FORMAT_VERSION,
@@ -33,6 +30,7 @@ from eventdedup.cache.segment import (
     block_crc,
     blocks_of,
     decode_segment,
+    read_run_table,
 )
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
@@ -93,16 +91,7 @@ def _run_table(head: bytes, table_length: int, name: str) -> list[tuple[str, int
     magic, version, digest_bytes, fp_bytes, _, run_count = _HEADER.unpack_from(head)
     if (magic, version, digest_bytes, fp_bytes) != (MAGIC, FORMAT_VERSION, KEY_DIGEST_BYTES, FINGERPRINT_BYTES):
         raise CorruptStateError(f"cache segment {name} has magic {magic!r} version {version}; expected EDCS v2")
-    table, offset = [], _HEADER.size
-    try:
-        for _ in range(run_count):
-            (owner_length,) = _OWNER_LEN.unpack_from(head, offset)
-            owner = head[offset + 2:offset + 2 + owner_length].decode("ascii")
-            (entries,) = _RUN_COUNT.unpack_from(head, offset + 2 + owner_length)
-            table.append((owner, entries))
-            offset += 2 + owner_length + _RUN_COUNT.size
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise CorruptStateError(f"cache segment {name} has an unreadable run table: {exc}") from None
+    table, offset = read_run_table(head, run_count, name)
     if offset != table_length:
         raise CorruptStateError(f"cache segment {name}: its run table ends at {offset}, its footer says {table_length}")
     return table
