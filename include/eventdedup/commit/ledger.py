@@ -231,7 +231,7 @@ class LedgerReader:
         if info.last_modified is not None:
             dated = hour_index_at(info.last_modified)
         self._read_parts(dated)
-        matching = [entry for entry in (*self._older.get(info.key, ()), *self.ledger.recent.get(info.key, ()))
+        matching = [entry for entry in self._held(info.key)
                     if entry.etag == info.etag and entry.version < version and self.ledger.is_live(entry)
                     and (entry.dated is None or dated is None or entry.dated == dated)]
         return max(matching, key=lambda entry: entry.version, default=None)
@@ -241,11 +241,14 @@ class LedgerReader:
         self._read_parts(None)
         latest: dict[str, LedgerEntry] = {}
         for key in {*self._older, *self.ledger.recent}:
-            live = [entry for entry in (*self._older.get(key, ()), *self.ledger.recent.get(key, ()))
-                    if self.ledger.is_live(entry)]
+            live = [entry for entry in self._held(key) if self.ledger.is_live(entry)]
             if live:
                 latest[key] = max(live, key=lambda entry: entry.version)
         return latest
+
+    def _held(self, key: str) -> tuple[LedgerEntry, ...]:
+        """Every entry of an object key in the parts read and since the checkpoint."""
+        return (*self._older.get(key, ()), *self.ledger.recent.get(key, ()))
 
     def _read_parts(self, dated: int | None) -> None:
         if dated in self._hours_read or None in self._hours_read:
