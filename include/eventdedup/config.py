@@ -124,6 +124,9 @@ class DedupSettings:
     # UUIDv7, UUIDv1 or ULID id carries, so every copy of an id lands in one hour whatever its
     # time_field says; ids that carry no time are quarantined). Part of the cache identity.
     partition_time: str = "event"
+    # A cache segment this small is merged into the next head written to its key; a key holding
+    # more builds a chain of objects, each batch writing what it adds (eventdedup.cache.heads).
+    segment_merge_bytes: int = 96 << 10
 
     @property
     def uses_id_guards(self) -> bool:
@@ -298,6 +301,8 @@ def _validated(config: Config, source: str) -> Config:
         raise ConfigError(f"{source}: [dedup] window_hours must be at least 1, got {config.dedup.window_hours}")
     if config.dedup.checkpoint_interval < 1:
         raise ConfigError(f"{source}: [dedup] checkpoint_interval must be at least 1")
+    if config.dedup.segment_merge_bytes < 0:
+        raise ConfigError(f"{source}: [dedup] segment_merge_bytes may not be negative")
     if config.spark.local_cache_bytes < 0:
         raise ConfigError(f"{source}: [spark] local_cache_bytes may not be negative (0: no local copies)")
     if config.spark.partitions < 0:

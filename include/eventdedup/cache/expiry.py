@@ -1,8 +1,9 @@
 """Cache expiry: delete cache objects nothing can read any more, as the commit log decides.
 
 Two kinds of cache object (hour segment or id guard) are garbage:
-- superseded ones: copy-forward means a head holds every live run (or id) of the objects before
-  it, and every reader (new batch or rerun) loads only heads;
+- superseded ones: a key's chain (its head and the older objects it builds on:
+  eventdedup.cache.heads) holds every live run (or id) of the key, and every reader (new batch
+  or rerun) loads only chains: an object of the key outside its chain was merged into a newer one;
 - expired ones: the folded state drops a head once every batch that wrote it arrived before the
   log's horizon (`CommittedState.retain_from_hour`), one window before the newest window start.
   No new batch sees entries that old, and no batch that can still be recomputed saw them.
@@ -46,7 +47,7 @@ def expire_cache(store: S3Store, config: Config, apply: bool = True) -> ExpiryRe
     state = load_committed_state(store, layout)
     horizon = state.retain_from_hour
     report = ExpiryReport(None if horizon is None else CacheKey.of_hour(horizon, 0).hour_start)
-    heads = set(state.cache_heads.values())
+    heads = state.cache_objects()
     committed: dict[str, bool] = {}  # one lookup per owner (a GET only for owners that left the state)
     for item in store.list(config.layout.cache_prefix):
         found = layout.cache_object_of(item.key)

@@ -11,7 +11,13 @@ from typing import Any
 
 from eventdedup import codec
 from eventdedup.commit.changes import BatchChange, Change
-from eventdedup.commit.records import COMMIT_FORMAT, PromotedObject, read_record, upgrade_change_v1
+from eventdedup.commit.records import (
+    COMMIT_FORMAT,
+    PromotedObject,
+    read_record,
+    upgrade_change_v1,
+    without_bases_format,
+)
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import BatchNotReadyError
 from eventdedup.layout import Layout
@@ -25,6 +31,9 @@ class StagedObject:
     final_key: str
     rows: int = 0
     cache_key: str | None = None  # a cache head's name in the state (hour segment or id guard)
+    # The committed objects of the key this head builds on, oldest first (eventdedup.cache.heads);
+    # none: it holds the key's whole history.
+    builds_on: tuple[str, ...] = ()
 
     @property
     def promoted(self) -> PromotedObject:
@@ -57,12 +66,13 @@ class JobResult:
 
 def upgrade_job_result(doc: Any) -> Any:
     """Format 1 (no `format` key) spelt the change as loose fields; a format this release does
-    not know is refused, never read as format 1."""
+    not know is refused, never read as format 1. Format 2 is format 3 with no bases."""
+    doc = without_bases_format(doc)
     return upgrade_change_v1(doc) if codec.is_older_format(doc, COMMIT_FORMAT, None) else doc
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:
-    """The batch's job result: format 2 where this release writes it, else a format-1 one an
+    """The batch's job result: the current format where this release writes it, else a format-1 one an
     earlier release wrote (a batch computed before an upgrade, promoted after it)."""
     for key in (layout.job_result(batch_id), layout.legacy_job_result(batch_id)):
         data = store.get_bytes_or_none(key)

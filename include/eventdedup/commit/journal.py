@@ -12,7 +12,13 @@ from typing import Any
 
 from eventdedup import codec
 from eventdedup.commit.job_result import JobResult, StagedObject
-from eventdedup.commit.records import COMMIT_FORMAT, CommitRecord, read_record, upgrade_change_v1
+from eventdedup.commit.records import (
+    COMMIT_FORMAT,
+    CommitRecord,
+    read_record,
+    upgrade_change_v1,
+    without_bases_format,
+)
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
 
@@ -54,12 +60,16 @@ class PromotionJournal:
     def commit_record(self) -> CommitRecord:
         job = self.job
         heads = dict(sorted((entry.cache_key, entry.final_key) for entry in job.objects if entry.cache_key is not None))
+        bases = dict(sorted((entry.cache_key, entry.builds_on) for entry in job.objects
+                            if entry.cache_key is not None and entry.builds_on))
         return CommitRecord(self.target_version, job.batch_id, self.previous_batch_id, self.token, job.as_of,
-                            job.counts, tuple(entry.promoted for entry in job.objects), heads, job.change)
+                            job.counts, tuple(entry.promoted for entry in job.objects), heads, job.change, bases)
 
 
 def upgrade_journal(doc: Any) -> Any:
-    """Format 1 (unnumbered) held the job result's fields loose, its objects as `entries`."""
+    """Format 1 (unnumbered) held the job result's fields loose, its objects as `entries`.
+    Format 2 is format 3 with no bases."""
+    doc = without_bases_format(doc)
     if not codec.is_older_format(doc, COMMIT_FORMAT, None):
         return doc
     job = {key: value for key, value in doc.items() if key not in ("token", "previous_batch_id", "target_version",

@@ -4,10 +4,13 @@ Modelled on Delta Lake's `_delta_log`: commit N is one JSON object written with
 `put_object(IfNoneMatch="*")`, so at most one writer can ever create it, and it names commit
 N-1's batch. A batch is visible, and its cache entries trusted, only once its commit exists.
 
-Format 2 (this one): the record's fields plus `change`, the typed payload of what it changes
-(eventdedup.commit.changes). Format 1 records (before the payload had one type) keep loading:
-`upgrade_commit_v1` turns them into format 2 documents, and so do the job results and promotion
-journals of that time (`upgrade_change_v1`).
+Format 3 (this one): the record's fields plus `change`, the typed payload of what it changes
+(eventdedup.commit.changes), and `cache_bases`, the older objects a head builds on
+(eventdedup.cache.heads). Format 2 is format 3 without bases (every head held its key's whole
+history): read as it is. Format 1 records (before the payload had one type) keep loading:
+`upgrade_change_v1` turns them into current documents, and so do the job results and promotion
+journals of that time. A release that knows only format 2 refuses format 3 instead of reading a
+head without its bases.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.intervals import interval_start_of
 from eventdedup.s3store import ObjectInfo
 
-COMMIT_FORMAT = 2
+COMMIT_FORMAT = 3
 R = TypeVar("R")
 
 
@@ -52,6 +55,8 @@ class CommitRecord:
     objects: tuple[PromotedObject, ...]
     cache_heads: Mapping[str, str]  # cache key "YYYY-MM-DD/HH/BBBB" (or a guard's) -> object key
     change: Change = field(default_factory=BatchChange)
+    # Cache key -> the committed objects its new head builds on, oldest first (keys with none left out).
+    cache_bases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def is_operation(self) -> bool:
@@ -83,7 +88,14 @@ def read_record(kind: type[R], data: bytes, upgrade: Callable[[Any], Any], what:
 
 
 def upgrade_commit(doc: Any) -> Any:
+    doc = without_bases_format(doc)
     return upgrade_change_v1(doc) if codec.is_older_format(doc, COMMIT_FORMAT, 1) else doc
+
+
+def without_bases_format(doc: Any) -> Any:
+    """A format-2 document (commit record, job result or journal) as format 3: the same fields,
+    with no head building on older objects."""
+    return {**doc, "format": COMMIT_FORMAT} if isinstance(doc, dict) and doc.get("format") == 2 else doc
 
 
 _V1_CHANGE_FIELDS = ("window_start_hour", "retain_from_hour", "ledger", "partitions", "excluded_inputs", "retracts",

@@ -29,7 +29,7 @@ from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.intervals import interval_start_of
 from eventdedup.keys import CacheKey, hour_index_at, hour_text
 
-CHECKPOINT_FORMAT = 3
+CHECKPOINT_FORMAT = 4
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,15 @@ class CommittedState:
     oldest batch that arrived at or after the horizon. Older batches are committed all the same:
     ask `eventdedup.commit.log.committed_version`. `cache_heads` holds every cache object (hour
     segments and id guards) some batch at or after the horizon wrote; `head_arrivals` the newest
-    arrival that wrote each.
+    arrival that wrote each. A head may build on older objects of its key (`cache_bases`, oldest
+    first: eventdedup.cache.heads); the key's history is its chain, bases then head.
     """
 
     version: int = 0
     batches: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> commit version
     cache_heads: Mapping[str, str] = field(default_factory=dict)
+    # Cache key -> the older objects its head builds on, oldest first (only keys that have any).
+    cache_bases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     last_batch_id: str | None = None
     arrivals: Mapping[str, int] = field(default_factory=dict)  # recent batch id -> its arrival hour
     retain_from_hour: int | None = None
@@ -117,16 +120,51 @@ class CommittedState:
         head_arrivals = {**self.head_arrivals,
                          **{key: max(arrival, self.head_arrivals.get(key, arrival)) for key in record.cache_heads}}
         heads = {**self.cache_heads, **record.cache_heads}
+        bases = self._bases_after(record, name)
         if horizon is not None:
             heads = {key: segment for key, segment in heads.items() if head_arrivals[key] >= horizon}
             head_arrivals = {key: head_arrivals[key] for key in heads}
+            bases = {key: chain for key, chain in bases.items() if key in heads}
         return CommittedState(
-            version=record.version, batches=batches, cache_heads=heads, last_batch_id=record.batch_id,
-            arrivals=arrivals, retain_from_hour=horizon, latest_interval_batch_id=latest_interval[0],
+            version=record.version, batches=batches, cache_heads=heads, cache_bases=bases,
+            last_batch_id=record.batch_id, arrivals=arrivals, retain_from_hour=horizon,
+            latest_interval_batch_id=latest_interval[0],
             latest_interval_arrival_hour=latest_interval[1], left_through_version=left_through,
             ledger=ledger.pruned(left_through), latest_arrival_hour=_later_hour(self.latest_arrival_hour, arrival),
             head_arrivals=head_arrivals, left_since_checkpoint=left, retracted=retracted, bucket_cutovers=cutovers,
         )
+
+    def chain(self, key: str) -> tuple[str, ...]:
+        """Every object of a cache key's committed history, oldest first (none: no head)."""
+        head = self.cache_heads.get(key)
+        return () if head is None else (*self.cache_bases.get(key, ()), head)
+
+    def cache_chains(self) -> dict[str, tuple[str, ...]]:
+        """Every cache key's chain: what a batch's executors read."""
+        return {key: self.chain(key) for key in self.cache_heads}
+
+    def cache_objects(self) -> set[str]:
+        """Every cache object some reader may load: the heads and what they build on."""
+        return {obj for key in self.cache_heads for obj in self.chain(key)}
+
+    def _bases_after(self, record: CommitRecord, name: str) -> dict[str, tuple[str, ...]]:
+        """The keys' bases once `record` applies. A head the commit writes replaces its key's
+        chain from where it builds on: what it names must be the oldest objects of the key's
+        chain it was computed against (this state), in order, or a reader would miss history."""
+        bases = dict(self.cache_bases)
+        for key in record.cache_heads:
+            builds_on = tuple(record.cache_bases.get(key, ()))
+            if builds_on != self.chain(key)[:len(builds_on)]:
+                raise CorruptStateError(f"commit record {name} builds cache key {key} on {list(builds_on)}, not on the "
+                                        f"oldest objects of its chain {list(self.chain(key))}; the log is broken")
+            if builds_on:
+                bases[key] = builds_on
+            else:
+                bases.pop(key, None)
+        unknown = sorted(set(record.cache_bases) - set(record.cache_heads))
+        if unknown:
+            raise CorruptStateError(f"commit record {name} names bases of cache keys it writes no head of: {unknown}")
+        return bases
 
     def _arrival_of(self, record: CommitRecord) -> int:
         """The hour a commit arrived at: the one its batch recorded (eventdedup.cache.history chose
@@ -167,7 +205,10 @@ def upgrade_checkpoint(doc: Any) -> Any:
     a checkpoint could lack `latest_interval_batch_id` (found from the batch ids), `arrivals`
     (window starts per batch, event-hour heads), `latest_arrival_hour`, and a ledger's `started`
     (a ledger was only written once started). Before format 3 the ledger's entries were inline
-    (`entries`): they are its recent entries, written as a part by the next checkpoint."""
+    (`entries`): they are its recent entries, written as a part by the next checkpoint. Format 4
+    added `cache_bases`: before it every head held its key's whole history."""
+    if isinstance(doc, dict) and doc.get("format") == 3:  # format 4 added cache_bases (none before)
+        return {**doc, "format": CHECKPOINT_FORMAT}
     if isinstance(doc, dict) and doc.get("format") == 2:
         return _ledger_entries_as_recent({**doc, "format": CHECKPOINT_FORMAT})
     if not codec.is_older_format(doc, CHECKPOINT_FORMAT, None, "checkpoint format"):

@@ -3,13 +3,15 @@ committed cache, behind a narrow cache interface.
 
 A bucket's events of every hour are decided together, so copies of one id in different hours of
 the batch meet. Which hours of the cache are read: the bucket's own hours (every fine segment an
-hour's bucket count puts inside the coarse bucket: eventdedup.cache.epochs), whole, and every
-hour some id guard of the window names for one of its ids (eventdedup.cache.guard), as far as
-they may hold those ids (read in parts: eventdedup.cache.segment_parts), so copies committed in
-other hours are found exactly. The outcome is what the batch emits, what it audits and why, the
-bucket's new cache segments (one per (hour, fine bucket) it adds ids to) and its new id guard,
-and its counts. Nothing here does I/O: the Spark stage's loader (eventdedup.job.dedup_stage)
-implements `BucketCache` over S3, and the tests over a dict.
+hour's bucket count puts inside the coarse bucket: eventdedup.cache.epochs) and every hour some
+id guard of the window names for one of its ids (eventdedup.cache.guard), each as far as it may
+hold the ids probed there (the cache reads an object in parts where they are few:
+eventdedup.cache.segment_parts), so copies committed in other hours are found exactly. The
+outcome is what the batch emits, what it audits and why, the bucket's new cache segments (one
+per (hour, fine bucket) it adds ids to, each merging its own run with the newest objects of the
+key's chain and building on the rest: eventdedup.cache.heads) and its new id guard, and its
+counts. Nothing here does I/O: the Spark stage's loader (eventdedup.job.dedup_stage) implements
+`BucketCache` over S3, and the tests over a dict.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ import pyarrow as pa
 
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import GuardProbe, IdGuard
-from eventdedup.cache.heads import copy_forward_segment
+from eventdedup.cache.heads import ChainPolicy, merged_segment
 from eventdedup.cache.segment import CacheRun
+from eventdedup.cache.segment_parts import ENTRY_BYTES
 from eventdedup.cache.view import CacheView
 from eventdedup.counts import BatchCounts
 from eventdedup.dedup.decide import (
@@ -46,12 +49,17 @@ from eventdedup.sorting import distinct_sorted, unique_inverse
 class BucketCache(Protocol):
     """What deciding a bucket reads of the committed cache."""
 
-    def runs(self, hour: int, bucket: int) -> list[CacheRun]:
-        """The committed runs of one (hour, fine bucket) segment; none when it has no head."""
-
     def runs_holding(self, hour: int, bucket: int, digests: npt.NDArray[np.bytes_]) -> list[CacheRun]:
-        """The committed runs of one segment as far as they may hold these keys (sorted): every
-        entry of them, others perhaps not (eventdedup.cache.segment_parts)."""
+        """The committed runs of one (hour, fine bucket) key's chain, oldest object first, as far
+        as they may hold these keys (sorted): every entry of them, others perhaps not
+        (eventdedup.cache.segment_parts). None when the key has no head."""
+
+    def chain_sizes(self, hour: int, bucket: int) -> list[int]:
+        """The size in bytes of each object of a key's chain, oldest first (asked only of a key
+        `runs_holding` read)."""
+
+    def runs(self, hour: int, bucket: int, newest: int) -> list[CacheRun]:
+        """Every run, whole, of the newest `newest` objects of a key's chain, oldest first."""
 
     def guard(self, head: str) -> IdGuard:
         """The committed id guard the state names `head` (BucketRules.guard_heads); empty when it
@@ -80,11 +88,21 @@ class BucketRules:
     populate: bool = False
     # Whether the batch adds its ids to an id guard (config: DedupSettings.uses_id_guards).
     write_guard: bool = True
+    chains: ChainPolicy = ChainPolicy()  # when a new head merges its key's newest objects
 
     def guard_heads(self, bucket: int) -> list[str]:
         """The state's names of every guard a bucket probes."""
         return ([guard_head_key(hour, bucket) for hour in self.guard_hours]
                 + [day_guard_head_key(day, bucket) for day in self.guard_days])
+
+
+@dataclass(frozen=True)
+class NewSegment:
+    """A key's new head: its bytes, and how many of the oldest objects of the key's chain (as the
+    batch read it) it builds on; the newer ones it merged."""
+
+    data: bytes
+    builds_on: int
 
 
 @dataclass(frozen=True)
@@ -94,7 +112,7 @@ class BucketOutcome:
     duplicates: npt.NDArray[np.intp]  # rows of the bucket the audit holds
     audit: pa.Table  # their audit columns, AUDIT_SCHEMA without raw, source_object and line_number
     counts: BatchCounts
-    segments: Mapping[tuple[int, int], bytes]  # (hour, fine bucket) -> new head
+    segments: Mapping[tuple[int, int], NewSegment]  # (hour, fine bucket) -> its new head
     guard: IdGuard | None  # the bucket's new guard of the arrival day; None: it adds no id
 
 
@@ -104,13 +122,12 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
     own_hours = [int(hour) for hour in distinct_sorted(hours)]
-    segments = {(hour, fine): cache.runs(hour, fine)
-                for hour in own_hours for fine in rules.epochs.fine_of(bucket, hour)}
     keys, key_of_row = unique_inverse(digests)
     key_hours = _key_hours(rules, bucket, keys, key_of_row, hours, cache)
     other_hours = sorted(set(key_hours.hours) - set(own_hours))
-    for hour in other_hours:  # read only for the keys a guard sent here: in parts, where few
-        named = keys[key_hours.hours[hour]]
+    segments: dict[tuple[int, int], list[CacheRun]] = {}
+    for hour, probed in sorted(key_hours.hours.items()):  # each hour read only for the keys probed there
+        named = keys[probed]
         segments.update({(hour, fine): cache.runs_holding(hour, fine, named)
                          for fine in rules.epochs.fine_of(bucket, hour)})
     loaded: dict[int, list[CacheRun]] = defaultdict(list)  # an hour's runs: of every fine segment the bucket holds
@@ -123,12 +140,15 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
     fine_buckets = rules.epochs.fine_buckets(digests, hours)
     new_hours, new_fines = distinct_pairs(hours[emitted], fine_buckets[emitted])
-    new_segments: dict[tuple[int, int], bytes] = {}
+    new_segments: dict[tuple[int, int], NewSegment] = {}
     written = 0
     for hour, fine in zip(new_hours.tolist(), new_fines.tolist(), strict=True):
         within = (hours == hour) & (fine_buckets == fine)
         own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within)
-        new_segments[(hour, fine)] = copy_forward_segment(segments[(hour, fine)], rules.kept_owners, own_run)
+        sizes = cache.chain_sizes(hour, fine)
+        merge = rules.chains.objects_to_merge(sizes, len(own_run) * ENTRY_BYTES)
+        merged = cache.runs(hour, fine, merge) if merge else []
+        new_segments[(hour, fine)] = NewSegment(merged_segment(merged, rules.kept_owners, own_run), len(sizes) - merge)
         written += len(own_run)
     guard = (cache.guard(guard_head_key(rules.arrival_hour, bucket)).with_ids(digests[emitted], hours[emitted])
              if rules.write_guard and emitted.any() else None)

@@ -11,7 +11,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,10 +19,10 @@ from botocore.exceptions import ClientError
 
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
-from eventdedup.cache.heads import load_head_runs
+from eventdedup.cache.heads import load_segment_runs, missing_segment
 from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings
-from eventdedup.cache.segment import CacheRun
-from eventdedup.cache.segment_parts import TAIL_BYTES, runs_holding
+from eventdedup.cache.segment import BLOCK_ENTRIES, CacheRun
+from eventdedup.cache.segment_parts import ENTRY_BYTES, TAIL_BYTES, runs_holding
 from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
 from eventdedup.counts import BatchCounts
@@ -34,7 +33,7 @@ from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, Ra
 from eventdedup.keys import CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store, is_not_found, process_client
-from eventdedup.sorting import distinct_sorted
+from eventdedup.sorting import distinct_sorted, unique_inverse
 from eventdedup.tables import (
     AUDIT_SCHEMA,
     OUTPUT_SCHEMA,
@@ -46,6 +45,8 @@ from eventdedup.tables import (
 )
 
 IO_THREADS = 16
+# Read an object whole where its probes would hit more than 1/DENSE_READ of its blocks.
+DENSE_READ = 4
 
 
 @dataclass(frozen=True)
@@ -65,63 +66,100 @@ class DedupContext:
         return self.rules.batch_id
 
 
+@dataclass(frozen=True)
+class _ObjectRead:
+    """One cache object as far as it was read: whole (`probed` None) or for the probed keys."""
+
+    runs: list[CacheRun]
+    size: int
+    probed: npt.NDArray[np.bytes_] | None
+
+    def serves(self, digests: npt.NDArray[np.bytes_] | None) -> bool:
+        """Whether it holds every entry of these keys (None: every entry)."""
+        if self.probed is None:
+            return True
+        return digests is not None and bool(np.isin(digests, self.probed).all())
+
+
 class _CacheLoader:
-    """The committed cache over S3 (a `BucketCache`): every object a partition reads, each loaded
-    once, all in flight at once."""
+    """The committed cache over S3 (a `BucketCache`): each object of a key's chain read once,
+    whole or in parts, every read of a partition's own hours in flight at once.
 
-    def __init__(self, store: S3Store, heads: Mapping[str, str], pool: ThreadPoolExecutor,
+    An executor that keeps local copies reads each object whole, once (an immutable object is
+    then confirmed by its ETag: later batches read no byte of it). One that keeps none reads an
+    object in parts where it probes few of its ids (the tail first: footer and index), whole
+    where it probes many (or where the object is small or of format 1)."""
+
+    def __init__(self, store: S3Store, chains: Mapping[str, tuple[str, ...]], pool: ThreadPoolExecutor,
                  copies: LocalCopies) -> None:
-        self._store, self._heads, self._pool, self._copies = store, heads, pool, copies
-        self._loads: dict[str, Future[Any]] = {}
+        self._store, self._chains, self._pool, self._copies = store, chains, pool, copies
+        self._reads: dict[str, Future[_ObjectRead]] = {}
+        self._guards: dict[str, Future[IdGuard]] = {}
 
-    def prefetch(self, epochs: BucketEpochs, bucket: int, hours: Iterable[int], guard_heads: Iterable[str]) -> None:
-        for hour in hours:
+    def prefetch(self, epochs: BucketEpochs, bucket: int, probed: Mapping[int, npt.NDArray[np.bytes_]],
+                 guard_heads: Iterable[str]) -> None:
+        """Start reading a bucket's own hours (hour -> the keys it probes there) and its guards."""
+        for hour, digests in probed.items():
             for fine in epochs.fine_of(bucket, hour):
-                self._segment(hour, fine)
+                self._chain_reads(hour, fine, digests)
         for head in guard_heads:
             self._guard(head)
 
-    def runs(self, hour: int, bucket: int) -> list[CacheRun]:
-        """The runs of one (hour, fine bucket) segment."""
-        result: list[CacheRun] = self._segment(hour, bucket).result()
-        return result
-
     def runs_holding(self, hour: int, bucket: int, digests: npt.NDArray[np.bytes_]) -> list[CacheRun]:
-        """The runs of one segment as far as they may hold `digests`. An executor that keeps
-        local copies reads it whole, once (an old hour does not change: later batches confirm
-        their copy by ETag and read no byte of it); one that keeps none reads it in parts (a
-        format-1 segment whole)."""
-        name = str(CacheKey.of_hour(hour, bucket))
-        key = self._heads.get(name)
-        if key is None:
-            return []
-        if name in self._loads or self._copies.enabled:
-            return self.runs(hour, bucket)
+        return [run for read in self._chain_reads(hour, bucket, digests) for run in read.result().runs]
+
+    def chain_sizes(self, hour: int, bucket: int) -> list[int]:
+        return [(self._reads.get(key) or self._read(key, None)).result().size for key in self._chain(hour, bucket)]
+
+    def runs(self, hour: int, bucket: int, newest: int) -> list[CacheRun]:
+        chain = self._chain(hour, bucket)
+        reads = [self._read(key, None) for key in chain[len(chain) - newest:]] if newest else []
+        return [run for read in reads for run in read.result().runs]
+
+    def guard(self, head: str) -> IdGuard:
+        return self._guard(head).result()
+
+    def _chain(self, hour: int, bucket: int) -> tuple[str, ...]:
+        return self._chains.get(str(CacheKey.of_hour(hour, bucket)), ())
+
+    def _chain_reads(self, hour: int, bucket: int, digests: npt.NDArray[np.bytes_]) -> list[Future[_ObjectRead]]:
+        return [self._read(key, digests) for key in self._chain(hour, bucket)]
+
+    def _read(self, key: str, digests: npt.NDArray[np.bytes_] | None) -> Future[_ObjectRead]:
+        """A read of one object serving these keys (None: whole): the earlier one if it serves
+        them, else a new one for them and the keys the earlier one served."""
+        known = self._reads.get(key)
+        if known is not None:
+            earlier = known.result()
+            if earlier.serves(digests):
+                return known
+            if digests is not None and earlier.probed is not None:
+                digests = unique_inverse(np.concatenate([earlier.probed, digests]))[0]
+        self._reads[key] = self._pool.submit(self._load, key, digests)
+        return self._reads[key]
+
+    def _load(self, key: str, digests: npt.NDArray[np.bytes_] | None) -> _ObjectRead:
+        if digests is None or self._copies.enabled:
+            return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
         try:
             tail, size = self._store.get_tail(key, TAIL_BYTES)
         except ClientError as exc:
             if is_not_found(exc):
-                raise CorruptStateError(f"cache segment {self._store.uri(key)} is named by the commit log but "
-                                        "missing; reading it as empty would let duplicates through") from None
+                raise missing_segment(self._store.uri(key)) from None
             raise
-        runs = runs_holding(tail, size, lambda start, stop: self._store.get_bytes(key, byte_range=(start, stop)),
-                            self._store.uri(key), digests)
-        return self.runs(hour, bucket) if runs is None else runs
+        runs: list[CacheRun] | None = None
+        if len(tail) >= size or len(digests) * BLOCK_ENTRIES * ENTRY_BYTES * DENSE_READ < size:
+            runs = runs_holding(tail, size, lambda start, stop: self._store.get_bytes(key, byte_range=(start, stop)),
+                                self._store.uri(key), digests)
+        if runs is None:  # many probes for its size (most blocks would be read), or format 1: whole
+            return _ObjectRead(*load_segment_runs(self._store, key), None)
+        return _ObjectRead(runs, size, None if len(tail) >= size else digests)
 
-    def guard(self, head: str) -> IdGuard:
-        result: IdGuard = self._guard(head).result()
-        return result
-
-    def _segment(self, hour: int, bucket: int) -> Future[Any]:
-        name = str(CacheKey.of_hour(hour, bucket))
-        if name not in self._loads:
-            self._loads[name] = self._pool.submit(load_head_runs, self._store, self._heads.get(name), self._copies)
-        return self._loads[name]
-
-    def _guard(self, name: str) -> Future[Any]:
-        if name not in self._loads:
-            self._loads[name] = self._pool.submit(_load_guard, self._store, self._heads.get(name), self._copies)
-        return self._loads[name]
+    def _guard(self, name: str) -> Future[IdGuard]:
+        if name not in self._guards:
+            chain = self._chains.get(name, ())
+            self._guards[name] = self._pool.submit(_load_guard, self._store, chain[-1] if chain else None, self._copies)
+        return self._guards[name]
 
 
 def _load_guard(store: S3Store, key: str | None, copies: LocalCopies) -> IdGuard:
@@ -134,7 +172,7 @@ def _load_guard(store: S3Store, key: str | None, copies: LocalCopies) -> IdGuard
     return decode_guard(data, store.uri(key))
 
 
-def dedup_partition(ctx: DedupContext, cache_heads: Mapping[str, str], partition: int,
+def dedup_partition(ctx: DedupContext, cache_chains: Mapping[str, tuple[str, ...]], partition: int,
                     records: Iterable[ShuffleRecord]) -> Iterator[DriverRecord]:
     store = S3Store(process_client(ctx.s3), ctx.bucket)
     received = _Received.collect(records)
@@ -151,7 +189,7 @@ def dedup_partition(ctx: DedupContext, cache_heads: Mapping[str, str], partition
         table = received.events()
         holders: Counter[str] = Counter()
         if table.num_rows:
-            decided, holders, bucket_writes = _dedup_rows(ctx, store, cache_heads, partition, table, numbers, pool)
+            decided, holders, bucket_writes = _dedup_rows(ctx, store, cache_chains, partition, table, numbers, pool)
             counts += decided
             writes.extend(bucket_writes)
         staged = [write.result() for write in writes]
@@ -197,7 +235,7 @@ class _Received:
         return pa.concat_tables(tables) if tables else SHUFFLE_SCHEMA.empty_table()
 
 
-def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str], partition: int,
+def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tuple[str, ...]], partition: int,
                 table: pa.Table, numbers: LineNumbers,
                 pool: ThreadPoolExecutor) -> tuple[BatchCounts, Counter[str], list[Future[StagedObject | None]]]:
     """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
@@ -215,9 +253,10 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
     holders: Counter[str] = Counter()  # earlier batches holding kept copies -> rows decided against them
     # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
     # as its loads land, and its segments are written while the next is decided.
-    loader = _CacheLoader(store, cache_heads, pool, LocalCopies(ctx.local_copies))
+    loader = _CacheLoader(store, cache_chains, pool, LocalCopies(ctx.local_copies))
+    digests = digest_array(narrow.column("key_digest"))
     for bucket, rows in groups.items():
-        loader.prefetch(rules.epochs, bucket, distinct_sorted(hours[rows]).tolist(), rules.guard_heads(bucket))
+        loader.prefetch(rules.epochs, bucket, _keys_by_hour(hours[rows], digests[rows]), rules.guard_heads(bucket))
     outputs: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     audits: list[tuple[npt.NDArray[np.intp], pa.Table]] = []
     for bucket, rows in groups.items():
@@ -231,7 +270,9 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_heads: Mapping[str, str
         outputs.append((rows[result.emitted], result.output))
         audits.append((rows[result.duplicates], result.audit))
         for (hour, fine), segment in result.segments.items():
-            writes.append(pool.submit(_stage_segment, store, ctx, CacheKey.of_hour(hour, fine), segment))
+            key = CacheKey.of_hour(hour, fine)
+            builds_on = cache_chains.get(str(key), ())[:segment.builds_on]
+            writes.append(pool.submit(_stage_segment, store, ctx, key, segment.data, builds_on))
         if result.guard is not None:
             writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard)))
     output_rows, output = _in_input_order(outputs)
@@ -272,9 +313,17 @@ def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp]) -> 
     return narrow.append_column("raw", table.column("raw").filter(pa.array(mask)))
 
 
-def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes) -> StagedObject:
+def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes,
+                   builds_on: tuple[str, ...]) -> StagedObject:
     info = store.put_bytes(ctx.layout.staged_cache_segment(ctx.batch_id, ctx.attempt, key), segment)
-    return StagedObject("cache", info, ctx.layout.final_cache_segment(ctx.batch_id, key), 0, cache_key=str(key))
+    return StagedObject("cache", info, ctx.layout.final_cache_segment(ctx.batch_id, key), 0, cache_key=str(key),
+                        builds_on=builds_on)
+
+
+def _keys_by_hour(hours: npt.NDArray[np.int64], digests: npt.NDArray[np.bytes_]) -> dict[int, npt.NDArray[np.bytes_]]:
+    """Per hour of a bucket's rows, the distinct keys (sorted) of its rows in that hour: what the
+    bucket's decision probes there (eventdedup.dedup.bucket)."""
+    return {int(hour): unique_inverse(digests[hours == hour])[0] for hour in distinct_sorted(hours).tolist()}
 
 
 def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -> StagedObject:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from eventdedup import errors
 from eventdedup.cache.epochs import BucketEpochs
+from eventdedup.cache.heads import ChainPolicy
 from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.cache.local_copies import LocalCopySettings
@@ -95,7 +96,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         guard_days=history.guard_days(state.arrivals) if config.dedup.uses_id_guards else (), epochs=epochs,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
-        write_guard=config.dedup.uses_id_guards,
+        write_guard=config.dedup.uses_id_guards, chains=ChainPolicy(small_bytes=config.dedup.segment_merge_bytes),
     )
     attempt = new_attempt()
     dedup_ctx = DedupContext(
@@ -117,20 +118,20 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
     numbered = [[(next(ordinals), unit) for unit in task] for task in tasks]
     log.info("batch %s: %d input objects read as %d ranges in %d tasks; %d dedup partitions", batch_id,
              len(inputs), sum(len(task) for task in tasks), len(tasks), partitions)
-    heads = sc.broadcast(dict(state.cache_heads))
+    chains = sc.broadcast(state.cache_chains())
     try:
         rdd = (
             sc.parallelize(numbered, len(numbered))
             .flatMap(partial(read_task, read_ctx))
             .repartitionAndSortWithinPartitions(partitions, partition_of_code)
-            .mapPartitionsWithIndex(lambda index, rows: dedup_partition(dedup_ctx, heads.value, index, rows))
+            .mapPartitionsWithIndex(lambda index, rows: dedup_partition(dedup_ctx, chains.value, index, rows))
         )
         records: list[DriverRecord] = rdd.collect()
         return records
     except Exception as exc:  # Spark wraps executor errors; surface ours with their own type
         raise _unwrapped(exc, batch_id) from exc
     finally:
-        heads.destroy()
+        chains.destroy()
 
 
 _OWN_ERROR = re.compile(r"eventdedup\.errors\.(\w+): (.+)")

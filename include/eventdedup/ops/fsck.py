@@ -8,7 +8,8 @@ a request per object. Checked: data, audit and quarantine objects, Redshift load
 batch's frozen manifest (existence: it is what a rerun reads), the committed marker of each batch
 that has left the folded state (existence: without it, rerunning the batch would commit it a
 second time), and the cache segments that are
-still heads in the folded state, i.e. of an hour the log has not expired (superseded and expired
+still in a key's chain in the folded state (a head or a base it builds on), i.e. of an hour the
+log has not expired (superseded and expired
 segments are maintenance's to delete; both are judged by log time, not by a clock). Exit code 3
 when anything is missing or changed, each finding named by key.
 """
@@ -123,7 +124,7 @@ def _expected_objects(store: S3Store, layout: Layout, state: CommittedState,
             # Left the state: its marker is all that says it is committed (rerunning it is a no-op).
             expected.append(Expected("committed_marker", layout.batch_committed_marker(record.batch_id), None,
                                      None, record.batch_id, record.version))
-    for _, segment in sorted(state.cache_heads.items()):  # heads of expired hours have left the state
+    for segment in sorted(state.cache_objects()):  # chains of expired hours have left the state
         if segment in segments:
             expected.append(segments[segment])
     return expected

@@ -51,7 +51,8 @@ def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSele
 
 
 def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, record: CommitRecord,
-                            heads: Mapping[str, str], coarse_buckets: int, id_guards: bool = True) -> list[str]:
+                            chains: Mapping[str, tuple[str, ...]], coarse_buckets: int,
+                            id_guards: bool = True) -> list[str]:
     """Compare a recomputed batch with its commit: a rerun must reproduce every object byte for
     byte, except what later commits legitimately changed in the cache heads it copies forward
     (eventdedup.cache.claims): there, its own claims must be the same. Without id guards
@@ -68,7 +69,7 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
     if day_guards:
         # Committed before 2026-11-26, with one guard per arrival day: the rerun writes its
         # arrival hour's. What must hold is the same: the committed guards hold its claims.
-        problems += _day_guard_differences(store, day_guards, heads, own_entries)
+        problems += _day_guard_differences(store, day_guards, chains, own_entries)
         committed = {key: obj for key, obj in committed.items() if key not in day_guards}
         recomputed = {key: obj for key, obj in recomputed.items() if not is_guard_object(key)}
     problems += [f"{key}: committed but not produced by the rerun"
@@ -79,10 +80,11 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
         if committed[key].etag == recomputed[key].staged.etag and committed[key].size == recomputed[key].staged.size:
             continue
         if committed[key].kind == "cache":
-            cache_key = recomputed[key].cache_key
-            problems += cache_claim_differences(store, key, recomputed[key].staged.key, record.batch_id,
-                                                None if cache_key is None else heads.get(cache_key),
-                                                own_entries.get(cache_key or "", set()))
+            cache_key = recomputed[key].cache_key or ""
+            problems += cache_claim_differences(store, (key, tuple(record.cache_bases.get(cache_key, ()))),
+                                                (recomputed[key].staged.key, recomputed[key].builds_on),
+                                                record.batch_id, chains.get(cache_key, ()),
+                                                own_entries.get(cache_key, set()))
         else:
             problems.append(f"{key}: rerun produced different bytes")
     # A count this version adds (e.g. inputs_excluded) is absent, i.e. 0, in older commit records.
@@ -98,7 +100,7 @@ def _day_guards(layout: Layout, objects: Iterable[str]) -> dict[str, str]:
             if parsed is not None and is_day_guard_head_key(parsed[1])}
 
 
-def _day_guard_differences(store: S3Store, day_guards: Mapping[str, str], heads: Mapping[str, str],
+def _day_guard_differences(store: S3Store, day_guards: Mapping[str, str], chains: Mapping[str, tuple[str, ...]],
                            own_entries: dict[str, GuardEntries]) -> list[str]:
     """Whether a commit's day guards (or the heads that superseded them) hold the rerun's claims,
     and whether it wrote one for every bucket the rerun claims ids in."""
@@ -110,8 +112,8 @@ def _day_guard_differences(store: S3Store, day_guards: Mapping[str, str], heads:
         bucket = int(head.rsplit("/", 1)[1])
         data = store.get_bytes_or_none(key)
         if data is None:
-            current = heads.get(head)
-            data = None if current is None else store.get_bytes_or_none(current)
+            current = chains.get(head)
+            data = None if not current else store.get_bytes_or_none(current[-1])
         claims = {entry for name, entries in own_entries.items() if name.endswith(f"/{bucket:04d}")
                   for entry in entries}
         if data is None:
@@ -138,7 +140,7 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, sc: SparkContext
     job = run_dedup_job(sc, config, batch_id)
     try:
         epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
-        return differences_from_commit(store, layout, job, record, state.cache_heads, epochs.coarse,
+        return differences_from_commit(store, layout, job, record, state.cache_chains(), epochs.coarse,
                                        config.dedup.uses_id_guards)
     finally:
         store.delete_prefix(layout.staging_root(batch_id))

@@ -32,7 +32,7 @@ from datetime import datetime
 
 import pyarrow.parquet as pq
 
-from eventdedup.cache.heads import load_head_runs
+from eventdedup.cache.heads import load_chain_runs
 from eventdedup.cache.segment import encode_segment
 from eventdedup.commit.changes import Reshard, RestoredInterval, Retraction
 from eventdedup.commit.gate import refuse_if_other_journals
@@ -211,7 +211,7 @@ def _stage_retraction(store: S3Store, layout: Layout, state: CommittedState, rid
     kept_owners = set(state.batches) - set(targets)
     objects: list[StagedObject] = []
     for name in names:
-        runs = load_head_runs(store, state.cache_heads[name])
+        runs = load_chain_runs(store, state.chain(name))  # rewritten whole: building on nothing
         key = CacheKey.parse(name)
         info = store.put_bytes(layout.staged_cache_segment(rid, attempt, key),
                                encode_segment([run for run in runs if run.owner in kept_owners]))

@@ -156,8 +156,8 @@ def test_a_format_this_release_does_not_know_is_refused_not_read_as_format_1(rea
     import orjson
 
     doc = orjson.loads((V1 / name).read_bytes())
-    with pytest.raises(CorruptStateError, match="unknown format 3"):
-        reader(orjson.dumps({**doc, "format": 3}))
+    with pytest.raises(CorruptStateError, match="unknown format 4"):
+        reader(orjson.dumps({**doc, "format": 4}))
 
 
 @pytest.mark.parametrize("damage", [

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
+from eventdedup.cache.heads import ChainPolicy
 from eventdedup.cache.segment import CacheRun, decode_segment
 from eventdedup.cache.segment_parts import runs_holding
-from eventdedup.dedup.bucket import BucketRules, decide_bucket
+from eventdedup.dedup.bucket import BucketRules, NewSegment, decide_bucket
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.keys import bucket_array, guard_head_key, key_digest
@@ -32,6 +33,7 @@ from eventdedup.tables import UTC_MICROS
 from ...support.reference_model import ModelEvent, ModelPolicy, ModelStore, Verdict, decide_batch
 
 HOUR = 490_000  # hours since the epoch
+DEFAULT_CHAINS = ChainPolicy()
 WINDOW = 24
 BUCKETS = 2
 # An event: its id, the hour its cache key falls in (the same hour, the next, a day later, or
@@ -48,32 +50,52 @@ streams = st.lists(st.tuples(st.lists(events, min_size=1, max_size=12), st.sampl
 
 @dataclass
 class MemoryCache:
-    """The committed heads, as the encoded objects a commit leaves: (hour, bucket) segments and
-    guards by the state's head name; a commit replaces the heads it writes."""
+    """The committed chains, as the encoded objects commits leave: (hour, bucket) segments, oldest
+    first, and guards by the state's head name. A commit replaces a key's chain from where its new
+    head builds on (`commit`)."""
 
-    segments: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    segments: dict[tuple[int, int], list[bytes]] = field(default_factory=dict)
     guards: dict[str, bytes] = field(default_factory=dict)
 
-    def runs(self, hour: int, bucket: int) -> list[CacheRun]:
-        data = self.segments.get((hour, bucket))
-        return [] if data is None else decode_segment(data, f"{hour}/{bucket}")
+    def runs(self, hour: int, bucket: int, newest: int) -> list[CacheRun]:
+        chain = self.segments.get((hour, bucket), [])
+        return [run for data in chain[len(chain) - newest:] for run in decode_segment(data, f"{hour}/{bucket}")]
 
     def runs_holding(self, hour: int, bucket: int, digests: np.ndarray) -> list[CacheRun]:
-        """Read in parts, as from S3: a tail of 100 bytes, then the ranges the reader asks for."""
-        data = self.segments.get((hour, bucket))
-        if data is None:
-            return []
-        runs = runs_holding(data[-100:], len(data), lambda start, stop: data[start:stop], f"{hour}/{bucket}", digests)
-        assert runs is not None  # every head here is format 2
-        return runs
+        """Read in parts, as from S3: a tail of 100 bytes of each object, then the ranges the
+        reader asks for."""
+        found = []
+        for data in self.segments.get((hour, bucket), []):
+            runs = runs_holding(data[-100:], len(data), lambda start, stop, data=data: data[start:stop],
+                                f"{hour}/{bucket}", digests)
+            assert runs is not None  # every segment here is format 2
+            found += runs
+        return found
+
+    def chain_sizes(self, hour: int, bucket: int) -> list[int]:
+        return [len(data) for data in self.segments.get((hour, bucket), [])]
+
+    def commit(self, written: dict[tuple[int, int], NewSegment], guards: dict[str, bytes]) -> None:
+        for key, segment in written.items():
+            self.segments[key] = [*self.segments.get(key, [])[:segment.builds_on], segment.data]
+        self.guards.update(guards)
 
     def guard(self, head: str) -> IdGuard:
         data = self.guards.get(head)
         return IdGuard.empty() if data is None else decode_guard(data, head)
 
 
+@dataclass
+class Written:
+    """What a batch's commit would write: new heads and guards."""
+
+    segments: dict[tuple[int, int], NewSegment] = field(default_factory=dict)
+    guards: dict[str, bytes] = field(default_factory=dict)
+
+
 def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
-           rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy) -> tuple[list[Verdict], MemoryCache]:
+           rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy,
+           chains: ChainPolicy = DEFAULT_CHAINS) -> tuple[list[Verdict], Written]:
     """Decide a batch bucket by bucket as the Spark stage does; returns its verdicts in input
     order and the heads its commit would write. `committed`: batch -> arrival, in commit order,
     of the batches committed before it."""
@@ -85,7 +107,7 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
         guard_hours=tuple(range(start, last + 1)), guard_days=tuple(range(start // 24, last // 24 + 1)),
         epochs=BucketEpochs(BUCKETS),
         survivor=SurvivorPolicy.parse(policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:p"),
-        policy=DuplicatePolicy(policy.synthetic, policy.changelog))
+        policy=DuplicatePolicy(policy.synthetic, policy.changelog), chains=chains)
     table = pa.table({
         "event_id": [key for key, _, _, _ in rows],
         "key_digest": pa.array([key_digest(key) for key, _, _, _ in rows], pa.binary(16)),
@@ -96,7 +118,7 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
     })
     digests = np.array([key_digest(key) for key, _, _, _ in rows], "S16")
     verdicts: list[Verdict | None] = [None] * len(rows)
-    written = MemoryCache()
+    written = Written()
     for bucket in range(BUCKETS):
         members = np.flatnonzero(bucket_array(digests, BUCKETS) == bucket)
         if not len(members):
@@ -116,8 +138,14 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
     return verdicts, written  # type: ignore[return-value]
 
 
-@given(stream=streams, policy=policies, rerun_choices=st.lists(st.integers(0, 4), max_size=3))
-def test_bucket_decisions_equal_the_reference_model_and_reruns_reproduce_them(stream, policy, rerun_choices) -> None:
+# Chains of a few tiny objects: no object counts as small, merges by ratio and by chain length.
+chain_policies = st.builds(ChainPolicy, merge_ratio=st.sampled_from([1, 2, 8]), small_bytes=st.just(0),
+                           max_chain=st.integers(1, 4)) | st.just(ChainPolicy())
+
+
+@given(stream=streams, policy=policies, rerun_choices=st.lists(st.integers(0, 4), max_size=3), chains=chain_policies)
+def test_bucket_decisions_equal_the_reference_model_and_reruns_reproduce_them(stream, policy, rerun_choices,
+                                                                              chains) -> None:
     model = ModelStore(window_hours=WINDOW)
     cache = MemoryCache()
     committed: dict[str, int] = {}  # batch -> arrival hour, in commit order
@@ -127,24 +155,24 @@ def test_bucket_decisions_equal_the_reference_model_and_reruns_reproduce_them(st
         batch, arrival = f"b{number}", arrival + later
         expected = decide_batch(model, batch, [ModelEvent(key, fingerprint, value) for key, _, fingerprint, value in rows],
                                 policy, arrival)
-        got, written = decide(cache, committed, arrival, batch, rows, policy)
+        got, written = decide(cache, committed, arrival, batch, rows, policy, chains)
         assert got == expected, batch
-        cache.segments.update(written.segments)  # the commit: new heads replace old ones
-        cache.guards.update(written.guards)
+        cache.commit(written.segments, written.guards)
+        assert all(len(chain) <= chains.max_chain for chain in cache.segments.values())
         committed[batch] = arrival
         decided[batch] = got
         for choice in rerun_choices:  # recompute an earlier batch against today's heads
             earlier = list(committed)[choice % len(committed)]
             before = dict(list(committed.items())[:list(committed).index(earlier)])
-            again, _ = decide(cache, before, committed[earlier], earlier, stream[int(earlier[1:]) - 1][0], policy)
+            again, _ = decide(cache, before, committed[earlier], earlier, stream[int(earlier[1:]) - 1][0], policy,
+                              chains)
             assert again == decided[earlier], f"rerun of {earlier} after {batch}"
 
 
 def test_a_copy_in_another_hour_is_found_through_the_guard_and_loads_that_hour() -> None:
     cache = MemoryCache()
     first, written = decide(cache, {}, HOUR, "b1", [("a", 0, 1, None)], ModelPolicy())
-    cache.segments.update(written.segments)
-    cache.guards.update(written.guards)
+    cache.commit(written.segments, written.guards)
     within, _ = decide(cache, {"b1": HOUR}, HOUR + 5, "b2", [("a", 24, 1, None)], ModelPolicy())
     expired, _ = decide(cache, {"b1": HOUR}, HOUR + WINDOW + 1, "b2", [("a", 24, 1, None)], ModelPolicy())
     assert first == [Verdict("kept", "emit", "b1")]
@@ -155,8 +183,7 @@ def test_a_copy_in_another_hour_is_found_through_the_guard_and_loads_that_hour()
 def test_the_counts_of_a_bucket_name_what_was_found_done_and_loaded() -> None:
     cache = MemoryCache()
     _, written = decide(cache, {}, HOUR, "b1", [("a", 0, 1, None)], ModelPolicy())
-    cache.segments.update(written.segments)
-    cache.guards.update(written.guards)
+    cache.commit(written.segments, written.guards)
     bucket = int(bucket_array(np.array([key_digest("a")], "S16"), BUCKETS)[0])
     rules = BucketRules("b2", {"b1": 0}, frozenset({"b1"}), HOUR, tuple(range(HOUR - WINDOW, HOUR + 1)),
                         ((HOUR - WINDOW) // 24, HOUR // 24), BucketEpochs(BUCKETS))

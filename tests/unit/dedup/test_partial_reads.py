@@ -3,6 +3,8 @@ for random segments (keys with hundreds of payloads spanning blocks, runs of 0, 
 600 entries, reshards 2 -> 4 -> 8 so guard-named keys include other fine buckets'), guards that
 also name wrong hours (false hits), changing visible owners and every synthetic and changelog
 policy, every output of `decide_bucket` is the same with a tail of 100 bytes or 8 KiB.
+Each key's runs are split over a chain of one to three objects, as batches that build on older
+objects leave them (eventdedup.cache.heads).
 (Written by helper-8's review of the partial reads; a mutant that skips the block before a
 probe equal to a block's first digest fails it.)"""
 from __future__ import annotations
@@ -26,15 +28,19 @@ from eventdedup.tables import UTC_MICROS
 HOUR = 490_000
 HOT: set[str] = set()
 class Whole:
+    """Chains of segments (each key's objects, oldest first) read whole."""
     def __init__(self, segs, guards, tail=0):  # type: ignore[no-untyped-def]
         self.segs, self.guards, self.tail, self.partial_calls = segs, guards, tail, 0
 
-    def runs(self, h, b):  # type: ignore[no-untyped-def]
-        d = self.segs.get((h, b))
-        return [] if d is None else decode_segment(d, "x")
+    def runs(self, h, b, newest):  # type: ignore[no-untyped-def]
+        chain = self.segs.get((h, b), [])
+        return [run for d in chain[len(chain) - newest:] for run in decode_segment(d, "x")]
 
     def runs_holding(self, h, b, digests):  # type: ignore[no-untyped-def]
-        return self.runs(h, b)
+        return self.runs(h, b, len(self.segs.get((h, b), [])))
+
+    def chain_sizes(self, h, b):  # type: ignore[no-untyped-def]
+        return [len(d) for d in self.segs.get((h, b), [])]
 
     def guard(self, head):  # type: ignore[no-untyped-def]
         d = self.guards.get(head)
@@ -43,14 +49,14 @@ class Whole:
 
 class Partial(Whole):
     def runs_holding(self, h, b, digests):  # type: ignore[no-untyped-def]
-        d = self.segs.get((h, b))
-        if d is None:
-            return []
         assert list(digests) == sorted(digests)
-        self.partial_calls += 1
-        r = runs_holding(d[-self.tail:], len(d), lambda a, z: d[a:z], "x", digests)
-        assert r is not None
-        return r
+        found = []
+        for d in self.segs.get((h, b), []):
+            self.partial_calls += 1
+            r = runs_holding(d[-self.tail:], len(d), lambda a, z, d=d: d[a:z], "x", digests)
+            assert r is not None
+            found += r
+        return found
 
 def trial(rng):  # type: ignore[no-untyped-def]
     epochs = BucketEpochs(2)
@@ -88,8 +94,9 @@ def trial(rng):  # type: ignore[no-untyped-def]
                 if pairs or rng.random() < 0.2:
                     runs.append(CacheRun.build(o, np.array([p[0] for p in pairs], "S16"),
                                                np.array([p[1] for p in pairs], np.uint64)))
-            if runs:
-                segs[(h, f)] = encode_segment(runs)
+            if runs:  # a chain of one to three objects
+                cuts = sorted(rng.sample(range(1, len(runs)), min(len(runs) - 1, rng.randrange(0, 3))))
+                segs[(h, f)] = [encode_segment(runs[a:z]) for a, z in zip([0, *cuts], [*cuts, len(runs)], strict=True)]
     arrivals = {"b1": HOUR - 5, "b2": HOUR - 2, "b3": HOUR}
     guards = {}
     for (o, b), lst in guard_ids.items():
