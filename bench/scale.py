@@ -12,9 +12,10 @@ sampled bucket of the cache's 16, as those batches would have left it:
 - of each batch's events 99 % are dated in its arrival hour, 1 % are stragglers dated 24-48 hours
   before it (their runs land in old hours' segments, as late events' do);
 - the window is `fill` % full: arrivals span the last fill x window hours (1 hour at least);
-- copy-forward heads as the job writes them (each hour segment holds every run committed to it;
-  each arrival hour's id guard every id of that hour, except under partition_time = "id", which
-  keeps none), superseded versions deleted as the maintenance DAG deletes them.
+- each hour segment as one object holding every run committed to it (a chain just merged whole:
+  its cheapest read; what merges cost over the batches is played separately, `merge_costs`),
+  each arrival hour's id guard holding every id of that hour (none under partition_time = "id"),
+  superseded versions deleted as the maintenance DAG deletes them.
 
 Then one real batch runs against it (Spark, the local S3 server, through a counting proxy): the
 sampled bucket's share of a 5-minute batch, arriving in the 7th slot of the newest hour, made
@@ -60,6 +61,7 @@ from process_cpu import SampledCpu, spark_groups, spark_phase  # noqa: E402
 from workload import HOUR_US, event_line  # noqa: E402
 
 from eventdedup.cache.guard import IdGuard, encode_guard  # noqa: E402
+from eventdedup.cache.heads import ChainPolicy  # noqa: E402
 from eventdedup.cache.identity import check_cache_identity  # noqa: E402
 from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings  # noqa: E402
 from eventdedup.cache.segment import CacheRun, encode_segment  # noqa: E402
@@ -86,6 +88,7 @@ from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 BUCKETS = 16  # the shipped default of a new cache
 SAMPLED = 0  # the bucket the store is built for and the batch holds
+SHIPPED_CHAINS = ChainPolicy()  # the chain policy batches use (eventdedup.cache.heads)
 BATCHES_PER_HOUR = 12
 MEASURED_SLOT = 6  # the measured batch arrives after six batches of its hour
 ANCHOR_HOUR = int(datetime(2026, 11, 22, 12, tzinfo=timezone.utc).timestamp()) // 3600
@@ -615,6 +618,37 @@ def growth_chart(results: list[dict], before: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def merge_costs(rate: int, policy: ChainPolicy = SHIPPED_CHAINS) -> dict:
+    """What merging costs over time, which one measured batch does not show: the shipped chain
+    policy (eventdedup.cache.heads) played over the 12 batches of an hour (each adding 99 % of its
+    ids to the current hour) and over the 288 batches an old hour receives stragglers for (1 % of
+    each batch's ids spread over 24 hours), beside copy-forward (each batch rewriting the key
+    whole). Segment bytes per (hour, bucket), 24 per entry."""
+    def play(sizes: list[int]) -> tuple[int, int, int]:
+        chain: list[int] = []
+        written = merged_read = longest = 0
+        for own in sizes:
+            merge = policy.objects_to_merge(chain, own)
+            merged = sum(chain[len(chain) - merge:])
+            chain = [*chain[:len(chain) - merge], merged + own]
+            written, merged_read, longest = written + merged + own, merged_read + merged, max(longest, len(chain))
+        return written, merged_read, longest
+    own = int(rate * 0.99 / BUCKETS * 24)
+    written, merged_read, longest = play([own] * 12)
+    copy_forward = sum(own * n for n in range(1, 13))
+    late = int(rate * 0.01 / 24 / BUCKETS * 24)
+    base = own * 12
+    late_written, late_read, late_longest = play([base] + [late] * 288)
+    late_written -= base
+    return {"rate": rate, "current_hour": {
+                "own_bytes": own, "written_per_batch": written // 12, "merged_read_per_batch": merged_read // 12,
+                "copy_forward_written_per_batch": copy_forward // 12, "longest_chain": longest},
+            "old_hour": {
+                "base_bytes": base, "tail_bytes": late, "written_per_batch": late_written // 288,
+                "merged_read_per_batch": late_read // 288, "copy_forward_written_per_batch": base + late * 144,
+                "longest_chain": late_longest}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", default="100000,1000000,10000000")
@@ -660,8 +694,17 @@ def main() -> int:
               f"ledger entries in {state['parts']} parts, checkpoint {mib(state['checkpoint_bytes'])} MiB, load "
               f"{state['load_seconds']}s; an interval batch's {state['lookback_objects']:,} lookups "
               f"{state['lookback_lookup_seconds']}s ({state['lookback_parts_read']} parts read)", flush=True)
+    merges = [merge_costs(int(rate)) for rate in args.rates.split(",")]
+    for merge in merges:
+        current, old = merge["current_hour"], merge["old_hour"]
+        print(f"merges at {merge['rate']:,}/5min, per (hour, bucket): current hour {mib(current['written_per_batch'])} "
+              f"MiB written a batch (copy-forward {mib(current['copy_forward_written_per_batch'])}), chain <= "
+              f"{current['longest_chain']}; an old hour {old['written_per_batch'] / 1024:.1f} KiB a batch "
+              f"(copy-forward {mib(old['copy_forward_written_per_batch'])} MiB), chain <= {old['longest_chain']}",
+              flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"buckets": BUCKETS, "results": results, "state": states}, indent=1))
+    args.out.write_text(json.dumps({"buckets": BUCKETS, "results": results, "state": states, "merges": merges},
+                                   indent=1))
     before = json.loads(args.before.read_text())["results"] if args.before.exists() else []
     growth_chart(results, before, args.out.with_suffix(".png"))
     print(table(results))

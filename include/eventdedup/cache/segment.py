@@ -1,8 +1,8 @@
 """The binary "seen ids" cache segment of one (date, hour, bucket).
 
-Each batch that adds ids to a cache key writes one new, immutable segment holding every entry
-committed for that key so far plus its own: one GET loads a key's whole history, whatever
-the number of past batches. Entries are grouped in runs by the batch that claimed them (the
+Each batch that adds ids to a cache key writes one new, immutable segment: its own run merged
+with the key's newest objects, building on the older ones (the key's chain:
+eventdedup.cache.heads). Entries are grouped in runs by the batch that claimed them (the
 owner), so a rerun can leave out its own run and any run committed after it.
 
 Layout (all integers big-endian):

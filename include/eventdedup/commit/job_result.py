@@ -32,7 +32,7 @@ class StagedObject:
     rows: int = 0
     cache_key: str | None = None  # a cache head's name in the state (hour segment or id guard)
     # The committed objects of the key this head builds on, oldest first (eventdedup.cache.heads);
-    # none: it holds the key's whole history.
+    # none: it holds the key's whole history (a new key's, a merge of its whole chain).
     builds_on: tuple[str, ...] = ()
 
     @property

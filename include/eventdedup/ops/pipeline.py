@@ -54,7 +54,7 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
                             chains: Mapping[str, tuple[str, ...]], coarse_buckets: int,
                             id_guards: bool = True) -> list[str]:
     """Compare a recomputed batch with its commit: a rerun must reproduce every object byte for
-    byte, except what later commits legitimately changed in the cache heads it copies forward
+    byte, except what later commits legitimately changed in the cache chains it builds on
     (eventdedup.cache.claims): there, its own claims must be the same. Without id guards
     (partition_time = "id"), the guards a release before 2026-11-26 committed are not compared:
     no batch reads them."""

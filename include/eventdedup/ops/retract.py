@@ -7,7 +7,8 @@ crash anywhere recovers like a promotion), that
 
 - removes the batch from the folded state: its cache runs are visible to no batch and copied
   forward by none, its inputs leave the ingestion ledger, and its id can never commit again;
-- names new heads of every cache key it wrote, copied forward without its runs;
+- names new heads of every cache key it wrote, each the key's whole chain rewritten as one
+  segment without its runs;
 - once committed, replaces its Redshift load manifest with an empty one (derived from the commit,
   like a checkpoint: the promotion, recovery and a retried `retract` each finish it);
 - leaves its data, audit and quarantine objects where they are: its own commit still names them,
