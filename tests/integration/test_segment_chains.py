@@ -65,8 +65,9 @@ def test_stragglers_in_an_old_hour_write_a_tail_and_every_later_copy_is_found(s3
         assert dict(record.cache_bases) == {hour_key: (base,)}  # b2 built on b1's segment
         assert segment_chains(store, config) == {hour_key: (base, tail)}
         assert store.head(tail).size < 1_000 < 144_000 < base_size  # 3 entries, beside the 6,000
-        # 4 ids probed in 24 blocks: the base's last 8 KiB, its run table and at most 4 blocks
-        assert read < 8192 + 4 * 256 * 24 + 1024
+        # 4 ids probed in 24 blocks: the base's last 8 KiB, its run table and at most 4 blocks (8
+        # ranges), with the holes of up to 8 KiB between ranges read to save requests
+        assert read < 8192 + 4 * 256 * 24 + 6 * 8192 + 1024 < base_size
 
         # b3: copies of a base id and of a tail id are dropped; a new straggler is kept. b2's
         # tail is small: b3's head merges it, and builds on the base.
@@ -102,3 +103,10 @@ def test_stragglers_in_an_old_hour_write_a_tail_and_every_later_copy_is_found(s3
                 if row["batch_id"] == "b4")
     assert b4 == [("late-0", "cross_batch_natural", "b2"), ("old-6", "cross_batch_natural", "b1")]
     assert ("b4", "later") in {(row["batch_id"], row["event_id"]) for row in committed_rows(store, config, "data")}
+    # b4 built on the retraction's segment: fsck --last 1 checks b4's commit, and that every
+    # object its chain still reads exists, however old.
+    (chain,) = segment_chains(store, config).values()
+    assert len(chain) == 2
+    assert fsck(store, config, last=1).consistent
+    store.delete_keys([chain[0]])
+    assert [item.key for item in fsck(store, config, last=1).missing] == [chain[0]]

@@ -91,6 +91,10 @@ class LocalCopies:
         self._write(path, key, etag, data)
         return data
 
+    def holds(self, store: S3Store, key: str) -> bool:
+        """Whether a copy of the object is on local disk (unconfirmed: read it with get_or_none)."""
+        return self.enabled and self.path_of(store, key).exists()
+
     def path_of(self, store: S3Store, key: str) -> Path:
         """Where the copy of an object of the store's bucket lives."""
         return self.directory / (hashlib.sha256(f"{store.bucket}/{key}".encode()).hexdigest() + SUFFIX)

@@ -8,12 +8,15 @@ whose digest range holds a probed id, each checked by its CRC: kilobytes where t
 segment is megabytes. Every entry of a probed id is in the blocks read (a digest equal to a
 block's first may also end the block before: both are read), so a lookup of the probed ids in
 these partial runs is the lookup in the whole segment (`CacheView.lookup` queries no other id
-in an hour a guard named). A format-1 segment has no index: it is read whole.
+in an hour a guard named). The byte ranges of every run are read together, ranges less than
+8 KiB apart in one request. A format-1 segment has no index: it is read whole.
 """
 from __future__ import annotations
 
+import bisect
 import zlib
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +39,7 @@ from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
 
 TAIL_BYTES = 8 << 10  # read first from the end: the footer, and the index of a small segment
+HOLE_BYTES = 8 << 10  # ranges closer than this are read in one request
 ENTRY_BYTES = KEY_DIGEST_BYTES + FINGERPRINT_BYTES
 ReadRange = Callable[[int, int], bytes]  # bytes [start, stop) of the object
 
@@ -72,16 +76,104 @@ def runs_holding(tail: bytes, size: int, read: ReadRange, name: str, digests: np
              else read(index_offset, tail_start) + tail[:footer_at - tail_start])
     if zlib.crc32(index) != index_crc:
         raise CorruptStateError(f"cache segment {name}: its block index fails its checksum")
-    runs, data_at, index_at = [], table_length, 0
+    plans, data_at, index_at = [], table_length, 0
     for owner, entries in table:
         count = blocks_of(entries)
         firsts = np.frombuffer(index, DIGEST_DTYPE, count, index_at)
         crcs = np.frombuffer(index, ">u4", count, index_at + count * KEY_DIGEST_BYTES)
         if owners is None or owner in owners:
-            runs.append(_run_part(read, name, owner, entries, data_at, block_entries, firsts, crcs, digests))
+            plans.append(_RunPlan(owner, entries, data_at, firsts, crcs,
+                                  _spans(firsts, digests, block_entries, entries) if entries and len(digests) else []))
         data_at += entries * ENTRY_BYTES
         index_at += count * (KEY_DIGEST_BYTES + _CRC.size)
-    return runs
+    fetched = _Fetched(read, [rng for plan in plans for rng in plan.ranges()])
+    return [plan.run(fetched, name, block_entries) for plan in plans]
+
+
+def _spans(firsts: npt.NDArray[np.bytes_], digests: npt.NDArray[np.bytes_], block_entries: int,
+           entries: int) -> list[tuple[int, int, int]]:
+    """One run's blocks that can hold the probed digests, as spans of consecutive blocks: (first
+    block, first entry, end entry). A probe's blocks run from the last one whose first digest is
+    below it to the last one whose first digest is at most it; a probe below the run's first
+    digest is in none of them."""
+    digests = digests[digests >= firsts[0]]
+    if not len(digests):
+        return []
+    low = np.maximum(np.searchsorted(firsts, digests, side="left") - 1, 0)
+    high = np.maximum(np.searchsorted(firsts, digests, side="right") - 1, 0)
+    wanted = np.zeros(len(firsts), bool)
+    for start, stop in zip(low.tolist(), high.tolist(), strict=True):
+        wanted[start:stop + 1] = True
+    blocks = np.flatnonzero(wanted)
+    breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
+    return [(int(span[0]), int(span[0]) * block_entries, min((int(span[-1]) + 1) * block_entries, entries))
+            for span in np.split(blocks, breaks)]
+
+
+class _Fetched:
+    """The byte ranges a read needs, fetched with as few requests as holes allow: ranges closer
+    than HOLE_BYTES are read as one (as Arrow's Parquet reader coalesces column chunks), so the
+    many small runs of an old hour's stragglers cost a request or two, not two a run."""
+
+    def __init__(self, read: ReadRange, ranges: list[tuple[int, int]]) -> None:
+        self._spans: list[tuple[int, int]] = []
+        for start, stop in sorted(ranges):
+            if self._spans and start - self._spans[-1][1] <= HOLE_BYTES:
+                self._spans[-1] = (self._spans[-1][0], max(self._spans[-1][1], stop))
+            else:
+                self._spans.append((start, stop))
+        self._data = [read(start, stop) for start, stop in self._spans]
+        self._starts = [start for start, _ in self._spans]
+
+    def get(self, start: int, stop: int) -> bytes:
+        """Bytes [start, stop) of the object (empty past a truncated read's end)."""
+        at = bisect.bisect_right(self._starts, start) - 1
+        base = self._spans[at][0]
+        return self._data[at][start - base:stop - base]
+
+
+@dataclass(frozen=True)
+class _RunPlan:
+    owner: str
+    entries: int
+    data_at: int  # where its digests start; its fingerprints follow them
+    firsts: npt.NDArray[np.bytes_]
+    crcs: npt.NDArray[np.uint32]
+    spans: list[tuple[int, int, int]]  # (first block, first entry, end entry)
+
+    @property
+    def fps_at(self) -> int:
+        return self.data_at + self.entries * KEY_DIGEST_BYTES
+
+    def ranges(self) -> list[tuple[int, int]]:
+        return [rng for _, first, last in self.spans
+                for rng in ((self.data_at + first * KEY_DIGEST_BYTES, self.data_at + last * KEY_DIGEST_BYTES),
+                            (self.fps_at + first * FINGERPRINT_BYTES, self.fps_at + last * FINGERPRINT_BYTES))]
+
+    def run(self, fetched: _Fetched, name: str, block_entries: int) -> CacheRun:
+        """The run's blocks that were planned, each checked by its CRC and its index entry."""
+        if not self.spans:
+            return CacheRun(self.owner, np.zeros(0, DIGEST_DTYPE), np.zeros(0, np.uint64))
+        parts_digests, parts_fps = [], []
+        for first_block, first, last in self.spans:
+            digest_bytes = fetched.get(self.data_at + first * KEY_DIGEST_BYTES, self.data_at + last * KEY_DIGEST_BYTES)
+            fp_bytes = fetched.get(self.fps_at + first * FINGERPRINT_BYTES, self.fps_at + last * FINGERPRINT_BYTES)
+            span_entries = last - first
+            if (len(digest_bytes), len(fp_bytes)) != (span_entries * KEY_DIGEST_BYTES,
+                                                      span_entries * FINGERPRINT_BYTES):
+                raise CorruptStateError(f"cache segment {name} is truncated in run {self.owner}")
+            for block in range(first_block, first_block + blocks_of(span_entries)):
+                start, stop = block * block_entries - first, min((block + 1) * block_entries, self.entries) - first
+                if block_crc(digest_bytes[start * KEY_DIGEST_BYTES:stop * KEY_DIGEST_BYTES],
+                             fp_bytes[start * FINGERPRINT_BYTES:stop * FINGERPRINT_BYTES]) != int(self.crcs[block]):
+                    raise CorruptStateError(f"cache segment {name}: block {block} of run {self.owner} fails its "
+                                            "checksum")
+            if digest_bytes[:KEY_DIGEST_BYTES] != self.firsts[first_block].ljust(KEY_DIGEST_BYTES, b"\0"):
+                raise CorruptStateError(f"cache segment {name}: block {first_block} of run {self.owner} does not "
+                                        "begin where its index says")
+            parts_digests.append(np.frombuffer(digest_bytes, DIGEST_DTYPE))
+            parts_fps.append(np.frombuffer(fp_bytes, FINGERPRINT_DTYPE).astype(np.uint64))
+        return CacheRun(self.owner, np.concatenate(parts_digests), np.concatenate(parts_fps))
 
 
 def _run_table(head: bytes, table_length: int, name: str) -> list[tuple[str, int]]:
@@ -95,39 +187,3 @@ def _run_table(head: bytes, table_length: int, name: str) -> list[tuple[str, int
     if offset != table_length:
         raise CorruptStateError(f"cache segment {name}: its run table ends at {offset}, its footer says {table_length}")
     return table
-
-
-def _run_part(read: ReadRange, name: str, owner: str, entries: int, data_at: int, block_entries: int,
-              firsts: npt.NDArray[np.bytes_], crcs: npt.NDArray[np.uint32],
-              digests: npt.NDArray[np.bytes_]) -> CacheRun:
-    """One run's blocks that can hold the probed digests: each block from the last one whose first
-    digest is below a probe to the last one whose first digest is at most it."""
-    if not entries or not len(digests):
-        return CacheRun(owner, np.zeros(0, DIGEST_DTYPE), np.zeros(0, np.uint64))
-    low = np.maximum(np.searchsorted(firsts, digests, side="left") - 1, 0)
-    high = np.maximum(np.searchsorted(firsts, digests, side="right") - 1, 0)
-    wanted = np.zeros(len(firsts), bool)
-    for start, stop in zip(low.tolist(), high.tolist(), strict=True):
-        wanted[start:stop + 1] = True
-    blocks = np.flatnonzero(wanted)
-    breaks = np.flatnonzero(np.diff(blocks) != 1) + 1
-    parts_digests, parts_fps = [], []
-    fps_at = data_at + entries * KEY_DIGEST_BYTES
-    for span in np.split(blocks, breaks):
-        first, last = int(span[0]) * block_entries, min((int(span[-1]) + 1) * block_entries, entries)
-        digest_bytes = read(data_at + first * KEY_DIGEST_BYTES, data_at + last * KEY_DIGEST_BYTES)
-        fp_bytes = read(fps_at + first * FINGERPRINT_BYTES, fps_at + last * FINGERPRINT_BYTES)
-        span_entries = last - first
-        if (len(digest_bytes), len(fp_bytes)) != (span_entries * KEY_DIGEST_BYTES, span_entries * FINGERPRINT_BYTES):
-            raise CorruptStateError(f"cache segment {name} is truncated in run {owner}")
-        for block in span.tolist():
-            start, stop = block * block_entries - first, min((block + 1) * block_entries, entries) - first
-            if block_crc(digest_bytes[start * KEY_DIGEST_BYTES:stop * KEY_DIGEST_BYTES],
-                         fp_bytes[start * FINGERPRINT_BYTES:stop * FINGERPRINT_BYTES]) != int(crcs[block]):
-                raise CorruptStateError(f"cache segment {name}: block {block} of run {owner} fails its checksum")
-        if digest_bytes[:KEY_DIGEST_BYTES] != firsts[span[0]].ljust(KEY_DIGEST_BYTES, b"\0"):
-            raise CorruptStateError(f"cache segment {name}: block {int(span[0])} of run {owner} does not begin where "
-                                    "its index says")
-        parts_digests.append(np.frombuffer(digest_bytes, DIGEST_DTYPE))
-        parts_fps.append(np.frombuffer(fp_bytes, FINGERPRINT_DTYPE).astype(np.uint64))
-    return CacheRun(owner, np.concatenate(parts_digests), np.concatenate(parts_fps))

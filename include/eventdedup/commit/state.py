@@ -154,6 +154,9 @@ class CommittedState:
         bases = dict(self.cache_bases)
         for key in record.cache_heads:
             builds_on = tuple(record.cache_bases.get(key, ()))
+            if len({*builds_on, record.cache_heads[key]}) != len(builds_on) + 1:
+                raise CorruptStateError(f"commit record {name} names an object twice in the chain of cache key {key}; "
+                                        "the log is broken")
             if builds_on != self.chain(key)[:len(builds_on)]:
                 raise CorruptStateError(f"commit record {name} builds cache key {key} on {list(builds_on)}, not on the "
                                         f"oldest objects of its chain {list(self.chain(key))}; the log is broken")

@@ -30,7 +30,7 @@ from eventdedup.dedup.bucket import BucketRules, decide_bucket
 from eventdedup.errors import CorruptStateError, EventDedupError
 from eventdedup.job.read_units import LineNumbers
 from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, RangeFindings, RangeLines, ShuffleRecord
-from eventdedup.keys import CacheKey, bucket_array, digest_array, guard_head_key
+from eventdedup.keys import DIGEST_DTYPE, CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store, is_not_found, process_client
 from eventdedup.sorting import distinct_sorted, unique_inverse
@@ -81,14 +81,28 @@ class _ObjectRead:
         return digests is not None and bool(np.isin(digests, self.probed).all())
 
 
+def _merged_parts(first: list[CacheRun], second: list[CacheRun]) -> list[CacheRun]:
+    """Two reads in parts of one object, run by run (the same runs, in the object's order): each
+    run's entries of both, once (blocks both read hold the same entries)."""
+    merged = []
+    for a, b in zip(first, second, strict=True):
+        entries = np.empty(len(a) + len(b), [("digest", DIGEST_DTYPE), ("fingerprint", np.uint64)])
+        entries["digest"] = np.concatenate([a.digests, b.digests])
+        entries["fingerprint"] = np.concatenate([a.fingerprints, b.fingerprints])
+        distinct = np.unique(entries)  # sorted by digest, then fingerprint
+        merged.append(CacheRun(a.owner, distinct["digest"], distinct["fingerprint"]))
+    return merged
+
+
 class _CacheLoader:
     """The committed cache over S3 (a `BucketCache`): each object of a key's chain read once,
     whole or in parts, every read of a partition's own hours in flight at once.
 
-    An executor that keeps local copies reads each object whole, once (an immutable object is
-    then confirmed by its ETag: later batches read no byte of it). One that keeps none reads an
-    object in parts where it probes few of its ids (the tail first: footer and index), whole
-    where it probes many (or where the object is small or of format 1)."""
+    An object is read in parts where the batch probes few of its ids (the tail first: footer and
+    index), whole where it probes many (or where the object is small or of format 1). An
+    executor that keeps local copies keeps what it reads whole, and reads an object it holds a
+    copy of through it (confirmed by its ETag: no byte read when unchanged); an old hour probed
+    for a few stragglers is read in parts, kilobytes, not copied whole."""
 
     def __init__(self, store: S3Store, chains: Mapping[str, tuple[str, ...]], pool: ThreadPoolExecutor,
                  copies: LocalCopies) -> None:
@@ -127,19 +141,30 @@ class _CacheLoader:
 
     def _read(self, key: str, digests: npt.NDArray[np.bytes_] | None) -> Future[_ObjectRead]:
         """A read of one object serving these keys (None: whole): the earlier one if it serves
-        them, else a new one for them and the keys the earlier one served."""
+        them; else, beside an earlier read in parts, the blocks of the keys it lacks, merged in."""
         known = self._reads.get(key)
-        if known is not None:
+        if known is None:
+            self._reads[key] = self._pool.submit(self._load, key, digests)
+        else:
             earlier = known.result()
-            if earlier.serves(digests):
-                return known
-            if digests is not None and earlier.probed is not None:
-                digests = unique_inverse(np.concatenate([earlier.probed, digests]))[0]
-        self._reads[key] = self._pool.submit(self._load, key, digests)
+            if not earlier.serves(digests):
+                assert earlier.probed is not None  # a whole read serves any keys
+                missing = None if digests is None else digests[~np.isin(digests, earlier.probed)]
+                self._reads[key] = self._pool.submit(self._load_more, key, earlier, missing)
         return self._reads[key]
 
+    def _load_more(self, key: str, earlier: _ObjectRead, missing: npt.NDArray[np.bytes_] | None) -> _ObjectRead:
+        more = self._load(key, missing)
+        if more.probed is None or earlier.probed is None:
+            return more
+        return _ObjectRead(_merged_parts(earlier.runs, more.runs), more.size,
+                           unique_inverse(np.concatenate([earlier.probed, more.probed]))[0])
+
     def _load(self, key: str, digests: npt.NDArray[np.bytes_] | None) -> _ObjectRead:
-        if digests is None or self._copies.enabled:
+        """One object, whole where that is what is asked, where an executor-local copy of it is
+        kept (confirmed by its ETag: no byte read when unchanged) or where the probes are many
+        for its size; else in parts. Read whole, it is kept as a local copy where copies are."""
+        if digests is None or self._copies.holds(self._store, key):
             return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
         try:
             tail, size = self._store.get_tail(key, TAIL_BYTES)
@@ -152,7 +177,7 @@ class _CacheLoader:
             runs = runs_holding(tail, size, lambda start, stop: self._store.get_bytes(key, byte_range=(start, stop)),
                                 self._store.uri(key), digests)
         if runs is None:  # many probes for its size (most blocks would be read), or format 1: whole
-            return _ObjectRead(*load_segment_runs(self._store, key), None)
+            return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
         return _ObjectRead(runs, size, None if len(tail) >= size else digests)
 
     def _guard(self, name: str) -> Future[IdGuard]:

@@ -9,7 +9,8 @@ batch's frozen manifest (existence: it is what a rerun reads), the committed mar
 that has left the folded state (existence: without it, rerunning the batch would commit it a
 second time), and the cache segments that are
 still in a key's chain in the folded state (a head or a base it builds on), i.e. of an hour the
-log has not expired (superseded and expired
+log has not expired; one written before the commits `--last N` checks is checked to exist, as
+every batch still reads it (superseded and expired
 segments are maintenance's to delete; both are judged by log time, not by a clock). Exit code 3
 when anything is missing or changed, each finding named by key.
 """
@@ -127,6 +128,9 @@ def _expected_objects(store: S3Store, layout: Layout, state: CommittedState,
     for segment in sorted(state.cache_objects()):  # chains of expired hours have left the state
         if segment in segments:
             expected.append(segments[segment])
+        else:  # written before the commits checked (`--last`), and still read: it must exist
+            owner = (layout.cache_object_of(segment) or ("?", ""))[0]
+            expected.append(Expected("cache", segment, None, None, owner, state.batches.get(owner, 0)))
     return expected
 
 

@@ -80,10 +80,12 @@ def test_a_lookup_in_the_parts_read_equals_the_lookup_in_the_whole_segment(sizes
     parts = runs_holding(data[-tail:], len(data), lambda start, stop: data[start:stop], "s", wanted)
     assert parts is not None
     visible = {f"b{n}": n for n in range(len(sizes))}
-    whole = CacheView.from_runs(decode_segment(data, "s"), visible).lookup(wanted, queried)
-    partial = CacheView.from_runs(parts, visible).lookup(wanted, queried)
-    assert (whole.pair_owner.tolist(), whole.key_first.tolist(), whole.key_last.tolist()) == (
-        partial.pair_owner.tolist(), partial.key_first.tolist(), partial.key_last.tolist())
+    answers = []
+    for view in (CacheView.from_runs(decode_segment(data, "s"), visible), CacheView.from_runs(parts, visible)):
+        found = view.lookup(wanted, queried)  # run indexes: of the runs each view holds entries of
+        answers.append([[view.owners[i] if i >= 0 else None for i in where.tolist()]
+                        for where in (found.pair_owner, found.key_first, found.key_last)])
+    assert answers[0] == answers[1]
 
 
 @pytest.mark.parametrize(("where", "message"), [("block", "block 1 of run b1 fails"),
@@ -114,3 +116,29 @@ def test_a_damaged_footer_sends_the_read_whole_where_the_trailer_refuses_it() ->
                         np.array([key_digest("1")], DIGEST_DTYPE)) is None
     with pytest.raises(CorruptStateError, match="fails its checksum"):
         decode_segment(bytes(data), "s")
+
+
+def test_the_ranges_of_many_small_runs_are_read_in_one_request_and_far_ones_apart() -> None:
+    """An old hour's segment holds a run per straggler batch: 300 runs of 26 entries (832 bytes
+    each, one block). A probe must read every run's block; ranges less than 8 KiB apart are one
+    request, so the read is the run table, the index (beyond the 100-byte tail read first) and
+    one range, not 600 requests. A big run's blocks far apart are read apart: 8 probes spread
+    over a run of 256,000 entries (1,000 blocks of 4 KiB digests and 2 KiB fingerprints) are 16
+    requests after the run table and the index."""
+    rng = np.random.default_rng(5)
+    small = [CacheRun.build(f"b{i:03d}", np.frombuffer(rng.bytes(26 * 16), DIGEST_DTYPE), np.arange(26, dtype=np.uint64))
+             for i in range(300)]
+    big = CacheRun.build("big", np.frombuffer(rng.bytes(256_000 * 16), DIGEST_DTYPE), np.zeros(256_000, np.uint64))
+    for runs, probes, requests in ((small, 1, 3), ([big], 8, 2 + 2 * 8)):
+        data = encode_segment(runs)
+        ranges: list[tuple[int, int]] = []
+
+        def read(start: int, stop: int, data: bytes = data, ranges: list = ranges) -> bytes:
+            ranges.append((start, stop))
+            return data[start:stop]
+
+        probed = np.sort(np.concatenate([run.digests[::max(1, len(run) // probes)][:probes] for run in runs[:1]]))
+        found = runs_holding(data[-100:], len(data), read, "x", probed)
+        assert found is not None and len(ranges) == requests
+        held = CacheView(tuple(found)).lookup(probed, np.zeros(len(probed), np.uint64))
+        assert held.key_hit.all()

@@ -67,12 +67,18 @@ def test_a_head_that_builds_on_its_keys_older_objects_extends_the_chain_and_a_wh
     assert CommittedState.from_bytes(state.to_bytes(), "cp") == state  # bases survive a checkpoint
 
 
-@pytest.mark.parametrize("bases", [("s2",), ("s1", "s3"), ("x",), ("s1", "s2", "s9")])
+@pytest.mark.parametrize("bases", [("s2",), ("s1", "s4"), ("x",), ("s1", "s2", "s9")])
 def test_a_head_that_builds_on_anything_but_its_chains_oldest_objects_is_a_broken_log(bases) -> None:
     state = CommittedState().apply(record(1, "b1", {"k": "s1"}), "c1")
     state = state.apply(record(2, "b2", {"k": "s2"}, {"k": ("s1",)}), "c2")
     with pytest.raises(CorruptStateError, match="not on the oldest objects of its chain"):
         state.apply(record(3, "b3", {"k": "s3"}, {"k": bases}), "c3")
+
+
+def test_a_chain_naming_an_object_twice_is_a_broken_log() -> None:
+    state = CommittedState().apply(record(1, "b1", {"k": "s1"}), "c1")
+    with pytest.raises(CorruptStateError, match="names an object twice"):
+        state.apply(record(2, "b2", {"k": "s1"}, {"k": ("s1",)}), "c2")
 
 
 def test_bases_of_a_key_the_commit_writes_no_head_of_are_a_broken_log() -> None:
