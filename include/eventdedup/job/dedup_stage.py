@@ -21,7 +21,7 @@ from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import load_segment_runs, missing_segment
 from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings
-from eventdedup.cache.segment import BLOCK_ENTRIES, CacheRun
+from eventdedup.cache.segment import BLOCK_ENTRIES, CacheRun, decode_segment
 from eventdedup.cache.segment_parts import ENTRY_BYTES, TAIL_BYTES, runs_holding
 from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
@@ -167,18 +167,21 @@ class _CacheLoader:
         if digests is None or self._copies.holds(self._store, key):
             return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
         try:
-            tail, size = self._store.get_tail(key, TAIL_BYTES)
+            tail, size, etag = self._store.get_tail(key, TAIL_BYTES)
         except ClientError as exc:
             if is_not_found(exc):
                 raise missing_segment(self._store.uri(key)) from None
             raise
+        if len(tail) >= size:  # the whole object: kept as a local copy where copies are
+            self._copies.keep(self._store, key, etag, tail)
+            return _ObjectRead(decode_segment(tail, self._store.uri(key)), size, None)
         runs: list[CacheRun] | None = None
-        if len(tail) >= size or len(digests) * BLOCK_ENTRIES * ENTRY_BYTES * DENSE_READ < size:
+        if len(digests) * BLOCK_ENTRIES * ENTRY_BYTES * DENSE_READ < size:
             runs = runs_holding(tail, size, lambda start, stop: self._store.get_bytes(key, byte_range=(start, stop)),
                                 self._store.uri(key), digests)
         if runs is None:  # many probes for its size (most blocks would be read), or format 1: whole
             return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
-        return _ObjectRead(runs, size, None if len(tail) >= size else digests)
+        return _ObjectRead(runs, size, digests)
 
     def _guard(self, name: str) -> Future[IdGuard]:
         if name not in self._guards:
