@@ -12,8 +12,9 @@ sampled bucket of the cache's 16, as those batches would have left it:
 - of each batch's events 99 % are dated in its arrival hour, 1 % are stragglers dated 24-48 hours
   before it (their runs land in old hours' segments, as late events' do);
 - the window is `fill` % full: arrivals span the last fill x window hours (1 hour at least);
-- each hour segment as one object holding every run committed to it (a chain just merged whole:
-  its cheapest read; what merges cost over the batches is played separately, `merge_costs`),
+- each hour's chain of segments as the job leaves it: every run committed to the hour, merged by
+  the shipped chain policy batch by batch (what merges cost over the batches is played
+  separately, `merge_costs`),
   each arrival hour's id guard holding every id of that hour (none under partition_time = "id"),
   superseded versions deleted as the maintenance DAG deletes them.
 
@@ -65,6 +66,7 @@ from eventdedup.cache.heads import ChainPolicy  # noqa: E402
 from eventdedup.cache.identity import check_cache_identity  # noqa: E402
 from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings  # noqa: E402
 from eventdedup.cache.segment import CacheRun, encode_segment  # noqa: E402
+from eventdedup.cache.segment_parts import ENTRY_BYTES  # noqa: E402
 from eventdedup.commit.changes import BatchChange  # noqa: E402
 from eventdedup.commit.ledger import IngestionLedger, LedgerReader, LedgerUpdate, write_part  # noqa: E402
 from eventdedup.commit.log import load_committed_state, write_checkpoint_if_due, write_commit  # noqa: E402
@@ -240,8 +242,8 @@ class SeededStore:
                 runs[hour].append((version, CacheRun.build(batch_id, digests[rows], fingerprints[rows])))
             if self.config.dedup.uses_id_guards:
                 guard_parts[arrival].append((version, digests, hours))
-        heads = self._write_heads(batches, runs, guard_parts)
-        self._write_log(batches, heads)
+        heads, bases = self._write_heads(batches, runs, guard_parts)
+        self._write_log(batches, heads, bases)
         self.last_commit_objects = sorted(heads[len(batches)].values())
         return plants
 
@@ -272,18 +274,29 @@ class SeededStore:
         return plants
 
     def _write_heads(self, batches: list[tuple[str, int]], runs: dict[int, list[tuple[int, CacheRun]]],
-                     guard_parts: dict[int, list[tuple[int, np.ndarray, np.ndarray]]]) -> dict[int, dict[str, str]]:
-        """Every head's last version, as its last writer left it (the versions before it were
-        deleted by maintenance). Returns what each version's commit names: head -> object."""
+                     guard_parts: dict[int, list[tuple[int, np.ndarray, np.ndarray]]],
+                     ) -> tuple[dict[int, dict[str, str]], dict[int, dict[str, tuple[str, ...]]]]:
+        """Every key's chain as the batches left it: each hour's runs, in commit order, merged by
+        the shipped chain policy (eventdedup.cache.heads) as the job merges them; the objects a
+        later merge superseded are not written (maintenance deletes them). Guards: each arrival
+        hour's last version. Returns what each version's commit names: head -> object, and head
+        -> the objects it builds on."""
         named: dict[int, dict[str, str]] = defaultdict(dict)
+        bases: dict[int, dict[str, tuple[str, ...]]] = defaultdict(dict)
         uploads: list[tuple[str, bytes]] = []
         for hour, hour_runs in runs.items():
             key = CacheKey.of_hour(hour, SAMPLED)
-            for version, _ in hour_runs:
-                named[version][str(key)] = self.layout.final_cache_segment(batches[version - 1][0], key)
-            last = max(version for version, _ in hour_runs)
-            uploads.append((named[last][str(key)], encode_segment([run for _, run in sorted(hour_runs,
-                                                                                                key=lambda r: r[0])])))
+            chain: list[tuple[str, list[CacheRun], int]] = []  # (object key, its runs, its bytes)
+            for version, run in sorted(hour_runs, key=lambda item: item[0]):
+                merge = SHIPPED_CHAINS.objects_to_merge([size for _, _, size in chain], len(run) * ENTRY_BYTES)
+                kept, merged = chain[:len(chain) - merge], chain[len(chain) - merge:]
+                held = [r for _, object_runs, _ in merged for r in object_runs] + [run]
+                object_key = self.layout.final_cache_segment(batches[version - 1][0], key)
+                chain = [*kept, (object_key, held, sum(len(r) for r in held) * ENTRY_BYTES)]
+                named[version][str(key)] = object_key
+                if kept:
+                    bases[version][str(key)] = tuple(object_key for object_key, _, _ in kept)
+            uploads += [(object_key, encode_segment(object_runs)) for object_key, object_runs, _ in chain]
         for arrival, parts in guard_parts.items():
             name = guard_head_key(arrival, SAMPLED)
             for version, _, _ in parts:
@@ -293,9 +306,10 @@ class SeededStore:
             uploads.append((named[max(v for v, _, _ in parts)][name], encode_guard(guard)))
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda item: self.store.put_bytes(*item), uploads))
-        return named
+        return named, bases
 
-    def _write_log(self, batches: list[tuple[str, int]], named: dict[int, dict[str, str]]) -> None:
+    def _write_log(self, batches: list[tuple[str, int]], named: dict[int, dict[str, str]],
+                   bases: dict[int, dict[str, tuple[str, ...]]]) -> None:
         state = CommittedState()
         for version, (batch_id, arrival) in enumerate(batches, start=1):
             as_of = datetime.fromtimestamp(int(datetime.strptime(batch_id, "%Y%m%dT%H%M%SZ").replace(
@@ -308,7 +322,8 @@ class SeededStore:
                 change=BatchChange(window_start_hour=arrival - self.spec.window,
                                    retain_from_hour=arrival - 2 * self.spec.window,
                                    ledger_update=LedgerUpdate((ObjectInfo(f"landing/{batch_id}.jsonl", 1, "e"),)),
-                                   partitions=2, interval=True, arrival_hour=arrival))
+                                   partitions=2, interval=True, arrival_hour=arrival),
+                cache_bases=bases[version])
             write_commit(self.store, self.layout, record)
             state = state.apply(record, self.layout.commit(version))
             state = write_checkpoint_if_due(self.store, self.layout, state, self.config.dedup.checkpoint_interval)

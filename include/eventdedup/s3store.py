@@ -163,13 +163,13 @@ class S3Store:
         body: bytes = self.client.get_object(**kwargs)["Body"].read()
         return body
 
-    def get_tail(self, key: str, length: int) -> tuple[bytes, int, str]:
-        """The object's last `length` bytes (all of it if shorter), its whole size and its ETag."""
+    def get_tail(self, key: str, length: int) -> tuple[bytes, int]:
+        """The object's last `length` bytes (all of it if shorter) and its whole size."""
         response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=-{length}")
         data: bytes = response["Body"].read()
         content_range = response.get("ContentRange")
         size = int(content_range.rsplit("/", 1)[1]) if content_range else len(data)
-        return data, size, response["ETag"]
+        return data, size
 
     def get_versioned(self, key: str, *, unless_etag: str | None = None) -> tuple[bytes, str] | None:
         """The object's bytes and ETag; None when it is still the version `unless_etag` (a

@@ -91,15 +91,6 @@ class LocalCopies:
         self._write(path, key, etag, data)
         return data
 
-    def keep(self, store: S3Store, key: str, etag: str, data: bytes) -> None:
-        """Keep a copy of an object read whole some other way (its ETag from the same response)."""
-        if self.enabled:
-            self._write(self.path_of(store, key), key, etag, data)
-
-    def holds(self, store: S3Store, key: str) -> bool:
-        """Whether a copy of the object is on local disk (unconfirmed: read it with get_or_none)."""
-        return self.enabled and self.path_of(store, key).exists()
-
     def path_of(self, store: S3Store, key: str) -> Path:
         """Where the copy of an object of the store's bucket lives."""
         return self.directory / (hashlib.sha256(f"{store.bucket}/{key}".encode()).hexdigest() + SUFFIX)
