@@ -12,7 +12,6 @@ Prints the LIST requests each made, counted by the proxy, and the objects each b
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
@@ -22,7 +21,7 @@ from eventdedup.config import config_from_mapping
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 from eventdedup.s3store import S3Store, make_client
-from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials
 from eventdedup_dev.s3_fault_proxy import FaultProxy
 
 END = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
@@ -35,7 +34,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--objects", type=int, default=20_000)
     parser.add_argument("--days", type=int, default=30)
     args = parser.parse_args(argv)
-    os.environ.update(LOCAL_CREDENTIALS)
+    use_local_credentials()
     hours = args.days * 24
     dates: dict[str, datetime] = {}
     for i in range(args.objects):

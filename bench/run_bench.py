@@ -51,7 +51,7 @@ from eventdedup.job.driver import run_dedup_job  # noqa: E402
 from eventdedup.layout import Layout  # noqa: E402
 from eventdedup.s3store import S3Store, make_client  # noqa: E402
 from eventdedup.spark.session import build_spark_context  # noqa: E402
-from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
+from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials  # noqa: E402
 from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
 from eventdedup_dev.stack import descendants  # noqa: E402
 
@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     args = parse_args()
-    os.environ.update(LOCAL_CREDENTIALS)
+    use_local_credentials()
     spec = WorkloadSpec(events=args.events, history_batches=args.history_batches,
                         history_batch_events=args.history_batch_events or args.events, seed=args.seed)
     work = Path(tempfile.mkdtemp(prefix="eventdedup-bench-"))

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -84,7 +83,7 @@ from eventdedup.layout import GUARD_SUFFIX, SEGMENT_SUFFIX, Layout  # noqa: E402
 from eventdedup.parse.event_parser import ParseRules, parse_event  # noqa: E402
 from eventdedup.s3store import ObjectInfo, S3Store, make_client  # noqa: E402
 from eventdedup.spark.session import build_spark_context  # noqa: E402
-from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process  # noqa: E402
+from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials  # noqa: E402
 from eventdedup_dev.s3_fault_proxy import FaultProxy  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -677,7 +676,7 @@ def main() -> int:
     parser.add_argument("--before", type=Path, default=RESULTS / "scale-before-39.json",
                         help="a run to compare with (its table and dotted lines); none if missing")
     args = parser.parse_args()
-    os.environ.update(LOCAL_CREDENTIALS)
+    use_local_credentials()
     specs = [ScaleSpec(int(rate), int(window), int(fill), pt) for rate in args.rates.split(",")
              for window in args.windows.split(",") for pt in args.partition_times.split(",")
              for fill in sorted(int(f) for f in args.fills.split(","))]

@@ -7,7 +7,6 @@ Same arguments as bench/run_bench.py; prints and writes bench/results/<out>-shif
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -20,12 +19,12 @@ from workload import WorkloadSpec  # noqa: E402
 
 from eventdedup.config import SparkSettings  # noqa: E402
 from eventdedup.spark.session import build_spark_context  # noqa: E402
-from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS  # noqa: E402
+from eventdedup_dev.local_s3 import use_local_credentials  # noqa: E402
 
 
 def main() -> int:
     args = parse_args()
-    os.environ.update(LOCAL_CREDENTIALS)
+    use_local_credentials()
     spec = WorkloadSpec(events=args.events, history_batches=args.history_batches,
                         history_batch_events=args.history_batch_events or args.events, seed=args.seed)
     spark = build_spark_context(SparkSettings(master="local[2]", partitions=args.partitions), "eventdedup-bench")

@@ -39,10 +39,10 @@ def main() -> int:
     prepare_airflow()
     from eventdedup.ops.status import format_batch_table
     from eventdedup.s3store import S3Store
-    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process, use_local_credentials
     from eventdedup_dev.planted_demo import DEMO_BUCKET, committed_rows, demo_config, planted_batches
 
-    os.environ.update(LOCAL_CREDENTIALS)
+    use_local_credentials()
     now = datetime.now(timezone.utc)
     with LocalS3Process() as server:
         server.client().create_bucket(Bucket=DEMO_BUCKET)

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real S3-protocol server on 127.0.0.1 and one local SparkContext per test run."""
+"""Shared fixtures: a real S3 store (SeaweedFS) on 127.0.0.1, moto's AWS API mocks (SNS, SQS, EMR
+Serverless: what has no real local counterpart) and one local SparkContext per test run."""
 from __future__ import annotations
 
 import itertools
@@ -11,14 +12,15 @@ from hypothesis import HealthCheck, settings
 
 from eventdedup.config import Config
 from eventdedup.s3store import S3Store
-from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+from eventdedup_dev.local_s3 import LocalAwsMocks, LocalS3Process, use_local_credentials
 
+from .support.canaries import S3_IDENTITIES
 from .support.helpers import make_config
 
 # Spark's Python workers must use this interpreter (the virtualenv's), and stay on loopback.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.update(LOCAL_CREDENTIALS)
+use_local_credentials()
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 # Every JVM the tests start (the shared session, spark-submit under Airflow, CLI subprocesses)
 # lives seconds to minutes: C1-only JIT and the serial collector cut its CPU by ~28% (measured),
@@ -47,16 +49,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[LocalS3Process]:
-    with LocalS3Process() as server:
+    with LocalS3Process(identities=S3_IDENTITIES) as server:
         yield server
 
 
+@pytest.fixture(scope="session")
+def aws_mocks() -> Iterator[LocalAwsMocks]:
+    with LocalAwsMocks() as mocks:
+        yield mocks
+
+
 @pytest.fixture
-def bucket(s3_server: LocalS3Process) -> str:
-    """A fresh bucket per test: tests never see each other's objects."""
+def bucket(s3_server: LocalS3Process) -> Iterator[str]:
+    """A fresh bucket per test: tests never see each other's objects. Deleted, with what it holds,
+    after the test: SeaweedFS gives each bucket a volume of its own, and a session makes hundreds."""
     name = f"test-{os.getpid()}-{next(_bucket_numbers):05d}"
     s3_server.client().create_bucket(Bucket=name)
-    return name
+    yield name
+    s3_server.delete_bucket(name)
 
 
 @pytest.fixture

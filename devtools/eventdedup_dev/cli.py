@@ -10,10 +10,11 @@ import threading
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="eventdedup-dev", description=__doc__)
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
-    local = sub.add_parser("local-s3", help="run the embedded S3 server (moto) on 127.0.0.1")
+    local = sub.add_parser("local-s3", help="run the embedded S3 store (SeaweedFS) on 127.0.0.1, with the "
+                                            "credentials of AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY if set")
     local.add_argument("--port", type=int, default=9000)
     local.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback unless in a container)")
-    local.add_argument("--data-dir", help="restore from and snapshot to this directory")
+    local.add_argument("--data-dir", help="keep the store's data in this directory (default: a temporary one)")
     local.add_argument("--create-bucket", action="append", default=[], help="bucket to create at start")
     local.set_defaults(handler=_local_s3)
     planted = sub.add_parser("planted-batches", help="three planted micro-batches through run_batch, counts checked")
@@ -25,12 +26,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _local_s3(args: argparse.Namespace) -> int:
-    from eventdedup_dev.local_s3 import READY_LINE, LocalS3Server
+    import os
+
+    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, READY_LINE, LocalS3Process
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())  # before READY_LINE: an early SIGTERM still snapshots
-    server = LocalS3Server(port=args.port, data_dir=args.data_dir, host=args.host).start()
+        signal.signal(sig, lambda *_: stop.set())  # before READY_LINE: an early SIGTERM still stops the store
+    credentials = {name: os.environ.get(name) or default for name, default in LOCAL_CREDENTIALS.items()}
+    server = LocalS3Process(port=args.port, data_dir=args.data_dir, host=args.host, credentials=credentials).start()
     for bucket in args.create_bucket:
         try:
             server.client().create_bucket(Bucket=bucket)

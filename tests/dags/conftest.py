@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from ..support.canaries import DAG_ACCESS_KEY, DAG_SECRET_KEY
+
 PROJECT = Path(__file__).resolve().parents[2]
 # The S3 connection's credentials: canaries, searched for on every process's command line and
-# in the task logs while the DAG runs (the local server accepts any credentials).
-CANARY_ACCESS_KEY = "AKIAEVENTDEDUPDAGCANARY"
-CANARY_SECRET_KEY = "canary-secret/dag-run+Vb71Qx"
+# in the task logs while the DAG runs (the tests' store knows them: tests/support/canaries.py).
+CANARY_ACCESS_KEY, CANARY_SECRET_KEY = DAG_ACCESS_KEY, DAG_SECRET_KEY
 AIRFLOW_HOME = tempfile.mkdtemp(prefix="eventdedup-airflow-")
 os.environ.update({
     "AIRFLOW_HOME": AIRFLOW_HOME,
@@ -65,10 +66,14 @@ def _real_dates_after_each_test(request):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def airflow_connections(dag_proxy) -> None:  # type: ignore[no-untyped-def]
+def airflow_connections(dag_proxy, aws_mocks) -> None:  # type: ignore[no-untyped-def]
+    """S3 through the proxy to the tests' store; SNS and SQS (alerts) at moto's mocks, as the
+    amazon provider routes one connection's services (`service_config`)."""
+    mocks = {"endpoint_url": aws_mocks.endpoint_url}
     os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps({
         "conn_type": "aws", "login": CANARY_ACCESS_KEY, "password": CANARY_SECRET_KEY,
-        "extra": {"endpoint_url": dag_proxy.endpoint_url, "region_name": "us-east-1"}})
+        "extra": {"endpoint_url": dag_proxy.endpoint_url, "region_name": "us-east-1",
+                  "service_config": {"sns": mocks, "sqs": mocks}}})
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
 
 

@@ -1,5 +1,5 @@
 """The dedup job submitted to EMR Serverless (plugins/eventdedup_emr.py), wired end to end against
-moto's EMR Serverless backend on the tests' local server: a two-task DAG under dag.test() (the
+moto's EMR Serverless backend (the AWS API mocks beside the S3 store): a two-task DAG under dag.test() (the
 batch id comes from XCom, as in the pipeline), then the job run read back with boto3.
 
 moto records the request and reports the run SUCCESS at once: what is proven is the API calls
@@ -12,7 +12,6 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 
-import boto3
 import pytest
 
 BATCH_ID = "20261122T0500Z"
@@ -41,20 +40,19 @@ def expected_job_driver(root: str, batch_id: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def emr(s3_server):  # type: ignore[no-untyped-def]
-    return boto3.client("emr-serverless", endpoint_url=s3_server.endpoint_url, region_name="us-east-1",
-                        aws_access_key_id="eventdedup-local", aws_secret_access_key="eventdedup-local")
+def emr(aws_mocks):  # type: ignore[no-untyped-def]
+    return aws_mocks.client("emr-serverless")
 
 
 @pytest.fixture
-def emr_env(monkeypatch, s3_server, emr):  # type: ignore[no-untyped-def]
+def emr_env(monkeypatch, aws_mocks, emr):  # type: ignore[no-untyped-def]
     """A stopped SPARK application (the operator must start it) and the deploy's variables, with
     the EMR API reached through an Airflow connection of its own holding canary credentials."""
     app = emr.create_application(name="eventdedup-test", releaseLabel="emr-7.9.0", type="SPARK")["applicationId"]
     emr.stop_application(applicationId=app)
     monkeypatch.setenv("AIRFLOW_CONN_EVENTDEDUP_EMR_TEST", json.dumps({
         "conn_type": "aws", "login": ACCESS_KEY, "password": SECRET_KEY,
-        "extra": {"endpoint_url": s3_server.endpoint_url, "region_name": "us-east-1"}}))
+        "extra": {"endpoint_url": aws_mocks.endpoint_url, "region_name": "us-east-1"}}))
     monkeypatch.setenv("EVENTDEDUP_AWS_CONN_ID", "eventdedup_emr_test")
     monkeypatch.setenv("EVENTDEDUP_SPARK_DEPLOY", "emr-serverless")
     monkeypatch.setenv("EVENTDEDUP_EMR_APPLICATION_ID", app)

@@ -2,8 +2,9 @@
 line, SNS) and halts the next run until `eventdedup recover`; a task that fails after its side
 effect and is retried gives exactly the output of a run that never failed.
 
-SNS is the moto server's own SNS (the same local endpoint), read back through an SQS queue
-subscribed to the topic: the real SnsNotifier publishes, nothing is faked.
+SNS is moto's (the AWS API mocks beside the S3 store: SNS cannot run here), read back through an
+SQS queue subscribed to the topic: the real SnsNotifier publishes through the aws_default
+connection, which routes SNS to the mocks.
 """
 from __future__ import annotations
 
@@ -19,12 +20,8 @@ from .test_pipeline_dag import STEP, batch_id, rows, run_interval, upload_in_con
 
 
 @pytest.fixture
-def sns_topic(s3_server, monkeypatch):  # type: ignore[no-untyped-def]
-    import boto3
-
-    session = boto3.session.Session()
-    sns = session.client("sns", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
-    sqs = session.client("sqs", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
+def sns_topic(aws_mocks, monkeypatch):  # type: ignore[no-untyped-def]
+    sns, sqs = aws_mocks.client("sns"), aws_mocks.client("sqs")
     topic = sns.create_topic(Name="eventdedup-alerts")["TopicArn"]
     queue_url = sqs.create_queue(QueueName="eventdedup-alerts-inbox")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]

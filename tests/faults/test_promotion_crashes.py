@@ -40,7 +40,7 @@ def small_config(s3_server, bucket):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def ready_to_promote(s3_server, spark):  # type: ignore[no-untyped-def]
     """A bucket where b1 is committed and b2's job has finished but b2 is not promoted."""
-    bucket = f"faults-src-{next(_clones)}"
+    bucket = f"promotion-src-{next(_clones)}"
     s3_server.client().create_bucket(Bucket=bucket)
     config = small_config(s3_server, bucket)
     store = S3Store(s3_server.client(), bucket)
@@ -53,7 +53,7 @@ def ready_to_promote(s3_server, spark):  # type: ignore[no-untyped-def]
 
 
 def fresh_copy(s3_server, source: str):  # type: ignore[no-untyped-def]
-    target = f"faults-k-{next(_clones)}"
+    target = f"promotion-k-{next(_clones)}"
     clone_bucket(s3_server.client(), source, target)
     config = small_config(s3_server, target)
     return config, S3Store(s3_server.client(), target)

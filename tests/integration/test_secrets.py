@@ -9,10 +9,10 @@ from pathlib import Path
 
 from eventdedup.tables import parquet_to_table
 
+from ..support.canaries import CLI_ACCESS_KEY, CLI_SECRET_KEY
 from ..support.helpers import put_lines
 
-ACCESS_KEY = "AKIAEVENTDEDUPCANARY7"
-SECRET_KEY = "canary-secret/eventdedup+Zq81xKw0pL3"
+ACCESS_KEY, SECRET_KEY = CLI_ACCESS_KEY, CLI_SECRET_KEY
 
 
 def run_cli(*args: str, config: Path) -> subprocess.CompletedProcess:

@@ -1,14 +1,14 @@
 """The production path, run for real: `python -m eventdedup_dev.stack up` (what `make stack` runs)
 starts PostgreSQL, Airflow's api-server, scheduler (LocalExecutor), dag-processor and triggerer,
 a Spark standalone master with two one-core workers whose environment cannot import eventdedup,
-and the S3 server. Nothing here calls dag.test(): Airflow's own scheduler decides what runs.
+and the S3 store (SeaweedFS). Nothing here calls dag.test(): Airflow's own scheduler decides what runs.
 
 The story, on a one-minute schedule from a go-live minute T (EVENTDEDUP_START_DATE):
 1. the store already holds the batch of [T-4m, T-3m) (an `eventdedup run-batch`);
 2. `airflow backfill create --max-active-runs 1` over [T-3m, T) runs those three intervals oldest
    first, while the scheduler starts [T, T+1m), which waits (retries) until [T-1m, T) commits;
 3. the scheduler runs at least three consecutive intervals by itself;
-4. one promotion COPY fails (fault proxy): that run alerts (alert object, log line, SNS on the
+4. one promotion COPY fails (fault proxy): that run alerts (alert object, log line, SNS on moto's
    local server), the next run halts at check_consistency and alerts once;
 5. a person runs `eventdedup recover`; the halted run goes on by itself and the scheduler
    catches up;
@@ -42,7 +42,7 @@ import pytest
 
 from eventdedup.cli import main as cli_main
 from eventdedup.s3store import S3Store
-from eventdedup_dev.local_s3 import free_port
+from eventdedup_dev.local_s3 import LocalAwsMocks, free_port
 from eventdedup_dev.s3_fault_proxy import FaultProxy
 
 from ..support.helpers import commit_counts, committed_rows, make_config
@@ -203,8 +203,8 @@ def stack(go_live: datetime, scan: dict[str, object]) -> Iterator[Any]:
     s3_url = f"http://127.0.0.1:{ports['s3_port']}"
     (home / "eventdedup.toml").write_text(
         f'[s3]\nbucket = "{BUCKET}"\n\n[dedup]\nbuckets = {BUCKETS}\nwindow_hours = 24\n\n[spark]\npartitions = 0\n')
-    with FaultProxy(s3_url) as proxy:
-        env = {**os.environ, "EVENTDEDUP_STACK_HOME": str(home), "EVENTDEDUP_STACK_SPARK_UI_PORT": str(ui),
+    with FaultProxy(s3_url) as proxy, LocalAwsMocks() as mocks:
+        env = {**os.environ, "EVENTDEDUP_STACK_AWS_MOCKS_ENDPOINT": mocks.endpoint_url, "EVENTDEDUP_STACK_HOME": str(home), "EVENTDEDUP_STACK_SPARK_UI_PORT": str(ui),
                **{f"EVENTDEDUP_STACK_{k.upper()}": v for k, v in ports.items()},
                "EVENTDEDUP_STACK_S3_ENDPOINT": proxy.endpoint_url, "EVENTDEDUP_STACK_LOGIN": "false",
                "EVENTDEDUP_STACK_S3_ACCESS_KEY": CANARY_ACCESS_KEY, "EVENTDEDUP_STACK_S3_SECRET_KEY": CANARY_SECRET_KEY,
@@ -217,7 +217,7 @@ def stack(go_live: datetime, scan: dict[str, object]) -> Iterator[Any]:
         stack = Stack(home, env)
         try:
             stack.run("up")
-            yield stack, proxy, s3_url
+            yield stack, proxy, s3_url, mocks.endpoint_url
         finally:
             stopped = stack.run("down", check=False)
             print(stopped.stdout, stopped.stderr)
@@ -229,14 +229,14 @@ def stack(go_live: datetime, scan: dict[str, object]) -> Iterator[Any]:
 
 def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live: datetime,
                                                             scan: dict[str, object], monkeypatch) -> None:
-    stack, proxy, s3_url = stack
+    stack, proxy, s3_url, mocks_url = stack
     t = go_live
     session = boto3.session.Session(aws_access_key_id=CANARY_ACCESS_KEY, aws_secret_access_key=CANARY_SECRET_KEY,
                                      region_name="us-east-1")
     client = session.client("s3", endpoint_url=s3_url)
     store = S3Store(client, BUCKET)
     config = make_config(s3_url, BUCKET, dedup={"buckets": BUCKETS, "window_hours": 24})
-    sns, sqs = session.client("sns", endpoint_url=s3_url), session.client("sqs", endpoint_url=s3_url)
+    sns, sqs = session.client("sns", endpoint_url=mocks_url), session.client("sqs", endpoint_url=mocks_url)
     topic = sns.create_topic(Name="eventdedup-alerts")["TopicArn"]
     queue = sqs.create_queue(QueueName="eventdedup-alerts-inbox")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
