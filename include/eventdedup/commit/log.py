@@ -10,11 +10,13 @@ it is written, a marker beside its manifest records its version.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import orjson
+from botocore.exceptions import ClientError
 
 from eventdedup.commit.ledger import write_part
 from eventdedup.commit.records import CommitRecord
@@ -22,7 +24,7 @@ from eventdedup.commit.state import CommittedState
 from eventdedup.errors import CommitConflictError, CorruptStateError, EventDedupError
 from eventdedup.inputs.manifest import load_batch_manifest_or_none
 from eventdedup.layout import Layout
-from eventdedup.s3store import S3Store
+from eventdedup.s3store import ObjectInfo, S3Store, is_not_found
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +111,44 @@ def batch_record(store: S3Store, layout: Layout, state: CommittedState, batch_id
     return committed_record(store, layout, version)
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    """The newest state this process folded from one checkpoint (its key and ETag)."""
+
+    checkpoint: ObjectInfo
+    state: CommittedState
+
+
+_LOADED: dict[str, _Loaded] = {}  # the log's location -> what this process last loaded of it
+_LOADED_LOCK = threading.Lock()
+
+
 def load_committed_state(store: S3Store, layout: Layout) -> CommittedState:
-    """Latest checkpoint plus the commits after it: a GET, a GET, a LIST and at most a few GETs."""
-    state = _load_checkpoint(store, layout)
+    """Latest checkpoint plus the commits after it: a GET, a GET, a LIST and at most a few GETs.
+
+    A process loads a state version once: what it folded is kept, and a later load that finds
+    the same checkpoint (the pointer names it, and its ETag is the one read: the same log, never
+    a store of the same name made again) folds only the commits after it. The state is what a
+    load from that checkpoint gives, markers and ledger parts still to write included; commits
+    are immutable, so a fold once made stays true."""
+    where = store.uri(layout.settings.commit_log_prefix)
+    checkpoint = _checkpoint_named(store, layout)
+    with _LOADED_LOCK:
+        loaded = _LOADED.get(where)
+    if loaded is not None and checkpoint is not None and loaded.checkpoint.key == checkpoint[0] and (
+            (found := store.head(checkpoint[0])) is not None and found.etag == loaded.checkpoint.etag):
+        state = loaded.state
+    else:
+        state, read = _load_checkpoint(store, layout, checkpoint)
+        loaded = None if read is None else _Loaded(read, state)
+    state = _fold_commits_after(store, layout, state)
+    if loaded is not None:
+        with _LOADED_LOCK:
+            _LOADED[where] = _Loaded(loaded.checkpoint, state)
+    return state
+
+
+def _fold_commits_after(store: S3Store, layout: Layout, state: CommittedState) -> CommittedState:
     start_after = layout.commit(state.version) if state.version else None
     for item in store.list(layout.settings.commit_log_prefix, start_after=start_after):
         version = layout.version_of_commit_key(item.key)
@@ -126,23 +163,37 @@ def load_committed_state(store: S3Store, layout: Layout) -> CommittedState:
     return state
 
 
-def _load_checkpoint(store: S3Store, layout: Layout) -> CommittedState:
+def _checkpoint_named(store: S3Store, layout: Layout) -> tuple[str, int] | None:
+    """The key and version of the checkpoint the pointer names; None before the first one."""
     pointer = store.get_bytes_or_none(layout.last_checkpoint)
     if pointer is None:
-        return CommittedState()
+        return None
     try:
         version = int(orjson.loads(pointer)["version"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise CorruptStateError(f"{store.uri(layout.last_checkpoint)} does not parse: {exc}") from None
-    key = layout.checkpoint(version)
-    data = store.get_bytes_or_none(key)
-    if data is None:
-        raise CorruptStateError(
-            f"{store.uri(layout.last_checkpoint)} names checkpoint {store.uri(key)}, which is missing")
+    return layout.checkpoint(version), version
+
+
+def _load_checkpoint(store: S3Store, layout: Layout,
+                     named: tuple[str, int] | None) -> tuple[CommittedState, ObjectInfo | None]:
+    """The state a checkpoint holds (empty without one), and the checkpoint as read."""
+    if named is None:
+        return CommittedState(), None
+    key, version = named
+    try:
+        read = store.get_versioned(key)
+    except ClientError as exc:
+        if is_not_found(exc):
+            raise CorruptStateError(f"{store.uri(layout.last_checkpoint)} names checkpoint {store.uri(key)}, "
+                                    "which is missing") from None
+        raise
+    assert read is not None  # an unconditional GET answers or raises
+    data, etag = read
     state = CommittedState.from_bytes(data, store.uri(key))
     if state.version != version:
         raise CorruptStateError(f"checkpoint {store.uri(key)} holds version {state.version}, not {version}")
-    return state
+    return state, ObjectInfo(key, len(data), etag)
 
 
 def write_commit(store: S3Store, layout: Layout, record: CommitRecord) -> None:
