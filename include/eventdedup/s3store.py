@@ -239,7 +239,18 @@ class S3Store:
             if is_not_found(exc):
                 return None
             raise
-        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"])
+        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"], response.get("LastModified"))
+
+    def get_with_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """The object's bytes, and its size, ETag and LastModified from the same response."""
+        response = self.client.get_object(Bucket=self.bucket, Key=key)
+        data: bytes = response["Body"].read()
+        return data, ObjectInfo(key, len(data), response["ETag"], response.get("LastModified"))
+
+    @property
+    def endpoint(self) -> str:
+        """Where the client sends requests: two stores may hold buckets of one name."""
+        return str(getattr(getattr(self.client, "meta", None), "endpoint_url", ""))
 
     def copy(self, source: ObjectInfo, dest_key: str) -> ObjectInfo:
         """Server-side copy that fails if the source changed since it was recorded."""

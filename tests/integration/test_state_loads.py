@@ -1,7 +1,7 @@
 """A process loads a state version once (eventdedup.commit.log.load_committed_state): a second
 load that finds the same checkpoint reads neither it nor the commits it already folded, only what
 was committed since; a store made again under the same bucket name (another checkpoint, the
-same key) is never taken for the one loaded before. Through the counting proxy, against the
+same key, even with byte-identical checkpoint) is never taken for the one loaded before. Through the counting proxy, against the
 local S3 store; commits written with the log's own writers."""
 from __future__ import annotations
 
@@ -47,24 +47,30 @@ def test_a_second_load_reads_only_what_was_committed_since_and_a_remade_store_is
             return sorted(unquote(request).split(bucket + "/", 1)[1] for request in proxy.requests
                           if request.startswith("GET ") and "?" not in request)
 
+        first_checkpoint = store.head(layout.checkpoint(6))
         proxy.arm(None)
         first = load_committed_state(store, layout)  # checkpoint 6 read, commit 7 folded
         assert first.version == 7 and any("checkpoint" in key for key in gets())
         proxy.arm(None)
         again = load_committed_state(store, layout)
         assert again == first
-        assert gets() == [layout.last_checkpoint]  # the pointer; a HEAD and a LIST besides
+        assert gets() == [layout.last_checkpoint]  # the pointer; two HEADs and a LIST besides
         commit(store, layout, 8, "a")
         proxy.arm(None)
         later = load_committed_state(store, layout)
         assert later.version == 8 and gets() == sorted([layout.last_checkpoint, layout.commit(8)])
 
-        # The same bucket made again: another log whose checkpoint has the same key.
+        # The same bucket made again, with the same six commits: its checkpoint 6 has the same key
+        # and the same bytes (checkpoints are deterministic); then another commit 7.
         s3_server.delete_bucket(bucket)
         s3_server.client().create_bucket(Bucket=bucket)
         for version in range(1, 7):
-            commit(store, layout, version, "b")
-        write_checkpoint_if_due(store, layout, load_committed_state(store, layout), 3)
+            commit(store, layout, version, "a")
+        write_checkpoint_if_due(store, layout, load_committed_state(store, layout, fresh=True), 3)
+        assert store.head(layout.checkpoint(6)).etag == first_checkpoint.etag  # type: ignore[union-attr]
+        record = CommitRecord(7, "c7", "a6", "t", (T0 + timedelta(minutes=35)).isoformat(), BatchCounts(), (), {},
+                              BatchChange(arrival_hour=490_007))
+        write_commit(store, layout, record)
         remade = load_committed_state(store, layout)
-        assert remade.version == 6 and remade.last_batch_id == "b6" and set(remade.batches) == {
-            f"b{v}" for v in range(1, 7)}
+        assert (remade.version, remade.last_batch_id) == (7, "c7")
+        assert set(remade.batches) == {*(f"a{v}" for v in range(1, 7)), "c7"}

@@ -113,43 +113,63 @@ def batch_record(store: S3Store, layout: Layout, state: CommittedState, batch_id
 
 @dataclass(frozen=True)
 class _Loaded:
-    """The newest state this process folded from one checkpoint (its key and ETag)."""
+    """The newest state this process folded from one checkpoint: the checkpoint and the newest
+    commit folded after it (None: none), as listed or read, with their ETags."""
 
     checkpoint: ObjectInfo
+    newest_commit: ObjectInfo | None
     state: CommittedState
 
+    def still_true(self, store: S3Store, checkpoint: str) -> bool:
+        """Whether the log holds what was folded: the pointer names the same checkpoint, and it
+        and the newest commit folded are the objects read (a HEAD each). A log remade under the
+        same name differs in its commits' tokens even where its checkpoint has the same bytes;
+        where it has no commit after the checkpoint, the same checkpoint is the same state."""
+        if self.checkpoint.key != checkpoint:
+            return False
+        return all((found := store.head(obj.key)) is not None and found.etag == obj.etag
+                   for obj in (self.checkpoint, self.newest_commit) if obj is not None)
 
-_LOADED: dict[str, _Loaded] = {}  # the log's location -> what this process last loaded of it
+
+_LOADED: dict[str, _Loaded] = {}  # endpoint and the log's location -> what this process last loaded of it
 _LOADED_LOCK = threading.Lock()
 
 
-def load_committed_state(store: S3Store, layout: Layout) -> CommittedState:
+def forget_loaded_states() -> None:
+    """Drop what this process kept (a benchmark timing loads from scratch)."""
+    with _LOADED_LOCK:
+        _LOADED.clear()
+
+
+def load_committed_state(store: S3Store, layout: Layout, fresh: bool = False) -> CommittedState:
     """Latest checkpoint plus the commits after it: a GET, a GET, a LIST and at most a few GETs.
 
     A process loads a state version once: what it folded is kept, and a later load that finds
-    the same checkpoint (the pointer names it, and its ETag is the one read: the same log, never
-    a store of the same name made again) folds only the commits after it. The state is what a
-    load from that checkpoint gives, markers and ledger parts still to write included; commits
-    are immutable, so a fold once made stays true."""
-    where = store.uri(layout.settings.commit_log_prefix)
+    the log still holding it (`_Loaded.still_true`) folds only the commits after it. The state
+    is what a load from that checkpoint gives, markers and ledger parts still to write included;
+    commits are immutable, so a fold once made stays true. `fresh`: read it all again (a check
+    that the log itself still folds)."""
+    where = f"{store.endpoint} {store.uri(layout.settings.commit_log_prefix)}"
     checkpoint = _checkpoint_named(store, layout)
     with _LOADED_LOCK:
-        loaded = _LOADED.get(where)
-    if loaded is not None and checkpoint is not None and loaded.checkpoint.key == checkpoint[0] and (
-            (found := store.head(checkpoint[0])) is not None and found.etag == loaded.checkpoint.etag):
-        state = loaded.state
+        loaded = None if fresh else _LOADED.get(where)
+    if loaded is not None and checkpoint is not None and loaded.still_true(store, checkpoint[0]):
+        state, newest = loaded.state, loaded.newest_commit
     else:
-        state, read = _load_checkpoint(store, layout, checkpoint)
-        loaded = None if read is None else _Loaded(read, state)
-    state = _fold_commits_after(store, layout, state)
+        (state, read), newest = _load_checkpoint(store, layout, checkpoint), None
+        loaded = None if read is None else _Loaded(read, None, state)
+    state, folded = _fold_commits_after(store, layout, state)
     if loaded is not None:
         with _LOADED_LOCK:
-            _LOADED[where] = _Loaded(loaded.checkpoint, state)
+            _LOADED[where] = _Loaded(loaded.checkpoint, folded or newest, state)
     return state
 
 
-def _fold_commits_after(store: S3Store, layout: Layout, state: CommittedState) -> CommittedState:
+def _fold_commits_after(store: S3Store, layout: Layout,
+                        state: CommittedState) -> tuple[CommittedState, ObjectInfo | None]:
+    """The state with every commit listed after its version, and the newest of them (None: none)."""
     start_after = layout.commit(state.version) if state.version else None
+    newest = None
     for item in store.list(layout.settings.commit_log_prefix, start_after=start_after):
         version = layout.version_of_commit_key(item.key)
         if version is None:
@@ -159,8 +179,8 @@ def _fold_commits_after(store: S3Store, layout: Layout, state: CommittedState) -
             raise CorruptStateError(f"commit {store.uri(item.key)} was listed but cannot be read")
         if record.version != version:
             raise CorruptStateError(f"commit {store.uri(item.key)} claims version {record.version}")
-        state = state.apply(record, store.uri(item.key))
-    return state
+        state, newest = state.apply(record, store.uri(item.key)), item
+    return state, newest
 
 
 def _checkpoint_named(store: S3Store, layout: Layout) -> tuple[str, int] | None:
@@ -182,18 +202,16 @@ def _load_checkpoint(store: S3Store, layout: Layout,
         return CommittedState(), None
     key, version = named
     try:
-        read = store.get_versioned(key)
+        data, read = store.get_with_info(key)
     except ClientError as exc:
         if is_not_found(exc):
             raise CorruptStateError(f"{store.uri(layout.last_checkpoint)} names checkpoint {store.uri(key)}, "
                                     "which is missing") from None
         raise
-    assert read is not None  # an unconditional GET answers or raises
-    data, etag = read
     state = CommittedState.from_bytes(data, store.uri(key))
     if state.version != version:
         raise CorruptStateError(f"checkpoint {store.uri(key)} holds version {state.version}, not {version}")
-    return state, ObjectInfo(key, len(data), etag)
+    return state, read
 
 
 def write_commit(store: S3Store, layout: Layout, record: CommitRecord) -> None:

@@ -58,7 +58,7 @@ def _run(store: S3Store, config: Config, apply: bool) -> RecoveryReport:
         journals = sorted(list_journals(store, layout), key=lambda j: (j.target_version, j.batch_id))
         for journal in journals:
             _handle(store, config, layout, journal, report, apply)
-        load_committed_state(store, layout)  # the log itself must still fold cleanly
+        load_committed_state(store, layout, fresh=True)  # the log itself must still fold cleanly
     except EventDedupError as exc:
         report.problems.append(str(exc))
     return report
