@@ -22,7 +22,7 @@ from eventdedup.s3store import S3Store, make_client
 from ..support.helpers import NOW, bucket_listing, committed_rows, expected_renamed_id, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, decide_batch
-from .conftest import config_for
+from .conftest import config_for, is_injected_crash
 
 BATCHES = int(os.environ.get("SOAK_BATCHES", "50"))
 
@@ -74,11 +74,7 @@ def test_fifty_batches_with_random_crashes_and_reruns_keep_every_invariant(s3_se
             try:
                 run_batch(S3Store(make_client(via_proxy.s3), bucket), via_proxy, batch, selector, NOW, lambda: spark)
             except Exception as exc:  # noqa: BLE001 - any failure of a killed run is expected
-                # A HEAD's crash reply has no body to name it: boto3 sees a bare 403. Only once the
-                # proxy is dead (it answered the crash) is such a 403 the injected one.
-                injected = "InjectedCrash" in str(exc) or (proxy.dead and "HeadObject" in str(exc)
-                                                           and "(403)" in str(exc))
-                assert injected, (batch, exc)
+                assert is_injected_crash(exc, proxy), (batch, exc)
                 crashes += 1
             proxy.heal()
             assert_commits_are_whole(store, direct)
