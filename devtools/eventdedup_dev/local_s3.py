@@ -190,10 +190,11 @@ class LocalS3Process(_LoopbackService):
             if not all(port_is_free(port, self._bind_host) for port in ports.values()):
                 continue
             self.port = ports["s3"]
+            volumes = len(list(directory.glob("*.dat")))  # a restarted store's: each must be served again
             self._process = subprocess.Popen(self._command(directory, ports), stdout=subprocess.DEVNULL,
                                              stderr=subprocess.DEVNULL, env=self._environment(),
                                              preexec_fn=_die_with_parent)
-            problem = self._wait_until_ready(deadline)
+            problem = self._wait_until_ready(deadline, ports["master"], volumes)
             if problem is None:
                 remembered.write_text(json.dumps({"base": base}))
                 self._import_moto_snapshot(directory)
@@ -270,29 +271,49 @@ class LocalS3Process(_LoopbackService):
         env.setdefault("GOMEMLIMIT", "768MiB")
         return env
 
-    def _wait_until_ready(self, deadline: float) -> str | None:
-        """None once the S3 API answers a signed request; else why not."""
+    def _wait_until_ready(self, deadline: float, master: int, volumes: int) -> str | None:
+        """None once the S3 API answers a signed request and the master knows a volume server
+        serving every volume the directory holds (after a restart, S3 answers before the volume
+        server has reported its volumes: a GET then fails with a 500); else why not."""
         assert self._process is not None
         while time.monotonic() < deadline:
+            if self._s3_answers() and self._volumes_served(master) >= volumes:
+                return None
             code = self._process.poll()
             if code is not None:
                 return f"weed exited with {code} (its log: {self._log_hint()})"
-            try:
-                with urllib.request.urlopen(f"{self.endpoint_url}/status", timeout=2) as response:
-                    if response.status == 200:
-                        import boto3
-
-                        boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
-                                     aws_access_key_id=self._probe[0], aws_secret_access_key=self._probe[1],
-                                     aws_session_token=None).list_buckets()
-                        self._client = None
-                        return None
-            except (urllib.error.URLError, ConnectionError, OSError, TimeoutError):
-                pass
-            except Exception as exc:  # botocore: S3 not serving signed requests yet
-                log.debug("SeaweedFS not ready yet: %s", exc)
             time.sleep(0.1)
         return f"not ready in time (its log: {self._log_hint()})"
+
+    def _volumes_served(self, master: int) -> int:
+        """Volumes the master's topology places on a volume server; -1 before one has reported."""
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{master}/dir/status", timeout=2) as response:
+                topology = json.loads(response.read())["Topology"]
+        except (urllib.error.URLError, ConnectionError, OSError, TimeoutError, ValueError, KeyError):
+            return -1
+        nodes = [node for center in topology.get("DataCenters") or [] for rack in center.get("Racks") or []
+                 for node in rack.get("DataNodes") or []]
+        return sum(int(node.get("Volumes", 0)) for node in nodes) if nodes else -1
+
+    def _s3_answers(self) -> bool:
+        """Whether S3 answers a request signed with this start's own probe identity."""
+        try:
+            with urllib.request.urlopen(f"{self.endpoint_url}/status", timeout=2) as response:
+                if response.status != 200:
+                    return False
+            import boto3
+
+            boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1",
+                         aws_access_key_id=self._probe[0], aws_secret_access_key=self._probe[1],
+                         aws_session_token=None).list_buckets()
+        except (urllib.error.URLError, ConnectionError, OSError, TimeoutError):
+            return False
+        except Exception as exc:  # botocore: S3 not serving signed requests yet
+            log.debug("SeaweedFS not ready yet: %s", exc)
+            return False
+        self._client = None
+        return True
 
     def _log_hint(self) -> str:
         directory = self.data_dir or Path(self._temporary.name if self._temporary else ".")

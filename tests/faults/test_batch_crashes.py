@@ -31,8 +31,8 @@ def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
     kinds = {request.split(" ")[0] for request in requests}
     print(f"one batch makes {len(requests)} S3 requests ({sorted(kinds)}); crashing at every {SHARDS}th from "
           f"{shard + 1} ({flavour})")
-    # POST: batch deletes; HEAD: a state load confirming the checkpoint and commit it keeps
-    assert len(requests) > 40 and kinds == {"GET", "HEAD", "PUT", "COPY", "POST"}
+    # POST: batch deletes; HEAD (where a checkpoint exists): a state load confirming what it keeps
+    assert len(requests) > 40 and kinds - {"HEAD"} == {"GET", "PUT", "COPY", "POST"}
     assert any("/_eventdedup/log/" in r and r.startswith("PUT") for r in requests)  # the commit is among them
     for crash_at in range(shard + 1, len(requests) + 1, SHARDS):
         bucket = fresh_copy(s3_server, before_b2)
