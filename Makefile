@@ -83,7 +83,7 @@ redis-server:
 
 # The production topology as local processes (no Docker): PostgreSQL, Airflow's api-server,
 # scheduler (LocalExecutor), dag-processor and triggerer, a Spark standalone master and two workers,
-# the embedded S3 server. State in .stack/; `make stack-stop` stops exactly what it started.
+# the embedded S3 store (SeaweedFS). State in .stack/; `make stack-stop` stops exactly what it started.
 stack: venv check-java package postgres
 	$(PY) -m eventdedup_dev.stack up
 
