@@ -100,6 +100,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
 
 
+def stop_child(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if it has not exited 30 s later."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class _LoopbackService:
     """What the local servers share: the address, and one client for it."""
 
@@ -322,12 +332,7 @@ class LocalS3Process(_LoopbackService):
     def _terminate(self) -> None:
         if self._process is None:
             return
-        self._process.send_signal(signal.SIGTERM)
-        try:
-            self._process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        stop_child(self._process)
         self._process = None
         self._client = None
 
@@ -367,10 +372,5 @@ class LocalAwsMocks(_LoopbackService):
     def stop(self) -> None:
         if self._process is None:
             return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        stop_child(self._process)
         self._process = None
