@@ -197,7 +197,7 @@ class LocalS3Process(_LoopbackService):
             bases.insert(0, int(json.loads(remembered.read_text())["base"]))
         for base in bases:
             ports = self._ports(base)
-            if not all(port_is_free(port, self._bind_host) for port in ports.values()):
+            if not all(port_is_free(port, self.host) for port in ports.values()):
                 continue
             self.port = ports["s3"]
             volumes = len(list(directory.glob("*.dat")))  # a restarted store's: each must be served again
@@ -244,10 +244,6 @@ class LocalS3Process(_LoopbackService):
     def delete_bucket(self, name: str) -> None:
         """Delete a bucket and everything in it (SeaweedFS deletes a bucket's objects with it)."""
         self.client().delete_bucket(Bucket=name)
-
-    @property
-    def _bind_host(self) -> str:
-        return self.host
 
     def _ports(self, base: int) -> dict[str, int]:
         return {"s3": self._fixed_port or base, "master": base + 1, "master.grpc": base + 2, "volume": base + 3,

@@ -239,13 +239,7 @@ class S3Store:
             if is_not_found(exc):
                 return None
             raise
-        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"], response.get("LastModified"))
-
-    def get_with_info(self, key: str) -> tuple[bytes, ObjectInfo]:
-        """The object's bytes, and its size, ETag and LastModified from the same response."""
-        response = self.client.get_object(Bucket=self.bucket, Key=key)
-        data: bytes = response["Body"].read()
-        return data, ObjectInfo(key, len(data), response["ETag"], response.get("LastModified"))
+        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"])
 
     @property
     def endpoint(self) -> str:

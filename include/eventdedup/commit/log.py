@@ -202,16 +202,18 @@ def _load_checkpoint(store: S3Store, layout: Layout,
         return CommittedState(), None
     key, version = named
     try:
-        data, read = store.get_with_info(key)
+        read = store.get_versioned(key)
     except ClientError as exc:
         if is_not_found(exc):
             raise CorruptStateError(f"{store.uri(layout.last_checkpoint)} names checkpoint {store.uri(key)}, "
                                     "which is missing") from None
         raise
+    assert read is not None  # an unconditional GET answers or raises
+    data, etag = read
     state = CommittedState.from_bytes(data, store.uri(key))
     if state.version != version:
         raise CorruptStateError(f"checkpoint {store.uri(key)} holds version {state.version}, not {version}")
-    return state, read
+    return state, ObjectInfo(key, len(data), etag)
 
 
 def write_commit(store: S3Store, layout: Layout, record: CommitRecord) -> None:
