@@ -48,13 +48,14 @@ def lacking_from_guard(guard: IdGuard, own_entries: GuardEntries) -> int:
     return len({(h >> shift, hour) for h, hour in own_entries} - guard.entries())
 
 
-def cache_claim_differences(store: S3Store, committed: CommittedChain, recomputed: CommittedChain, batch_id: str,
+def cache_claim_differences(store: S3Store, committed: CommittedChain, recomputed_key: str, batch_id: str,
                             current_chain: Sequence[str], own_entries: GuardEntries) -> list[str]:
-    """How a recomputed cache object differs from the committed one in what matters (above). Each
-    chain is (the object, the objects it builds on); `current_chain` is the key's chain today."""
+    """How a recomputed cache object differs from the committed one in what matters (above): the
+    committed object with the objects it built on; the staged one alone (what it builds on is
+    today's chain, which the rerun's decision read); `current_chain`, the key's chain today."""
     committed_key = committed[0]
     if is_guard_object(committed_key):
-        return _guard_differences(store, committed_key, recomputed[0], current_chain, own_entries)
+        return _guard_differences(store, committed_key, recomputed_key, current_chain, own_entries)
     committed_runs = _chain_runs_or_none(store, (*committed[1], committed_key))
     superseded = committed_runs is None
     if committed_runs is None:  # merged into a later head since, and deleted: judged by today's chain
@@ -62,7 +63,7 @@ def cache_claim_differences(store: S3Store, committed: CommittedChain, recompute
             return [f"{committed_key}: committed, but neither it nor a head of its key exists any more"]
         committed_runs = load_chain_runs(store, current_chain)
     old_runs = {run.owner: run for run in committed_runs}
-    new_runs = {run.owner: run for run in decode_segment(store.get_bytes(recomputed[0]), recomputed[0])}
+    new_runs = {run.owner: run for run in decode_segment(store.get_bytes(recomputed_key), recomputed_key)}
     problems = []
     if not _same_run(old_runs.get(batch_id), new_runs.get(batch_id)):
         problems.append(f"{committed_key}: the rerun claims other ids than the commit did")

@@ -52,7 +52,7 @@ class BucketCache(Protocol):
     def runs_holding(self, hour: int, bucket: int, digests: npt.NDArray[np.bytes_]) -> list[CacheRun]:
         """The committed runs of one (hour, fine bucket) key's chain, oldest object first, as far
         as they may hold these keys (sorted): every entry of them, others perhaps not
-        (eventdedup.cache.segment_parts). None when the key has no head."""
+        (eventdedup.cache.segment_parts). Empty when the key has no head."""
 
     def chain_sizes(self, hour: int, bucket: int) -> list[int]:
         """The size in bytes of each object of a key's chain, oldest first (asked only of a key

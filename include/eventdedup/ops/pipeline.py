@@ -82,7 +82,7 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
         if committed[key].kind == "cache":
             cache_key = recomputed[key].cache_key or ""
             problems += cache_claim_differences(store, (key, tuple(record.cache_bases.get(cache_key, ()))),
-                                                (recomputed[key].staged.key, recomputed[key].builds_on),
+                                                recomputed[key].staged.key,
                                                 record.batch_id, chains.get(cache_key, ()),
                                                 own_entries.get(cache_key, set()))
         else:
