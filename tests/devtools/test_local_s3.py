@@ -12,7 +12,6 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -173,16 +172,19 @@ def test_listing_is_in_key_order_paginates_and_starts_after(s3_server: LocalS3Pr
     assert [item["Key"] for item in page["Contents"]] == expected[:5] and page["IsTruncated"]
 
 
-def test_last_modified_is_the_upload_time_to_the_second(s3_server: LocalS3Process, bucket: str) -> None:
-    """The ledger dates an input by its LastModified hour: whole seconds are enough, and a
-    rewrite moves it (never backwards)."""
+def test_last_modified_is_in_whole_seconds_never_goes_back_and_list_and_head_agree(
+        s3_server: LocalS3Process, bucket: str) -> None:
+    """The ledger dates an input by its LastModified hour: whole seconds are enough, an object
+    written after another is never dated before it, and a listing and a HEAD say the same (no
+    clock of this process is read: the store's dates are compared with each other)."""
     client, store = s3_server.client(), S3Store(s3_server.client(), bucket)
-    before = datetime.now(timezone.utc).replace(microsecond=0)
-    client.put_object(Bucket=bucket, Key="dated", Body=b"1")
-    (item,) = list(store.list("dated"))
-    after = datetime.now(timezone.utc)
-    assert item.last_modified is not None and before <= item.last_modified <= after
-    assert client.head_object(Bucket=bucket, Key="dated")["LastModified"] == item.last_modified
+    client.put_object(Bucket=bucket, Key="dated/1", Body=b"1")
+    client.put_object(Bucket=bucket, Key="dated/2", Body=b"2")
+    first, second = list(store.list("dated/"))
+    assert first.last_modified is not None and second.last_modified is not None
+    assert first.last_modified.tzinfo is not None and first.last_modified.microsecond == 0
+    assert first.last_modified <= second.last_modified
+    assert client.head_object(Bucket=bucket, Key="dated/1")["LastModified"] == first.last_modified
 
 
 def test_missing_objects_and_batch_deletes_answer_as_s3_does(s3_server: LocalS3Process, bucket: str) -> None:
