@@ -158,6 +158,28 @@ class SparkSettings:
     local_cache_bytes: int = 4 << 30
 
 
+TABLE_MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """The output as a Delta Lake table, a projection of the commit log (eventdedup.delta)."""
+
+    # "auto": a store created by this release gets the table with its first commit, and a store that
+    # has one keeps it; "on": also an existing store's, created from its committed view; "off": files
+    # and load manifests only (a table already there is left as it is, and lags).
+    delta: str = "auto"
+    # The maintenance DAG compacts an output hour (date, hour partition) into files of about this size
+    # once it holds compact_min_files files and lies compact_after_hours behind the log's time.
+    compact_min_files: int = 8
+    compact_target_bytes: int = 256 << 20
+    compact_after_hours: int = 24
+    # Files the table's own compaction wrote and no longer uses are vacuumed after this long (Delta's
+    # own default, 7 days: readers of older table versions keep their files that long). Batches'
+    # files are never vacuumed: the commit log names them (eventdedup.delta.upkeep).
+    vacuum_retention_hours: int = 168
+
+
 @dataclass(frozen=True)
 class Config:
     s3: S3Settings
@@ -166,6 +188,7 @@ class Config:
     dedup: DedupSettings = field(default_factory=DedupSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
     inputs: InputSettings = field(default_factory=InputSettings)
+    table: TableSettings = field(default_factory=TableSettings)
 
     @property
     def key_fields(self) -> tuple[str, ...]:
@@ -195,6 +218,7 @@ _SECTIONS: dict[str, type] = {
     "dedup": DedupSettings,
     "spark": SparkSettings,
     "inputs": InputSettings,
+    "table": TableSettings,
 }
 
 
@@ -318,6 +342,7 @@ def _validated(config: Config, source: str) -> Config:
             raise ConfigError(f"{source}: [events] {key} may not be empty")
     _validate_semantics(config.dedup, source)
     _validate_inputs(config.inputs, source)
+    _validate_table(config.table, source)
     return replace(config, s3=replace(s3, endpoint_url=endpoint), layout=LayoutSettings(**layout_values))
 
 
@@ -358,6 +383,16 @@ def _validate_inputs(inputs: InputSettings, source: str) -> None:
         raise ConfigError(f"{source}: [inputs] partition_format must end with '/' (a folder per partition)")
     if inputs.lookback_hours < 1 or inputs.sweep_hours < 1:
         raise ConfigError(f"{source}: [inputs] lookback_hours and sweep_hours must be at least 1")
+
+
+def _validate_table(table: TableSettings, source: str) -> None:
+    if table.delta not in TABLE_MODES:
+        raise ConfigError(f"{source}: [table] delta must be one of {list(TABLE_MODES)}, got {table.delta!r}")
+    if table.compact_min_files < 2 or table.compact_target_bytes < 1 << 20:
+        raise ConfigError(f"{source}: [table] compact_min_files must be at least 2 and compact_target_bytes at "
+                          "least 1 MiB")
+    if table.compact_after_hours < 0 or table.vacuum_retention_hours < 0:
+        raise ConfigError(f"{source}: [table] compact_after_hours and vacuum_retention_hours may not be negative")
 
 
 def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:

@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, fields
 
 from eventdedup.config import LayoutSettings
+from eventdedup.errors import InvalidNameError
 from eventdedup.keys import CacheKey, day_guard_head_key, guard_head_key
 from eventdedup.naming import validate_batch_id
 
@@ -83,6 +84,18 @@ class Layout:
             f"{self.settings.output_prefix}date={date_text}/hour={hour_text}/"
             f"{validate_batch_id(batch_id)}-part-{partition:05d}.parquet"
         )
+
+    def data_owner(self, key: str) -> str | None:
+        """Inverse of final_data: the batch a data file (its key, or its path below the output
+        prefix) belongs to; None for any other file (one a Delta compaction wrote)."""
+        name = key.rsplit("/", 1)[-1]
+        stem, sep, tail = name.rpartition("-part-")
+        if not (sep and stem and tail.endswith(".parquet") and len(tail) == 13 and tail[:5].isdigit()):
+            return None
+        try:
+            return validate_batch_id(stem)
+        except InvalidNameError:
+            return None
 
     def final_audit(self, batch_id: str, partition: int) -> str:
         return f"{self.settings.audit_prefix}batch_id={validate_batch_id(batch_id)}/part-{partition:05d}.parquet"

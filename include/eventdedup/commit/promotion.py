@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
+from deltalake.exceptions import DeltaError
 
 from eventdedup.commit.gate import check_may_promote, exclusions_changed, refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, load_job_result, withdraw_job_result
@@ -38,6 +39,7 @@ from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import publish_load_manifests, write_view_checkpoint
 from eventdedup.config import Config
+from eventdedup.delta.projection import TableProjectionError, prepare_new_store, project
 from eventdedup.errors import (
     BatchNotReadyError,
     CommitConflictError,
@@ -66,12 +68,27 @@ def promote_batch(store: S3Store, config: Config, batch_id: str,
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
     if committed_version(store, layout, state, batch_id) is not None:
-        return _already_committed(store, layout, state, batch_id)
+        outcome = _already_committed(store, layout, state, batch_id)
+    else:
+        prepare_new_store(store, config, state)
+        try:
+            outcome = _promote_uncommitted(store, config, layout, state, batch_id, new_token)
+        except (ClientError, EventDedupError):
+            _raise_if_committed_meanwhile(store, layout, batch_id, state)
+            raise
+    project_committed(store, config, f"batch {batch_id} is committed as log version {outcome.version}")
+    return outcome
+
+
+def project_committed(store: S3Store, config: Config, done: str) -> None:
+    """The Delta table rolled forward after a commit (eventdedup.delta.projection). A failure
+    here leaves the commit whole: it is reported as the table lagging, for a retry or `recover`."""
     try:
-        return _promote_uncommitted(store, config, layout, state, batch_id, new_token)
-    except (ClientError, EventDedupError):
-        _raise_if_committed_meanwhile(store, layout, batch_id, state)
-        raise
+        project(store, config)
+    except (ClientError, EventDedupError, DeltaError, OSError) as exc:
+        raise TableProjectionError(
+            f"{done}, but the Delta table could not be rolled forward to it: {exc}. The table lags the log; a "
+            "retried task, the next promotion or `eventdedup recover` rolls it forward") from exc
 
 
 def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: CommittedState, batch_id: str,

@@ -10,10 +10,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+from deltalake.exceptions import DeltaError
+
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, list_journals
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state, read_commit
 from eventdedup.commit.promotion import abandon_promotion, clean_up_batch, execute_journal, finish_committed
 from eventdedup.config import Config
+from eventdedup.delta.projection import project, table_status
 from eventdedup.errors import CommitConflictError, EventDedupError, StaleBatchError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -61,7 +65,33 @@ def _run(store: S3Store, config: Config, apply: bool) -> RecoveryReport:
         load_committed_state(store, layout, fresh=True)  # the log itself must still fold cleanly
     except EventDedupError as exc:
         report.problems.append(str(exc))
+        return report
+    _judge_table(store, config, report, apply)
     return report
+
+
+def _judge_table(store: S3Store, config: Config, report: RecoveryReport, apply: bool) -> None:
+    """The Delta table, a projection of the log: behind it, rolled forward; ahead of it (a table
+    reflecting commits the log does not hold), an inconsistency."""
+    try:
+        status = table_status(store, config)
+        if status.exists and status.projected_version > status.log_version:
+            report.problems.append(
+                f"the Delta table {status.location} reflects log version {status.projected_version}, but the log "
+                f"ends at {status.log_version}: the log is missing commits its table projected")
+            return
+        if not status.lag or config.table.delta == "off":
+            return
+        if not apply:
+            report.actions.append(f"the Delta table {status.location} lags the log by {status.lag} commit(s) (at "
+                                  f"{status.projected_version}, the log at {status.log_version}); would catch it up")
+            return
+        projection = project(store, config)
+        report.actions.append(f"the Delta table {status.location} rolled forward from log version "
+                              f"{status.projected_version} to {projection.status.projected_version} "
+                              f"(table version {projection.status.table_version})")
+    except (ClientError, EventDedupError, DeltaError, OSError) as exc:
+        report.problems.append(f"the Delta table could not be judged or rolled forward: {exc}")
 
 
 def _handle(store: S3Store, config: Config, layout: Layout, journal: PromotionJournal,

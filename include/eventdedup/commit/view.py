@@ -146,17 +146,19 @@ class ViewCheckpoint:
     parts: Mapping[str, str] = field(default_factory=dict)  # block number (as text) -> its part's key
 
 
-def committed_entries(store: S3Store, layout: Layout) -> list[ViewEntry]:
+def committed_entries(store: S3Store, layout: Layout, version: int | None = None) -> list[ViewEntry]:
     """The committed view in log order: the latest view checkpoint's parts, then every commit
     after it. Retracted batches' objects are left out. A part that has gone (a newer checkpoint
-    replaced it while this reader read) sends the reader to the log itself."""
-    state = load_committed_state(store, layout)
-    checkpoint = _latest_view_checkpoint(store, layout, state.version)
+    replaced it while this reader read) sends the reader to the log itself. `version`: the view
+    as it was at that commit of the log (the Delta table's projection replays it), not the latest."""
+    head = load_committed_state(store, layout).version
+    version = head if version is None else min(version, head)
+    checkpoint = _latest_view_checkpoint(store, layout, version)
     try:
-        return _view(store, layout, checkpoint, state.version)
+        return _view(store, layout, checkpoint, version)
     except _PartGone as gone:
         log.info("%s; reading the view from the log", gone)
-        return _view(store, layout, ViewCheckpoint(), state.version)
+        return _view(store, layout, ViewCheckpoint(), version)
 
 
 def _view(store: S3Store, layout: Layout, checkpoint: ViewCheckpoint, version: int) -> list[ViewEntry]:

@@ -40,7 +40,7 @@ from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state
-from eventdedup.commit.promotion import PromotionOutcome, finish_committed, promote_batch
+from eventdedup.commit.promotion import PromotionOutcome, finish_committed, project_committed, promote_batch
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState, log_time, record_arrival_hour
 from eventdedup.config import Config
@@ -90,7 +90,7 @@ def retract_batch(store: S3Store, config: Config, batch_id: str, reason: str, no
     rid = retraction_id(batch_id)
     state = load_committed_state(store, layout)
     if batch_id in state.retracted:
-        return _already_retracted(store, layout, state, batch_id)
+        return _already_retracted(store, config, state, batch_id)
     if journal_or_none(store, layout, rid) is None:
         refuse_if_other_journals(store, layout, rid)
         targets = retraction_targets(store, layout, state, batch_id, cascade)
@@ -110,9 +110,11 @@ def _outcome(record: CommitRecord, newly_committed: bool) -> RetractionOutcome:
     return RetractionOutcome(record.batch_id, record.version, change, newly_committed)
 
 
-def _already_retracted(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> RetractionOutcome:
+def _already_retracted(store: S3Store, config: Config, state: CommittedState, batch_id: str) -> RetractionOutcome:
+    layout = Layout(config.layout)
     record = committed_record(store, layout, state.retracted[batch_id])
     finish_committed(store, layout, record, state)  # what a crash right after the commit left undone
+    project_committed(store, config, f"retraction {record.batch_id} is committed as log version {record.version}")
     return _outcome(record, False)
 
 

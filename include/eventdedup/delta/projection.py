@@ -1,0 +1,308 @@
+"""The output as a Delta Lake table: a projection of the commit log, never a second source of truth.
+
+The table lives at the output prefix (`_delta_log/` beside the `date=/hour=` folders) and is
+written with delta-rs (`deltalake`), whose S3 commits are conditional PUTs. Commit N of
+eventdedup's log becomes one Delta commit carrying the application transaction
+(`eventdedup`, N): a batch's adds its data files, a retraction's removes its targets' files, any
+other commit (a populate, a reshard) adds nothing and only names itself. Each Delta commit is
+written at exactly the table version after the one this projector read, with delta-rs's own
+retries off: delta-rs has accepted a second commit carrying an application version the table
+already held (it rebases appends over concurrent ones), so the check "the table's eventdedup
+version is N - 1" is made here, on the snapshot the commit builds on, and a lost race is read
+again and judged again. Whoever finds the table behind the log rolls it forward: the promotion,
+`recover`, a retried task, the next batch. A reader of the table sees committed batches only:
+a Delta commit is written only after the log's commit it projects.
+
+A store created by this release gets its (empty) table before its first commit ([table] delta =
+"auto"); one that predates it keeps files and manifests only unless set to "on", which creates the
+table from the committed view in one commit. "off": never written (one already there lags).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+
+from eventdedup.commit.changes import Retraction
+from eventdedup.commit.log import committed_record, load_committed_state
+from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.commit.state import CommittedState
+from eventdedup.commit.view import committed_entries
+from eventdedup.config import Config
+from eventdedup.delta.files import (
+    PARTITION_COLUMNS,
+    TABLE_SCHEMA,
+    file_statistics,
+    modification_millis,
+    partition_of_object,
+)
+from eventdedup.delta.storage import open_table, storage_options, table_location
+from eventdedup.errors import EventDedupError, InconsistentStoreError
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+APP_ID = "eventdedup"
+ATTEMPTS = 8  # Delta commits lost to other writers (projectors, compaction) before giving up
+FOOTER_THREADS = 16
+
+
+class TableProjectionError(EventDedupError):
+    """The Delta table could not be brought up to the log (the log itself is unharmed)."""
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """Where the table stands against the log."""
+
+    mode: str
+    location: str
+    exists: bool
+    table_version: int | None = None
+    projected_version: int = 0  # the log version the table reflects (its eventdedup transaction)
+    log_version: int = 0
+
+    @property
+    def lag(self) -> int:
+        """Log commits the table does not reflect yet (0 where there is no table to keep)."""
+        return max(0, self.log_version - self.projected_version) if self.exists else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "location": self.location, "exists": self.exists,
+                "table_version": self.table_version, "projected_log_version": self.projected_version,
+                "log_version": self.log_version, "lag": self.lag}
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What one roll-forward did: the log versions it committed to the table, and where it ended."""
+
+    status: TableStatus
+    projected: tuple[int, ...] = field(default=())
+
+
+def projected_version(table: DeltaTable) -> int:
+    return table.transaction_version(APP_ID) or 0
+
+
+def table_status(store: S3Store, config: Config, state: CommittedState | None = None) -> TableStatus:
+    state = state or load_committed_state(store, Layout(config.layout))
+    table = open_table(store, config)
+    if table is None:
+        return TableStatus(config.table.delta, table_location(store, config), False, log_version=state.version)
+    return TableStatus(config.table.delta, table_location(store, config), True, table.version(),
+                       projected_version(table), state.version)
+
+
+def prepare_new_store(store: S3Store, config: Config, state: CommittedState) -> None:
+    """Before a store's first commit: its table, empty, so that "auto" keeps it from then on."""
+    if state.version == 0 and config.table.delta != "off" and open_table(store, config) is None:
+        _create(store, config)
+
+
+def project(store: S3Store, config: Config, state: CommittedState | None = None) -> Projection:
+    """Roll the table forward to the log (to `state`, or as loaded now): one Delta commit per log
+    commit it does not reflect yet. Idempotent; safe beside other projectors and compaction."""
+    layout = Layout(config.layout)
+    state = state or load_committed_state(store, layout)
+    table = open_table(store, config)
+    if config.table.delta == "off" or (table is None and config.table.delta == "auto"):
+        return Projection(table_status(store, config, state) if table is not None else
+                          TableStatus(config.table.delta, table_location(store, config), False,
+                                      log_version=state.version))
+    if table is None:
+        table = _create(store, config)
+    done: list[int] = []
+    conflicts = 0
+    while True:
+        current = projected_version(table)
+        if current >= state.version:
+            break
+        target = current + 1
+        try:
+            if current == 0 and state.version > 1:
+                target = state.version
+                _commit(table, _backfill_actions(store, layout, state.version), state.version,
+                        {"eventdedup.operation": "backfill", "eventdedup.committed_view_at": state.version})
+            else:
+                record = committed_record(store, layout, target)
+                _commit(table, _actions(store, layout, table, record), target, _metadata(record))
+            done.append(target)
+        except CommitFailedError as exc:
+            conflicts += 1
+            if conflicts >= ATTEMPTS:
+                raise TableProjectionError(
+                    f"Delta table {table_location(store, config)}: log version {target} lost the table's next version "
+                    f"to other writers {conflicts} times ({exc}); the log is unharmed: run `eventdedup recover`, "
+                    "which rolls the table forward") from None
+            log.info("Delta table: version %d was taken by another writer; reading it again", table.version() + 1)
+        table.update_incremental()
+    status = TableStatus(config.table.delta, table_location(store, config), True, table.version(),
+                         projected_version(table), state.version)
+    if done:
+        log.info("Delta table %s at version %d reflects log version %d (projected %s)", status.location,
+                 status.table_version, status.projected_version, _span(done))
+    return Projection(status, tuple(done))
+
+
+def _span(versions: Sequence[int]) -> str:
+    return str(versions[0]) if len(versions) == 1 else f"{versions[0]}..{versions[-1]}"
+
+
+def _create(store: S3Store, config: Config) -> DeltaTable:
+    """The empty table. Two creators racing write version 0 conditionally: the loser opens the winner's."""
+    try:
+        DeltaTable.create(table_location(store, config), TABLE_SCHEMA, mode="ignore",
+                          partition_by=list(PARTITION_COLUMNS), name="eventdedup_output",
+                          description="Deduplicated events: a projection of eventdedup's commit log",
+                          storage_options=storage_options(store, config.s3),
+                          commit_properties=CommitProperties(custom_metadata={"eventdedup.operation": "create"},
+                                                             max_commit_retries=0))
+    except CommitFailedError:
+        log.info("Delta table %s: another writer created it first", table_location(store, config))
+    table = open_table(store, config)
+    if table is None:
+        raise TableProjectionError(f"Delta table {table_location(store, config)} was created but cannot be read")
+    _check_schema(table, store, config)
+    return table
+
+
+def _check_schema(table: DeltaTable, store: S3Store, config: Config) -> None:
+    found = pa.schema(table.schema().to_arrow())
+    partitions = tuple(table.metadata().partition_columns)
+    if found.names != TABLE_SCHEMA.names or partitions != PARTITION_COLUMNS:
+        raise InconsistentStoreError(
+            f"the Delta table at {table_location(store, config)} is not eventdedup's (columns {found.names}, "
+            f"partitioned by {list(partitions)}); move it away or set [table] delta = \"off\"")
+
+
+def _commit(table: DeltaTable, actions: Sequence[AddAction | RemoveAction], version: int,
+            metadata: Mapping[str, Any]) -> None:
+    """One Delta commit at exactly the version after the snapshot read, if that snapshot does not
+    reflect log `version` yet (checked here: see the module's docstring)."""
+    if projected_version(table) >= version:
+        return
+    table.create_write_transaction(
+        list(actions), "append", TABLE_SCHEMA, partition_by=list(PARTITION_COLUMNS),
+        commit_properties=CommitProperties(custom_metadata={**metadata, "eventdedup.log_version": version},
+                                           max_commit_retries=0,
+                                           app_transactions=[Transaction(APP_ID, version)]))
+
+
+def _metadata(record: CommitRecord) -> dict[str, Any]:
+    change = record.change
+    operation = ("retraction" if isinstance(change, Retraction) else
+                 getattr(change, "KIND", "batch") if record.is_operation else "batch")
+    metadata: dict[str, Any] = {"eventdedup.batch_id": record.batch_id, "eventdedup.operation": operation,
+                                "eventdedup.as_of": record.as_of, "eventdedup.counts": dict(record.counts)}
+    if isinstance(change, Retraction):
+        metadata.update({"eventdedup.retracts": list(change.retracts), "eventdedup.reason": change.reason})
+    return metadata
+
+
+def _actions(store: S3Store, layout: Layout, table: DeltaTable,
+             record: CommitRecord) -> list[AddAction | RemoveAction]:
+    if isinstance(record.change, Retraction):
+        return _retraction_actions(store, layout, table, record)
+    if record.is_operation:
+        return []
+    return list(add_actions(store, layout, [obj for obj in record.objects if obj.kind == "data"], record.as_of))
+
+
+def add_actions(store: S3Store, layout: Layout, objects: Sequence[PromotedObject], as_of: str,
+                with_statistics: bool = True) -> list[AddAction]:
+    """Add actions for committed data files, statistics read from their footers (in parallel);
+    without: the row count the commit recorded."""
+    def one(obj: PromotedObject) -> AddAction:
+        path, partition = partition_of_object(layout, obj)
+        stats = file_statistics(store, obj.key, obj.etag) if with_statistics else f'{{"numRecords":{obj.rows}}}'
+        return AddAction(path, obj.size, partition, modification_millis(as_of), True, stats)
+
+    if len(objects) <= 1:
+        return [one(obj) for obj in objects]
+    with ThreadPoolExecutor(min(FOOTER_THREADS, len(objects))) as pool:
+        return list(pool.map(one, objects))
+
+
+def _backfill_actions(store: S3Store, layout: Layout, version: int) -> list[AddAction | RemoveAction]:
+    """A table created over an existing log: the committed view at `version`, in one commit. The
+    row counts are the commits' (reading a footer per file of years of history would be the cost
+    of the whole backfill); compaction rewrites them with full statistics."""
+    entries = [entry for entry in committed_entries(store, layout, version) if entry.promoted.kind == "data"]
+    by_as_of: dict[int, str] = {}
+    actions: list[AddAction | RemoveAction] = []
+    for entry in entries:
+        if entry.version not in by_as_of:
+            by_as_of[entry.version] = committed_record(store, layout, entry.version).as_of
+        actions += add_actions(store, layout, [entry.promoted], by_as_of[entry.version], with_statistics=False)
+    return actions
+
+
+def table_files(table: DeltaTable) -> dict[str, dict[str, Any]]:
+    """The snapshot's files: path -> size and partition values (as Delta serialises them)."""
+    actions = pa.table(table.get_add_actions(flatten=False))
+    rows = actions.select(["path", "size_bytes", "partition"]).to_pylist()
+    return {row["path"]: {"size": row["size_bytes"],
+                          "partition": {key: None if value is None else str(value)  # date: ISO; hour: its number
+                                        for key, value in (row["partition"] or {}).items()}}
+            for row in rows}
+
+
+def _retraction_actions(store: S3Store, layout: Layout, table: DeltaTable,
+                        record: CommitRecord) -> list[AddAction | RemoveAction]:
+    """Remove the retracted batches' files. Where compaction has merged an hour's files, the
+    hour is set back to the committed view's own files as of this retraction (the compacted file
+    holds the retracted rows too; the batches' files never leave the store)."""
+    change = record.change
+    assert isinstance(change, Retraction)
+    files = table_files(table)
+    targets = set(change.retracts)
+    touched = {_partition_key(info["partition"]) for path, info in files.items()
+               if layout.data_owner(path) in targets}
+    for version in change.retracted_versions:
+        target = committed_record(store, layout, version)
+        touched |= {_partition_key(partition_of_object(layout, obj)[1]) for obj in target.objects if obj.kind == "data"}
+    compacted = {key for path, info in files.items() if (key := _partition_key(info["partition"])) in touched
+                 and layout.data_owner(path) is None}
+    when = modification_millis(record.as_of)
+    actions: list[AddAction | RemoveAction] = [
+        RemoveAction(path, True, when, info["size"], info["partition"]) for path, info in files.items()
+        if layout.data_owner(path) in targets and _partition_key(info["partition"]) not in compacted]
+    if compacted:
+        actions += _reset_partitions(store, layout, files, compacted, record.version, when)
+    return actions
+
+
+def _reset_partitions(store: S3Store, layout: Layout, files: Mapping[str, Mapping[str, Any]],
+                      partitions: set[tuple[str | None, ...]], version: int,
+                      when: int) -> list[AddAction | RemoveAction]:
+    """The partitions' files made the committed view's at `version`: every other file removed,
+    the view's missing ones added back."""
+    wanted: dict[str, tuple[PromotedObject, int]] = {}
+    for entry in committed_entries(store, layout, version):
+        if entry.promoted.kind != "data":
+            continue
+        path, partition = partition_of_object(layout, entry.promoted)
+        if _partition_key(partition) in partitions:
+            wanted[path] = (entry.promoted, entry.version)
+    actions: list[AddAction | RemoveAction] = [
+        RemoveAction(path, True, when, info["size"], info["partition"]) for path, info in files.items()
+        if _partition_key(info["partition"]) in partitions and path not in wanted]
+    missing = [(obj, at) for path, (obj, at) in wanted.items() if path not in files]
+    for at in sorted({at for _, at in missing}):
+        as_of = committed_record(store, layout, at).as_of
+        actions += add_actions(store, layout, [obj for obj, v in missing if v == at], as_of)
+    return actions
+
+
+def _partition_key(partition: Mapping[str, str | None]) -> tuple[str | None, ...]:
+    return tuple(partition.get(column) for column in PARTITION_COLUMNS)
+

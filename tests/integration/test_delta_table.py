@@ -1,0 +1,199 @@
+"""The output as a Delta Lake table (issue 41): read with delta-rs and with pyarrow datasets over its
+snapshot, it holds exactly the committed batches' rows; retractions leave it in one commit;
+repeated and racing projections commit each log version once; time travel finds the table before
+a batch.
+
+Expected rows come from the documented rules (first copy of an id wins; a retracted batch is seen
+by nobody), built here from the input lines, never from a run of the code under test.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
+
+from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.recovery import examine, recover
+from eventdedup.config import Config, TableSettings
+from eventdedup.delta import projection
+from eventdedup.delta.projection import APP_ID, project, table_status
+from eventdedup.delta.storage import storage_options, table_location
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.layout import Layout
+from eventdedup.ops.pipeline import run_batch
+from eventdedup.ops.retract import retract_batch
+from eventdedup.s3store import S3Store, make_client as s3_client
+
+from ..support.helpers import NOW, put_lines
+
+
+def ev(event_id: str, hour: int, **payload: object) -> bytes:
+    return orjson.dumps({"event_id": event_id, "created_at": f"2026-11-22T0{hour}:10:00Z", **payload})
+
+
+B1 = [ev(f"a{i}", 3 + i % 2) for i in range(6)]
+B2 = [ev(f"b{i}", 4 + i % 2) for i in range(4)] + [ev("a0", 3), ev("b1", 5)]  # a0: cross-batch; b1: in-batch
+B3 = [ev(f"c{i}", 5) for i in range(3)] + [ev("b2", 4)]
+
+
+def run(store: S3Store, config: Config, spark: Any, batch_id: str, lines: list[bytes]) -> None:
+    put_lines(store, f"landing/{batch_id}/1.jsonl", lines)
+    run_batch(store, config, batch_id, InputSelector(input_prefix=f"landing/{batch_id}/"), NOW, lambda: spark)
+
+
+def expected_ids(*batches: list[bytes]) -> dict[str, str]:
+    """event id -> the hour folder its first copy lands in, over the batches in order."""
+    seen: dict[str, str] = {}
+    for lines in batches:
+        for line in lines:
+            row = orjson.loads(line)
+            seen.setdefault(row["event_id"], row["created_at"][11:13])
+    return seen
+
+
+def open_delta(store: S3Store, config: Config, version: int | None = None) -> DeltaTable:
+    return DeltaTable(table_location(store, config), version=version, storage_options=storage_options(store, config.s3))
+
+
+def table_ids(table: DeltaTable) -> dict[str, str]:
+    rows = table.to_pyarrow_table(columns=["event_id", "hour"]).to_pylist()
+    ids = [row["event_id"] for row in rows]
+    assert len(ids) == len(set(ids)), "an id appears twice in the table"
+    return {row["event_id"]: f"{row['hour']:02d}" for row in rows}
+
+
+def test_the_table_holds_exactly_the_committed_batches_and_names_each_commit(store, config, spark) -> None:
+    layout = Layout(config.layout)
+    run(store, config, spark, "b1", B1)
+    run(store, config, spark, "b2", B2)
+    table = open_delta(store, config)
+    assert table_ids(table) == expected_ids(B1, B2)
+    # pyarrow's dataset over the snapshot: the same rows, and partition pruning by the table's values.
+    dataset = table.to_pyarrow_dataset()
+    assert sorted(dataset.to_table(columns=["event_id"]).column(0).to_pylist()) == sorted(expected_ids(B1, B2))
+    hour_4 = dataset.to_table(filter=ds.field("hour") == 4, columns=["event_id"]).column(0).to_pylist()
+    assert sorted(hour_4) == sorted(i for i, h in expected_ids(B1, B2).items() if h == "04")
+    # One Delta commit per log commit, each carrying (eventdedup, N) and naming its batch and counts.
+    state = load_committed_state(store, layout)
+    assert table.transaction_version(APP_ID) == state.version == state.batches["b2"]
+    history = {entry["version"]: entry for entry in table.history()}
+    assert history[table.version()]["eventdedup.batch_id"] == "b2"
+    assert history[table.version()]["eventdedup.log_version"] == state.batches["b2"]
+    assert history[table.version()]["eventdedup.counts"]["output_rows"] == len(expected_ids(B1, B2)) - len(expected_ids(B1))
+    # Time travel: the version before b2's commit holds b1 alone.
+    assert table_ids(open_delta(store, config, table.version() - 1)) == expected_ids(B1)
+
+
+def test_statistics_come_from_the_files_and_never_skip_a_row(store, config, spark) -> None:
+    lines = B1 + [orjson.dumps({"event_id": "late", "created_at": "2026-11-22T04:59:59.999501Z"})]
+    run(store, config, spark, "b1", lines)
+    table = open_delta(store, config)
+    files = pa.table(table.get_add_actions(flatten=False)).to_pylist()  # the statistics as delta-rs reads them
+    by_hour: dict[int, list[dict[str, Any]]] = {}
+    for action in files:
+        by_hour.setdefault(action["partition"]["hour"], []).append(action)
+    expected = expected_ids(lines)
+    assert sorted(by_hour) == sorted({int(hour) for hour in expected.values()})
+    for hour, actions in by_hour.items():
+        assert sum(a["num_records"] for a in actions) == sum(1 for h in expected.values() if int(h) == hour)
+        assert all(a["null_count"]["event_id"] == 0 and a["min"]["batch_id"] == "b1" == a["max"]["batch_id"]
+                   for a in actions)
+        # Every event of the hour is at HH:10:00 but one at 04:59:59.999501, whose maximum rounds up.
+        assert min(a["min"]["event_time"] for a in actions) == datetime(2026, 11, 22, hour, 10, tzinfo=timezone.utc)
+        top = datetime(2026, 11, 22, 5, tzinfo=timezone.utc) if hour == 4 else datetime(2026, 11, 22, hour, 10,
+                                                                                        tzinfo=timezone.utc)
+        assert max(a["max"]["event_time"] for a in actions) == top
+    # A filter at the last event's exact microsecond finds it: skipping by the statistics passes no row over.
+    moment = pa.scalar(datetime(2026, 11, 22, 4, 59, 59, 999501, tzinfo=timezone.utc), pa.timestamp("us", tz="UTC"))
+    found = table.to_pyarrow_dataset().to_table(filter=ds.field("event_time") >= moment, columns=["event_id"])
+    assert sorted(found.column(0).to_pylist()) == sorted(["late"] + [i for i, h in expected.items() if h == "05"])
+
+
+def test_a_retraction_removes_its_batch_in_one_commit_and_time_travel_still_finds_it(store, config, spark) -> None:
+    run(store, config, spark, "b1", B1)
+    run(store, config, spark, "b2", B2)
+    run(store, config, spark, "b3", B3)
+    before = open_delta(store, config).version()
+    retract_batch(store, config, "b3", "bad producer", NOW)
+    table = open_delta(store, config)
+    assert table.version() == before + 1
+    assert table_ids(table) == expected_ids(B1, B2)
+    assert table_ids(open_delta(store, config, before)) == expected_ids(B1, B2, B3)
+    assert table.history(1)[0]["eventdedup.retracts"] == ["b3"]
+
+
+def delta_commits(table: DeltaTable) -> list[tuple[int, int | None]]:
+    """(table version, the eventdedup log version its commit names), oldest first."""
+    return sorted((entry["version"], entry.get("eventdedup.log_version")) for entry in table.history())
+
+
+def test_a_projector_that_read_a_stale_table_loses_the_race_and_writes_nothing(store, config, spark,
+                                                                              monkeypatch) -> None:
+    run(store, config, spark, "b1", B1)
+    table = open_delta(store, config)
+    version = table.version()
+    assert project(store, config).projected == ()  # repeated: nothing left, no second commit
+    stale = open_delta(store, config, version - 1)  # read just before b1's projection landed
+    with pytest.raises(CommitFailedError):  # checked on its snapshot it holds no log version 1, so it tries:
+        projection._commit(stale, [], 1, {})  # the conditional PUT of a taken table version refuses it
+    # Through project(): the refused commit is read again, found done, and not written a second time.
+    monkeypatch.setattr(projection, "open_table", lambda *_: open_delta(store, config, version - 1))
+    assert project(store, config).projected == ()
+    assert delta_commits(open_delta(store, config)) == [(0, None), (1, 1)]
+
+
+def test_projectors_racing_on_the_real_store_commit_each_log_version_exactly_once(store, config, spark) -> None:
+    run(store, config, spark, "b1", B1)
+    off = replace(config, table=TableSettings(delta="off"))
+    run(store, off, spark, "b2", B2)
+    run(store, off, spark, "b3", B3)
+    barrier = threading.Barrier(4)
+
+    def racer() -> tuple[int, ...]:
+        barrier.wait(timeout=60)
+        return project(S3Store(s3_client(config.s3), store.bucket), config).projected
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: racer(), range(4)))
+    assert sorted(v for projected in results for v in projected) == [2, 3]  # each by one racer
+    table = open_delta(store, config)
+    assert delta_commits(table) == [(0, None), (1, 1), (2, 2), (3, 3)]
+    assert table_ids(table) == expected_ids(B1, B2, B3)
+
+
+def test_a_lagging_table_is_reported_and_rolled_forward_by_recover(store, config, spark) -> None:
+    run(store, config, spark, "b1", B1)
+    off = replace(config, table=TableSettings(delta="off"))
+    run(store, off, spark, "b2", B2)
+    status = table_status(store, config)
+    assert status.lag == 1
+    assert any("lags the log by 1" in action for action in examine(store, config).actions)
+    report = recover(store, config)
+    assert report.consistent and any("rolled forward" in action for action in report.actions)
+    assert table_ids(open_delta(store, config)) == expected_ids(B1, B2)
+    assert table_status(store, config).lag == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "on"])
+def test_a_store_that_predates_the_table_gets_one_only_when_asked(store, config, spark, mode) -> None:
+    off = replace(config, table=TableSettings(delta="off"))
+    run(store, off, spark, "b1", B1)
+    run(store, off, spark, "b2", B2)
+    chosen = replace(config, table=TableSettings(delta=mode))
+    run(store, chosen, spark, "b3", B3)
+    status = table_status(store, chosen)
+    if mode == "auto":
+        assert not status.exists
+        return
+    assert status.exists and status.lag == 0
+    assert table_ids(open_delta(store, chosen)) == expected_ids(B1, B2, B3)
