@@ -1,6 +1,7 @@
 """Daily eventdedup maintenance: expire cache segments nothing can still read (superseded copies,
 hours before the commit log's expiry horizon: log time, not this run's clock), catch the committed
-view's index up and delete its old parts (eventdedup.commit.view), check consistency, then fsck:
+view's index up and delete its old parts (eventdedup.commit.view), compact the output's Delta table and
+vacuum what its compaction replaced, never a batch's file (eventdedup.delta.upkeep), check consistency, then fsck:
 every committed object still there, unchanged (a failure alerts like a failed promotion). Beside them,
 the sweep: landing objects older than every batch's lookback that no batch consumed are staged as a
 batch of their own and alerted, and a run of the pipeline DAG is triggered for that batch: the
@@ -54,6 +55,15 @@ def eventdedup_maintenance() -> None:
         return {"view_version": maintain_view(s3_store(config), Layout(config.layout)).version}
 
     @task(pool=store_pool())
+    def maintain_delta_table() -> dict[str, Any]:
+        from eventdedup_airflow import load_pipeline_config, s3_store
+
+        from eventdedup.delta.upkeep import maintain_table
+
+        config = load_pipeline_config()
+        return maintain_table(s3_store(config), config).to_json()
+
+    @task(pool=store_pool())
     def check_consistency() -> None:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
@@ -105,7 +115,7 @@ def eventdedup_maintenance() -> None:
               for name in ("batch_id", "sweep_before")},
         skip_when_already_exists=True)
     swept >> process_sweep
-    expire_cache() >> maintain_view_index() >> check_consistency() >> fsck_committed_objects()
+    expire_cache() >> maintain_view_index() >> maintain_delta_table() >> check_consistency() >> fsck_committed_objects()
 
 
 eventdedup_maintenance()

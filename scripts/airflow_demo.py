@@ -72,11 +72,31 @@ def main() -> int:
                 print(f"batch {batch.name} failed in Airflow; see the task logs above")
                 return 1
         rows, mismatches = committed_rows(store, config, batches)
+        table_line, table_problem = delta_table_summary(store, config)
     print(format_batch_table(rows))
-    for problem in mismatches:
+    for problem in mismatches + table_problem:
         print(f"MISMATCH: {problem}")
+    print(table_line)
+    mismatches += table_problem
     print("all counts match the planted duplicates" if not mismatches else "counts do NOT match")
     return 0 if not mismatches else 1
+
+
+def delta_table_summary(store, config) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+    """The output's Delta table read with deltalake: its version and rows, against the committed view's."""
+    from deltalake import DeltaTable
+
+    from eventdedup.commit.view import committed_objects
+    from eventdedup.delta.projection import APP_ID
+    from eventdedup.delta.storage import storage_options, table_location
+    from eventdedup.layout import Layout
+
+    table = DeltaTable(table_location(store, config), storage_options=storage_options(store, config.s3))
+    rows = table.count()
+    committed = sum(obj.rows for obj in committed_objects(store, Layout(config.layout), "data"))
+    line = (f"Delta table {table_location(store, config)}: version {table.version()}, {rows} rows (read with "
+            f"deltalake), reflecting log version {table.transaction_version(APP_ID)}")
+    return line, [] if rows == committed else [f"the Delta table holds {rows} rows, the committed view {committed}"]
 
 
 if __name__ == "__main__":

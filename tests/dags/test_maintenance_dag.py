@@ -41,7 +41,8 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     dag = DagBag(dag_folder=str(PROJECT / "dags" / "eventdedup_maintenance.py")).get_dag("eventdedup_maintenance")
     run = dag.test(logical_date=now, run_after=now)
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == {
-        "expire_cache": "success", "maintain_view_index": "success", "check_consistency": "success",
+        "expire_cache": "success", "maintain_view_index": "success", "maintain_delta_table": "success",
+        "check_consistency": "success",
         "fsck_committed_objects": "success",
         "sweep_unconsumed_inputs": "success", "process_sweep": "success"}
     sweep_batch = f"sweep-{now - timedelta(hours=3):%Y%m%dT%H%M%SZ}"  # the log's time less the lookback
@@ -63,7 +64,7 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
     assert len(superseded) == 1 and after == sorted(set(before) - set(superseded))
 
     # A lifecycle rule deletes a committed output object: the next maintenance run's fsck fails and alerts.
-    lost = sorted(k for k in bucket_listing(store) if k.startswith("deduped/"))[0]
+    lost = sorted(k for k in bucket_listing(store) if k.startswith("deduped/date="))[0]
     store.delete_keys([lost])
     later = now + timedelta(days=1)
     run = dag.test(logical_date=later, run_after=later)

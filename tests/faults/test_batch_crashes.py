@@ -17,7 +17,11 @@ from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store, make_client
 
 from ..support.helpers import NOW, bucket_listing
-from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
+from ..support.invariants import (
+    assert_commits_are_whole,
+    assert_seen_ids_match_output,
+    assert_table_is_the_view_at_its_version,
+)
 from .conftest import B2_SELECTOR, committed_state_of, config_for, fresh_copy, is_injected_crash
 
 SHARDS = 4
@@ -45,15 +49,19 @@ def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         where = f"crash at request {crash_at} ({proxy.requests[crash_at - 1]})"
         assert is_injected_crash(crashed.value, proxy), (where, crashed.value)
         proxy.heal()
-        # Right after the crash: whatever the log shows is whole, and seen pairs match output.
+        # Right after the crash: whatever the log shows is whole, and seen pairs match output; the
+        # Delta table holds the committed view as of the log version it reflects (b1's or b2's).
         assert_commits_are_whole(store, direct)
         assert_seen_ids_match_output(store, direct)
+        assert_table_is_the_view_at_its_version(store, direct)
         report = recover(store, direct)
         assert report.consistent, (where, report.problems)
+        assert_table_is_the_view_at_its_version(store, direct, caught_up=True)  # recover rolled it forward
         run_batch(store, direct, "b2", B2_SELECTOR, NOW, lambda: spark)  # the retried run
         assert committed_state_of(store, direct) == expected, where
         assert_commits_are_whole(store, direct)
         assert_seen_ids_match_output(store, direct)
+        assert_table_is_the_view_at_its_version(store, direct, caught_up=True)
         leftovers = [k for k in bucket_listing(store) if k.startswith(("_eventdedup/staging/", "_eventdedup/state/journal/"))]
         assert leftovers == [], (where, leftovers)
 
@@ -65,6 +73,7 @@ def test_a_409_conflict_on_each_conditional_write_is_retried_and_commits_exactly
     requests, expected = clean_run
     conditional = [number for number, request in enumerate(requests, start=1) if request.endswith(" if-none-match")]
     assert len(conditional) >= 3 and any("/_eventdedup/log/" in requests[n - 1] for n in conditional)
+    assert any("/_delta_log/" in requests[n - 1] for n in conditional)  # the Delta table's commit is one
     print(f"{len(conditional)} conditional writes: {[requests[n - 1] for n in conditional]}")
     for at in conditional:
         bucket = fresh_copy(s3_server, before_b2)
@@ -74,7 +83,11 @@ def test_a_409_conflict_on_each_conditional_write_is_retried_and_commits_exactly
         run_batch(S3Store(make_client(via_proxy.s3), bucket), via_proxy, "b2", B2_SELECTOR, NOW, lambda: spark)
         where = f"409 at request {at} ({proxy.requests[at - 1]})"
         assert proxy.requests[at - 1].endswith(" if-none-match"), where
-        assert proxy.requests[at] == proxy.requests[at - 1], where  # the very next request is its retry
+        if "/_delta_log/" not in proxy.requests[at - 1]:
+            assert proxy.requests[at] == proxy.requests[at - 1], where  # the very next request is its retry
+        # A Delta commit's 409: delta-rs reports the table version taken; the projector reads the table
+        # again, finds its log version not there, and writes it (at the same table version).
         store = S3Store(s3_server.client(), bucket)
         assert committed_state_of(store, direct) == expected, where
         assert_commits_are_whole(store, direct)
+        assert_table_is_the_view_at_its_version(store, direct, caught_up=True)

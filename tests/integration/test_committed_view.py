@@ -26,6 +26,9 @@ from eventdedup.tables import AUDIT_SCHEMA, table_to_parquet
 from ..support.helpers import NOW, make_config
 from ..support.s3_faults import CrashingClient
 
+# Its "data files" are a few bytes each, not Parquet: no Delta table to project them into.
+NO_TABLE = {"delta": "off"}
+
 
 def promote_a_batch(store: S3Store, config, batch_id: str) -> None:  # type: ignore[no-untyped-def]
     layout = Layout(config.layout)
@@ -59,7 +62,7 @@ def read_counting(store: S3Store, config) -> tuple[list[str], int]:  # type: ign
 
 
 def test_a_reader_of_the_committed_view_starts_from_its_checkpoint_whatever_the_history(s3_server, bucket) -> None:
-    config = make_config(s3_server.endpoint_url, bucket, dedup={"checkpoint_interval": 5})
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"checkpoint_interval": 5}, table=NO_TABLE)
     store = S3Store(s3_server.client(), bucket)
     for number in range(1, 13):
         promote_a_batch(store, config, f"b{number:02d}")
@@ -81,7 +84,7 @@ def test_a_reader_of_the_committed_view_starts_from_its_checkpoint_whatever_the_
 def test_a_reader_whose_view_parts_are_replaced_while_it_reads_falls_back_to_the_log(s3_server, bucket) -> None:
     """The index is derived data: a part deleted under a reader (a newer checkpoint replaced it)
     costs the reader the log's records, never a wrong view."""
-    config = make_config(s3_server.endpoint_url, bucket, dedup={"checkpoint_interval": 5})
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"checkpoint_interval": 5}, table=NO_TABLE)
     store = S3Store(s3_server.client(), bucket)
     for number in range(1, 11):
         promote_a_batch(store, config, f"b{number:02d}")
@@ -97,7 +100,7 @@ def test_overlapping_writers_and_a_missing_part_never_fail_a_promotion_and_maint
     promotion after its commit, halting the pipeline. Writers now never delete, a promotion's
     writer gives up quietly, readers fall back to the log, and the maintenance DAG's step builds
     the index again from the log and deletes what no recent checkpoint names."""
-    config = make_config(s3_server.endpoint_url, bucket, dedup={"checkpoint_interval": 5})
+    config = make_config(s3_server.endpoint_url, bucket, dedup={"checkpoint_interval": 5}, table=NO_TABLE)
     store = S3Store(s3_server.client(), bucket)
     layout = Layout(config.layout)
     for number in range(1, 11):

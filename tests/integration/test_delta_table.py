@@ -8,7 +8,6 @@ by nobody), built here from the input lines, never from a run of the code under 
 """
 from __future__ import annotations
 
-import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -22,19 +21,21 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
-from eventdedup.commit.log import load_committed_state
+from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.commit.recovery import examine, recover
 from eventdedup.config import Config, TableSettings
 from eventdedup.delta import projection
 from eventdedup.delta.projection import APP_ID, project, table_status
 from eventdedup.delta.storage import storage_options, table_location
+from eventdedup.delta.upkeep import maintain_table
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.retract import retract_batch
-from eventdedup.s3store import S3Store, make_client as s3_client
+from eventdedup.s3store import S3Store
+from eventdedup.s3store import make_client as s3_client
 
-from ..support.helpers import NOW, put_lines
+from ..support.helpers import NOW, bucket_listing, put_lines
 
 
 def ev(event_id: str, hour: int, **payload: object) -> bytes:
@@ -197,3 +198,50 @@ def test_a_store_that_predates_the_table_gets_one_only_when_asked(store, config,
         return
     assert status.exists and status.lag == 0
     assert table_ids(open_delta(store, chosen)) == expected_ids(B1, B2, B3)
+
+
+def batch_files(store: S3Store, config: Config) -> set[str]:
+    """Every data file any commit names, retracted batches' included (the log's, never vacuumed)."""
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    named = set()
+    for version in range(1, state.version + 1):
+        record = read_commit(store, layout, version)
+        assert record is not None
+        named |= {obj.key for obj in record.objects if obj.kind == "data"}
+    return named
+
+
+def test_compaction_keeps_the_rows_a_retraction_after_it_removes_its_batch_and_vacuum_keeps_every_batch_file(
+        store, config, spark) -> None:
+    upkeep = replace(config, table=TableSettings(compact_min_files=2, compact_after_hours=0,
+                                                 vacuum_retention_hours=0))
+    run(store, upkeep, spark, "b1", B1)
+    run(store, upkeep, spark, "b2", B2)
+    run(store, upkeep, spark, "b3", B3)
+    before = {path: info["partition"] for path, info in projection.table_files(open_delta(store, upkeep)).items()}
+    report = maintain_table(store, upkeep)
+    # Hours 04 and 05 hold files of several batches (and, with 4 tasks, several files each); 03 may too.
+    crowded = sorted({f"{p['date']}/{int(p['hour']):02d}" for p in before.values()
+                      if sum(1 for q in before.values() if q == p) >= 2})
+    assert report.compacted == crowded and "2026-11-22/05" in crowded
+    table = open_delta(store, upkeep)
+    after = projection.table_files(table)
+    assert all(sum(1 for q in after.values() if q["partition"] == p["partition"]) == 1 for p in after.values()
+               if f"{p['partition']['date']}/{int(p['partition']['hour']):02d}" in crowded)
+    assert table_ids(table) == expected_ids(B1, B2, B3)
+    compacted_version = table.version()
+    # b3 lives only in compacted files now: its retraction sets its hours back to the view's own files.
+    retract_batch(store, upkeep, "b3", "bad producer", NOW)
+    table = open_delta(store, upkeep)
+    assert table.version() == compacted_version + 1
+    assert table_ids(table) == expected_ids(B1, B2)
+    assert table_ids(open_delta(store, upkeep, compacted_version)) == expected_ids(B1, B2, B3)
+    # Vacuum (retention 0 here): compaction's files the table no longer uses go; no batch file ever does.
+    report = maintain_table(store, upkeep)
+    listed = set(bucket_listing(store))
+    assert batch_files(store, upkeep) <= listed
+    assert report.vacuumed and all(Layout(upkeep.layout).data_owner(key) is None for key in report.vacuumed)
+    assert report.kept_batch_files > 0
+    assert not set(report.vacuumed) & listed
+    assert table_ids(open_delta(store, upkeep)) == expected_ids(B1, B2)

@@ -110,8 +110,11 @@ def test_three_batches_commit_exactly_one_row_per_id_with_the_first_raw(store, c
 
 def test_output_files_live_in_hive_folders_and_the_load_manifest_lists_them(store, config, spark) -> None:
     load_and_run(store, config, spark, ("b1",))
-    keys = sorted(k for k in bucket_listing(store) if k.startswith("deduped/"))
+    keys = sorted(k for k in bucket_listing(store) if k.startswith("deduped/") and "/_delta_log/" not in k)
     assert {k.rsplit("/", 1)[0] for k in keys} == {"deduped/date=2026-11-22/hour=03", "deduped/date=2026-11-22/hour=04"}
+    # Beside them, the Delta table's log: its table version 0 created before the store's first commit, 1 projecting it.
+    assert sorted(k for k in bucket_listing(store) if "/_delta_log/" in k) == [
+        f"deduped/_delta_log/{version:020d}.json" for version in (0, 1)]
     assert all(k.rsplit("/", 1)[1].startswith("b1-part-") for k in keys)
     manifest = orjson.loads(store.get_bytes(Layout(config.layout).redshift_manifest("b1")))
     assert sorted(e["url"] for e in manifest["entries"]) == [f"s3://{config.s3.bucket}/{k}" for k in keys]

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import orjson
+from deltalake import DeltaTable
 
 from eventdedup.commit.log import load_committed_state, read_commit
-from eventdedup.commit.view import EMPTY_LOAD_MANIFEST
+from eventdedup.commit.view import EMPTY_LOAD_MANIFEST, committed_entries
 from eventdedup.config import Config
+from eventdedup.delta.projection import APP_ID, table_status
+from eventdedup.delta.storage import storage_options
 from eventdedup.keys import key_digest
 from eventdedup.layout import Layout
 from eventdedup.parse.fingerprints import FingerprintRules
 from eventdedup.s3store import S3Store
+from eventdedup.tables import parquet_to_table
 
 from .helpers import committed_cache_entries, committed_rows
 
@@ -77,3 +81,31 @@ def assert_load_manifests_follow_the_log(store: S3Store, config: Config) -> None
         listed = None if body is None else [(entry["url"].split("/", 3)[3], entry["meta"]["content_length"])
                                             for entry in orjson.loads(body)["entries"] if entry["mandatory"]]
         assert pending or listed == wanted, f"{batch_id}: load manifest {body!r}"
+
+
+def assert_table_is_the_view_at_its_version(store: S3Store, config: Config, *, caught_up: bool = False) -> int:
+    """The Delta table (read with delta-rs) holds exactly the committed view as of the log version
+    it reflects: never a batch the log has not committed, never one the view has left, never a row
+    twice. `caught_up`: and that version is the log's last. Returns the version it reflects."""
+    layout = Layout(config.layout)
+    head = load_committed_state(store, layout).version
+    status = table_status(store, config)
+    if not status.exists:
+        assert not caught_up or config.table.delta != "on", "no Delta table"
+        return 0
+    table = DeltaTable(status.location, storage_options=storage_options(store, config.s3))
+    at = table.transaction_version(APP_ID) or 0
+    assert at <= head, f"the table reflects log version {at}, the log ends at {head}"
+    assert not caught_up or at == head, f"the table reflects log version {at}, the log is at {head}"
+    expected: list[str] = []
+    for entry in committed_entries(store, layout, at):
+        if entry.promoted.kind == "data":
+            expected += map(_row_text, parquet_to_table(store.get_bytes(entry.promoted.key)).to_pylist())
+    found = [_row_text({k: v for k, v in row.items() if k not in ("date", "hour")})
+             for row in table.to_pyarrow_table().to_pylist()]
+    assert sorted(found) == sorted(expected), f"table at log version {at}: {len(found)} rows, view {len(expected)}"
+    return at
+
+
+def _row_text(row: dict) -> str:  # type: ignore[type-arg]
+    return orjson.dumps(row, default=str, option=orjson.OPT_SORT_KEYS).decode()

@@ -13,15 +13,19 @@ PACKAGE = REPO / "include" / "eventdedup"
 # Top-level modules first, then the subpackages in the order data flows through them (spark, the
 # plumbing that starts the job, after the job whose modules its daemon pre-imports); a module
 # may import only from its own level or the levels before it.
+# The Delta table is the commit log's projection, written by whoever finishes a commit: its package
+# (delta) is the commit's peer, one level.
 LEVELS = ["<top>", "parse", "inputs", "commit", "cache", "dedup", "job", "spark", "ops", "cli"]
+PEERS = {"delta": "commit"}
 
 
 def level_of(module: str) -> int:
     parts = module.split(".")
     if parts[0] != "eventdedup":
         raise ValueError(module)
-    if len(parts) > 2 or parts[1] in LEVELS:
-        return LEVELS.index(parts[1] if parts[1] in LEVELS else "<top>")
+    if len(parts) > 2 or parts[1] in LEVELS or parts[1] in PEERS:
+        package = PEERS.get(parts[1], parts[1])
+        return LEVELS.index(package if package in LEVELS else "<top>")
     return 0
 
 

@@ -26,6 +26,9 @@ from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import EMPTY_LOAD_MANIFEST, load_manifest_bytes
 from eventdedup.config import Config
+from eventdedup.delta.files import partition_of_object
+from eventdedup.delta.projection import TableStatus, projected_version, table_files
+from eventdedup.delta.storage import open_table, table_location
 from eventdedup.errors import InconsistentStoreError
 from eventdedup.layout import Layout
 from eventdedup.s3store import ObjectInfo, S3Store
@@ -48,10 +51,13 @@ class FsckReport:
     list_requests: int = 0
     missing: list[Expected] = field(default_factory=list)
     changed: list[tuple[Expected, ObjectInfo]] = field(default_factory=list)
+    table: TableStatus | None = None  # the Delta table against the log (a lag is reported, not a fault)
+    table_missing: list[str] = field(default_factory=list)  # files the table's snapshot uses, not in the store
 
     @property
     def consistent(self) -> bool:
-        return not (self.missing or self.changed)
+        ahead = self.table is not None and self.table.projected_version > self.table.log_version
+        return not (self.missing or self.changed or self.table_missing or ahead)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,12 +66,21 @@ class FsckReport:
             "missing": [_describe(e) for e in self.missing],
             "changed": [{**_describe(e), "found_size": found.size, "found_etag": found.etag}
                         for e, found in self.changed],
+            "table": None if self.table is None else self.table.to_json(), "table_missing": self.table_missing,
         }
 
     def text(self) -> str:
         lines = [f"missing: {e.kind} {e.key} (batch {e.batch_id}, commit {e.version})" for e in self.missing]
         lines += [f"changed: {e.kind} {e.key} (batch {e.batch_id}, commit {e.version}): recorded size {e.size} "
                   f"ETag {e.etag}, found size {found.size} ETag {found.etag}" for e, found in self.changed]
+        lines += [f"missing: a file the Delta table uses: {key}" for key in self.table_missing]
+        table = self.table
+        if table is not None and table.exists:
+            lines.append(f"Delta table {table.location}: version {table.table_version}, reflects log version "
+                         f"{table.projected_version} of {table.log_version}"
+                         + (f" (lags by {table.lag}: `eventdedup recover` rolls it forward)" if table.lag else "")
+                         + (" (AHEAD of the log: the log is missing commits)"
+                            if table.projected_version > table.log_version else ""))
         summary = (f"{self.commits_checked} commit(s), {self.objects_checked} object(s) checked with "
                    f"{self.list_requests} LIST request(s): " + ("consistent" if self.consistent else
                                                                  f"{len(lines)} problem(s)"))
@@ -91,7 +106,32 @@ def fsck(store: S3Store, config: Config, last: int | None = None) -> FsckReport:
                 report.missing.append(item)
             elif item.size is not None and (info.size != item.size or item.etag not in (None, info.etag)):
                 report.changed.append((item, info))
+    _check_table(store, config, state, records if last is not None else None, report)
     return report
+
+
+def _check_table(store: S3Store, config: Config, state: CommittedState, records: list[CommitRecord] | None,
+                 report: FsckReport) -> None:
+    """The Delta table: where it stands against the log, and every file its snapshot uses is there
+    (one LIST per hour folder; with `--last N`, the hours the commits checked wrote to)."""
+    table = open_table(store, config)
+    if table is None:
+        return
+    report.table = TableStatus(config.table.delta, table_location(store, config), True, table.version(),
+                               projected_version(table), state.version)
+    layout = Layout(config.layout)
+    hours = None if records is None else {
+        tuple(partition_of_object(layout, obj)[1].values()) for record in records for obj in record.objects
+        if obj.kind == "data"}
+    folders: dict[str, list[str]] = defaultdict(list)
+    for path, info in table_files(table).items():
+        if hours is None or tuple(info["partition"].get(c) for c in ("date", "hour")) in hours:
+            key = config.layout.output_prefix + path
+            folders[key.rsplit("/", 1)[0] + "/"].append(key)
+    for folder, keys in sorted(folders.items()):
+        found, requests = _listing(store, folder)
+        report.list_requests += requests
+        report.table_missing += [key for key in keys if key not in found]
 
 
 def fsck_gate(store: S3Store, config: Config, last: int | None = None) -> FsckReport:

@@ -13,6 +13,7 @@ from eventdedup.commit.recovery import examine
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
+from eventdedup.delta.projection import table_status
 from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
@@ -32,6 +33,7 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
         return status
     state = load_committed_state(store, layout)
     status["head_version"] = state.version
+    status["table"] = table_status(store, config, state).to_json()
     status["ledger"] = ledger_lag(store, config, state, now)
     for version in range(state.version, max(0, state.version - limit), -1):
         record = committed_record(store, layout, version)
@@ -74,6 +76,12 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"  ingestion: {lag['unconsumed']} landing object(s) of the last {lag['lookback_hours']} h wait"
                      + (f" (oldest {lag['oldest_unconsumed']}, {lag['oldest_unconsumed_last_modified']})"
                         if lag["oldest_unconsumed"] else "") + f"; {lag['ledger_entries']} ledger entries")
+    table = status.get("table")
+    if table is not None:
+        lines.append(f"  Delta table {table['location']}: " + (
+            f"version {table['table_version']}, reflects log version {table['projected_log_version']}"
+            + (f" (lags by {table['lag']})" if table["lag"] else "") if table["exists"] else f"none ([table] delta = "
+            f"\"{table['mode']}\")"))
     lines += [f"  problem: {p}" for p in status["problems"]] + [f"  pending: {p}" for p in status["pending"]]
     if status["batches"]:
         lines.append(format_batch_table([(b["version"], b["batch_id"] + (" (retracted)" if "retracted_at_version" in b

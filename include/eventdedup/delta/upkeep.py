@@ -1,0 +1,127 @@
+"""The Delta table's upkeep, run by the maintenance DAG: compaction, and a vacuum that never deletes
+what eventdedup's log names.
+
+Compaction (delta-rs `optimize.compact`) rewrites an output hour's many batch files as a few large
+ones once the hour lies `[table] compact_after_hours` behind the log's time (its latest commit's
+as_of, never this run's clock) and holds `compact_min_files` files. It changes files, not rows,
+and commits at exactly the table version after the one it read: a projection or a retraction
+landing meanwhile makes it give way, to try again next run.
+
+The batches' own files are the commit log's: commits and retractions name them, `populate`,
+`verify-rerun`, fsck and the load manifests read them, and a retraction of a batch in a compacted
+hour sets the hour back to them (eventdedup.delta.projection). So `vacuum` deletes only files the
+table's compaction wrote and no longer uses, once `vacuum_retention_hours` have passed since they
+left the table (Delta's rule: readers of older table versions keep them that long). What delta-rs
+would delete is asked of it (a dry run), and every file named like a batch's is kept.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import CommitProperties
+
+from eventdedup.commit.log import committed_record, load_committed_state
+from eventdedup.config import Config
+from eventdedup.delta.projection import table_files
+from eventdedup.delta.storage import open_table
+from eventdedup.layout import Layout
+from eventdedup.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class UpkeepReport:
+    compacted: list[str] = field(default_factory=list)  # "date/hour" of each compacted output hour
+    files_rewritten: int = 0
+    gave_way: list[str] = field(default_factory=list)  # hours another writer changed meanwhile: next run
+    vacuumed: list[str] = field(default_factory=list)
+    kept_batch_files: int = 0  # what delta-rs would have vacuumed, kept: the log names them
+
+    def to_json(self) -> dict[str, Any]:
+        return {"compacted": self.compacted, "files_rewritten": self.files_rewritten, "gave_way": self.gave_way,
+                "vacuumed": len(self.vacuumed), "kept_batch_files": self.kept_batch_files}
+
+
+def maintain_table(store: S3Store, config: Config) -> UpkeepReport:
+    """Compact, then vacuum. Nothing to do where there is no table or it is off."""
+    report = UpkeepReport()
+    if config.table.delta == "off" or open_table(store, config) is None:
+        return report
+    compact(store, config, report)
+    vacuum(store, config, report)
+    return report
+
+
+def compact(store: S3Store, config: Config, report: UpkeepReport) -> None:
+    table = open_table(store, config)
+    horizon = _log_time(store, config)
+    if table is None or horizon is None:
+        return
+    horizon -= timedelta(hours=config.table.compact_after_hours)
+    counts = Counter((info["partition"]["date"], info["partition"]["hour"]) for info in table_files(table).values())
+    for day, hour in sorted(counts):
+        if counts[(day, hour)] < config.table.compact_min_files or _hour_start(day, hour) >= horizon:
+            continue
+        name = f"{day}/{int(str(hour)):02d}"  # as the output's folders spell it
+        try:
+            metrics = table.optimize.compact(
+                partition_filters=[("date", "=", str(day)), ("hour", "=", str(hour))],
+                target_size=config.table.compact_target_bytes,
+                commit_properties=CommitProperties(custom_metadata={"eventdedup.operation": "compaction",
+                                                                    "eventdedup.hour": name},
+                                                   max_commit_retries=0))
+        except CommitFailedError:
+            report.gave_way.append(name)
+            table.update_incremental()
+            continue
+        report.compacted.append(name)
+        report.files_rewritten += int(metrics.get("numFilesRemoved", 0))
+    log.info("Delta table: compacted %d hour(s) (%d files), %d gave way to other writers", len(report.compacted),
+             report.files_rewritten, len(report.gave_way))
+
+
+def vacuum(store: S3Store, config: Config, report: UpkeepReport) -> None:
+    table = open_table(store, config)
+    if table is None:
+        return
+    layout = Layout(config.layout)
+    candidates = table.vacuum(retention_hours=config.table.vacuum_retention_hours, dry_run=True,
+                              enforce_retention_duration=False)
+    doomed = []
+    for path in candidates:
+        relative = _relative(path, store, config)
+        if layout.data_owner(relative) is not None:
+            report.kept_batch_files += 1
+        else:
+            doomed.append(config.layout.output_prefix + relative)
+    store.delete_keys(doomed)
+    report.vacuumed += doomed
+    log.info("Delta table: vacuumed %d file(s) compaction replaced; kept %d batch file(s) the log names",
+             len(doomed), report.kept_batch_files)
+
+
+def _relative(path: str, store: S3Store, config: Config) -> str:
+    """A vacuum candidate as a path below the table's root (delta-rs gives it relative or whole)."""
+    root = store.uri(config.layout.output_prefix)
+    return path[len(root):] if path.startswith(root) else path.lstrip("/")
+
+
+def _log_time(store: S3Store, config: Config) -> datetime | None:
+    """The log's time: its latest commit's as_of (None before the first commit)."""
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    if state.version == 0:
+        return None
+    moment = datetime.fromisoformat(committed_record(store, layout, state.version).as_of)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _hour_start(day: str | None, hour: str | None) -> datetime:
+    start = datetime.combine(date.fromisoformat(str(day)), datetime.min.time(), tzinfo=timezone.utc)
+    return start + timedelta(hours=int(str(hour)))
