@@ -144,6 +144,10 @@ def print_table(result: dict) -> None:
     ours = summary["eventdedup"]
     print(f"eventdedup job + promotion ({result['promotion']['seconds']:.1f}s): "
           f"{events / ours['with_promotion_seconds']:,.0f} events/s")
+    if "delta_projection_seconds" in result["promotion"]:
+        print(f"  of which the Delta table's projection of the batch's commit: "
+              f"{result['promotion']['delta_projection_seconds']:.2f}s ({result['promotion']['delta_data_files']} "
+              f"data files; the commit itself {result['promotion']['commit_seconds']:.2f}s)")
     print(f"eventdedup including Spark start-up ({result['spark_startup_seconds']:.1f}s): "
           f"{ours['events_per_second_with_startup']:,.0f} events/s; S3 emulator CPU during the job "
           f"{ours['server_cpu_seconds']:.1f}s")

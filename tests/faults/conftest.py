@@ -17,6 +17,7 @@ from eventdedup.s3store import S3Store, make_client
 from eventdedup_dev.s3_fault_proxy import FaultProxy
 
 from ..support.helpers import NOW, committed_rows, make_config, put_lines
+from ..support.invariants import assert_table_is_the_view_at_its_version
 from ..support.s3_faults import clone_bucket
 
 _clones = itertools.count()
@@ -52,7 +53,9 @@ def committed_state_of(store: S3Store, config: Config) -> dict[str, Any]:
     versions = {version: batch for batch, version in state.batches.items()}
     entries = LedgerReader(store, state.ledger, Layout(config.layout)).entries()
     ledger = sorted((key, entry.etag, versions[entry.version]) for key, entry in entries.items())
-    return {"batches": dict(state.batches), "ledger": ledger, **rows}
+    # The Delta table, caught up with the log and holding exactly its view (after recover, a rerun).
+    table = assert_table_is_the_view_at_its_version(store, config, caught_up=True)
+    return {"batches": dict(state.batches), "ledger": ledger, "table_reflects": table, **rows}
 
 
 @pytest.fixture(scope="session")

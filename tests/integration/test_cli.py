@@ -24,7 +24,10 @@ def test_status_of_an_empty_store_is_consistent(tmp_path, s3_server, bucket, cap
     status = orjson.loads(capsys.readouterr().out)
     assert status == {"consistent": True, "problems": [], "pending": [], "head_version": 0, "batches": [],
                       "ledger": {"unconsumed": 0, "oldest_unconsumed": None, "oldest_unconsumed_last_modified": None,
-                                 "ledger_entries": 0, "lookback_hours": 3}}
+                                 "ledger_entries": 0, "lookback_hours": 3},
+                      # No Delta table before the store's first commit creates it.
+                      "table": {"mode": "auto", "location": f"s3://{bucket}/deduped", "exists": False,
+                                "table_version": None, "projected_log_version": 0, "log_version": 0, "lag": 0}}
 
 
 def test_recover_exits_3_and_names_the_lost_object(tmp_path, s3_server, bucket, store, config, capsys) -> None:

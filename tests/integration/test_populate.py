@@ -13,8 +13,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from eventdedup.commit.log import read_commit
+from eventdedup.delta.projection import APP_ID
+from eventdedup.delta.storage import storage_options, table_location
 from eventdedup.errors import InvalidNameError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
@@ -98,6 +101,10 @@ def test_populate_from_deduped_then_a_resend_of_1000_emits_none_of_them(store, c
     assert record is not None and {obj.kind for obj in record.objects} == {"cache"}
     assert orjson.loads(store.get_bytes(layout.redshift_manifest(outcome.batch_id))) == {"entries": []}
     assert committed_rows(store, config, "data") == [] and committed_rows(store, config, "audit") == []
+    # The Delta table: populate adds no file; its one Delta commit only names it.
+    table = DeltaTable(table_location(store, config), storage_options=storage_options(store, config.s3))
+    assert table.count() == 0 and table.transaction_version(APP_ID) == outcome.version
+    assert table.history(1)[0]["eventdedup.batch_id"] == outcome.batch_id
     expected_entries = sorted((outcome.batch_id, _key(orjson.loads(line)["event_id"]), expected_fingerprint(line))
                               for line in dataset)
     assert committed_cache_entries(store, config) == expected_entries
@@ -117,6 +124,9 @@ def test_populate_from_deduped_then_a_resend_of_1000_emits_none_of_them(store, c
     data = committed_rows(store, config, "data")
     assert sorted((row["event_id"], row["raw"]) for row in data) == sorted(
         (orjson.loads(line)["event_id"], line.decode()) for line in new)
+    table = DeltaTable(table_location(store, config), storage_options=storage_options(store, config.s3))
+    assert sorted(table.to_pyarrow_table(columns=["event_id"]).column(0).to_pylist()) == sorted(
+        orjson.loads(line)["event_id"] for line in new)
     audit = committed_rows(store, config, "audit")
     assert sorted((row["event_id"], row["reason"], row["action"], row["kept_in_batch"]) for row in audit) == sorted(
         (orjson.loads(line)["event_id"], "cross_batch_natural", "dropped", outcome.batch_id) for line in resent)

@@ -21,8 +21,10 @@ from .helpers import committed_cache_entries, committed_rows
 def assert_commits_are_whole(store: S3Store, config: Config) -> None:
     """Every object a commit names exists with its recorded size and ETag: no partial batch is
     visible. A retracted batch's load manifest exists, emptied (eventdedup.commit.view). And the
-    load manifests follow the log (assert_load_manifests_follow_the_log)."""
+    load manifests follow the log (assert_load_manifests_follow_the_log), and the Delta table is
+    the committed view as of the log version it reflects (assert_table_is_the_view_at_its_version)."""
     assert_load_manifests_follow_the_log(store, config)
+    assert_table_is_the_view_at_its_version(store, config)
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
     for version in range(1, state.version + 1):

@@ -82,14 +82,16 @@ def _judge_table(store: S3Store, config: Config, report: RecoveryReport, apply: 
             return
         if not status.lag or config.table.delta == "off":
             return
+        # A lag is a leftover of committed batches, like their journals: harmless, only caught up
+        # (the pipeline's gate does so and goes on; it never halts for it).
         if not apply:
-            report.actions.append(f"the Delta table {status.location} lags the log by {status.lag} commit(s) (at "
-                                  f"{status.projected_version}, the log at {status.log_version}); would catch it up")
+            report.cleanups.append(f"the Delta table {status.location} lags the log by {status.lag} commit(s) (at "
+                                   f"{status.projected_version}, the log at {status.log_version}); would catch it up")
             return
         projection = project(store, config)
-        report.actions.append(f"the Delta table {status.location} rolled forward from log version "
-                              f"{status.projected_version} to {projection.status.projected_version} "
-                              f"(table version {projection.status.table_version})")
+        report.cleanups.append(f"the Delta table {status.location} rolled forward from log version "
+                               f"{status.projected_version} to {projection.status.projected_version} "
+                               f"(table version {projection.status.table_version})")
     except (ClientError, EventDedupError, DeltaError, OSError) as exc:
         report.problems.append(f"the Delta table could not be judged or rolled forward: {exc}")
 

@@ -25,10 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
 from eventdedup.commit.changes import Retraction
 from eventdedup.commit.log import committed_record, load_committed_state
@@ -43,7 +44,7 @@ from eventdedup.delta.files import (
     modification_millis,
     partition_of_object,
 )
-from eventdedup.delta.storage import open_table, storage_options, table_location
+from eventdedup.delta.storage import DELTA_LOG, open_table, storage_options, table_location
 from eventdedup.errors import EventDedupError, InconsistentStoreError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -51,6 +52,9 @@ from eventdedup.s3store import S3Store
 log = logging.getLogger(__name__)
 
 APP_ID = "eventdedup"
+# After a commit, a checkpoint every 100 versions (delta-rs's default), but no clean-up of expired log
+# entries: that lists the whole log, every batch; the maintenance DAG does it daily (eventdedup.delta.upkeep).
+AFTER_COMMIT = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
 ATTEMPTS = 8  # Delta commits lost to other writers (projectors, compaction) before giving up
 FOOTER_THREADS = 16
 
@@ -105,7 +109,7 @@ def table_status(store: S3Store, config: Config, state: CommittedState | None = 
 def prepare_new_store(store: S3Store, config: Config, state: CommittedState) -> None:
     """Before a store's first commit: its table, empty, so that "auto" keeps it from then on."""
     if state.version == 0 and config.table.delta != "off" and open_table(store, config) is None:
-        _create(store, config)
+        create_table(store, config, 0)
 
 
 def project(store: S3Store, config: Config, state: CommittedState | None = None) -> Projection:
@@ -119,7 +123,7 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
                           TableStatus(config.table.delta, table_location(store, config), False,
                                       log_version=state.version))
     if table is None:
-        table = _create(store, config)
+        table = create_table(store, config, state.version)
     done: list[int] = []
     conflicts = 0
     while True:
@@ -128,7 +132,7 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
             break
         target = current + 1
         try:
-            if current == 0 and state.version > 1:
+            if current == 0 and _created_over_log_version(store, config) > 0:
                 target = state.version
                 _commit(table, _backfill_actions(store, layout, state.version), state.version,
                         {"eventdedup.operation": "backfill", "eventdedup.committed_view_at": state.version})
@@ -157,15 +161,20 @@ def _span(versions: Sequence[int]) -> str:
     return str(versions[0]) if len(versions) == 1 else f"{versions[0]}..{versions[-1]}"
 
 
-def _create(store: S3Store, config: Config) -> DeltaTable:
-    """The empty table. Two creators racing write version 0 conditionally: the loser opens the winner's."""
+def create_table(store: S3Store, config: Config, log_version: int) -> DeltaTable:
+    """The empty table, recording the log version it was created at: 0 for a new store (each
+    commit is then projected on its own), or an existing store's (its committed view is then
+    projected in one commit). Two creators racing write version 0 conditionally: the loser opens
+    the winner's."""
     try:
         DeltaTable.create(table_location(store, config), TABLE_SCHEMA, mode="ignore",
                           partition_by=list(PARTITION_COLUMNS), name="eventdedup_output",
                           description="Deduplicated events: a projection of eventdedup's commit log",
                           storage_options=storage_options(store, config.s3),
-                          commit_properties=CommitProperties(custom_metadata={"eventdedup.operation": "create"},
-                                                             max_commit_retries=0))
+                          commit_properties=CommitProperties(
+                              custom_metadata={"eventdedup.operation": "create",
+                                               "eventdedup.created_at_log_version": log_version},
+                              max_commit_retries=0))
     except CommitFailedError:
         log.info("Delta table %s: another writer created it first", table_location(store, config))
     table = open_table(store, config)
@@ -173,6 +182,17 @@ def _create(store: S3Store, config: Config) -> DeltaTable:
         raise TableProjectionError(f"Delta table {table_location(store, config)} was created but cannot be read")
     _check_schema(table, store, config)
     return table
+
+
+def _created_over_log_version(store: S3Store, config: Config) -> int:
+    """The log version the table was created at (its version 0's record); read only before the
+    table reflects any commit."""
+    first = store.get_bytes_or_none(f"{config.layout.output_prefix}{DELTA_LOG}{0:020d}.json") or b""
+    for line in first.splitlines():
+        info = orjson.loads(line).get("commitInfo")
+        if isinstance(info, dict):
+            return int(info.get("eventdedup.created_at_log_version") or 0)
+    return 0
 
 
 def _check_schema(table: DeltaTable, store: S3Store, config: Config) -> None:
@@ -194,7 +214,8 @@ def _commit(table: DeltaTable, actions: Sequence[AddAction | RemoveAction], vers
         list(actions), "append", TABLE_SCHEMA, partition_by=list(PARTITION_COLUMNS),
         commit_properties=CommitProperties(custom_metadata={**metadata, "eventdedup.log_version": version},
                                            max_commit_retries=0,
-                                           app_transactions=[Transaction(APP_ID, version)]))
+                                           app_transactions=[Transaction(APP_ID, version)]),
+        post_commithook_properties=AFTER_COMMIT)
 
 
 def _metadata(record: CommitRecord) -> dict[str, Any]:

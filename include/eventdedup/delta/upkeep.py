@@ -55,6 +55,9 @@ def maintain_table(store: S3Store, config: Config) -> UpkeepReport:
         return report
     compact(store, config, report)
     vacuum(store, config, report)
+    table = open_table(store, config)
+    if table is not None:  # the Delta log's entries older than its retention (30 days), after a checkpoint
+        table.cleanup_metadata()
     return report
 
 
