@@ -52,10 +52,11 @@ def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         made = proxy.requests[crash_at - 1] if len(proxy.requests) >= crash_at else "never made"
         where = f"crash at request {crash_at} ({made})"
         if crashed is None:
-            # Only delta-rs's reads of the table after its commit may fail without failing the batch:
-            # the commit stands, and the state is judged below like any other.
+            # Only delta-rs's reads of the table after its commit may fail without failing the batch
+            # (the commit stands), or a request number this run never reached (executors' threads,
+            # and delta-rs's reads after a commit, vary the count a little); the state is judged below.
             delta_committed = any(r.startswith("PUT") and "/_delta_log/" in r for r in proxy.requests[:crash_at - 1])
-            assert made.startswith("GET") and "/_delta_log/" in made and delta_committed, (
+            assert made == "never made" or (made.startswith("GET") and "/_delta_log/" in made and delta_committed), (
                 f"{where} did not fail the batch")
         else:
             assert is_injected_crash(crashed, proxy), (where, crashed)
@@ -70,8 +71,7 @@ def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         run_batch(store, direct, "b2", B2_SELECTOR, NOW, lambda: spark)  # the retried run
         assert committed_state_of(store, direct) == expected, where
         assert_commits_are_whole(store, direct)
-        assert_seen_ids_match_output(store, direct)
-        assert_table_is_the_view_at_its_version(store, direct, caught_up=True)
+        assert_seen_ids_match_output(store, direct)  # (the table: in committed_state_of, caught up)
         leftovers = [k for k in bucket_listing(store) if k.startswith(("_eventdedup/staging/", "_eventdedup/state/journal/"))]
         assert leftovers == [], (where, leftovers)
 
@@ -100,4 +100,3 @@ def test_a_409_conflict_on_each_conditional_write_is_retried_and_commits_exactly
         store = S3Store(s3_server.client(), bucket)
         assert committed_state_of(store, direct) == expected, where
         assert_commits_are_whole(store, direct)
-        assert_table_is_the_view_at_its_version(store, direct, caught_up=True)

@@ -266,3 +266,22 @@ def test_status_and_fsck_report_the_table_and_fsck_fails_on_a_file_it_uses_that_
     report = fsck(store, config)
     assert not report.consistent and report.table_missing == [config.layout.output_prefix + used]
     assert f"missing: a file the Delta table uses: {config.layout.output_prefix + used}" in report.text()
+
+
+def test_a_compaction_of_a_snapshot_a_retraction_has_changed_gives_way_and_the_retracted_rows_stay_out(
+        store, config, spark, monkeypatch) -> None:
+    upkeep = replace(config, table=TableSettings(compact_min_files=2, compact_after_hours=0))
+    run(store, upkeep, spark, "b1", B1)
+    run(store, upkeep, spark, "b2", B2)
+    run(store, upkeep, spark, "b3", B3)
+    stale = open_delta(store, upkeep)  # a compaction read the table here...
+    retract_batch(store, upkeep, "b3", "bad producer", NOW)  # ...then b3's files left it
+    from eventdedup.delta import upkeep as upkeep_module
+    monkeypatch.setattr(upkeep_module, "open_table", lambda *_: stale)
+    hour_5 = {path: info for path, info in projection.table_files(stale).items() if info["partition"]["hour"] == "5"}
+    assert len(hour_5) >= 2 and any(path.rsplit("/", 1)[1].startswith("b3-") for path in hour_5)
+    monkeypatch.setattr(upkeep_module, "table_files", lambda _: hour_5)  # that hour alone, as the stale read saw it
+    report = upkeep_module.UpkeepReport()
+    upkeep_module.compact(store, upkeep, report)
+    assert report.gave_way == ["2026-11-22/05"] and report.compacted == []  # delta-rs refuses to bring b3's back
+    assert table_ids(open_delta(store, upkeep)) == expected_ids(B1, B2)

@@ -7,7 +7,7 @@ from deltalake import DeltaTable
 from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.commit.view import EMPTY_LOAD_MANIFEST, committed_entries
 from eventdedup.config import Config
-from eventdedup.delta.projection import APP_ID, table_status
+from eventdedup.delta.projection import APP_ID, table_files, table_status
 from eventdedup.delta.storage import storage_options
 from eventdedup.keys import key_digest
 from eventdedup.layout import Layout
@@ -88,7 +88,11 @@ def assert_load_manifests_follow_the_log(store: S3Store, config: Config) -> None
 def assert_table_is_the_view_at_its_version(store: S3Store, config: Config, *, caught_up: bool = False) -> int:
     """The Delta table (read with delta-rs) holds exactly the committed view as of the log version
     it reflects: never a batch the log has not committed, never one the view has left, never a row
-    twice. `caught_up`: and that version is the log's last. Returns the version it reflects."""
+    twice. `caught_up`: and that version is the log's last. Returns the version it reflects.
+
+    Where every file of the table is a batch's own (no compaction), its files are the view's data
+    files, each once (files are immutable: assert_commits_are_whole holds them to their commits);
+    otherwise its rows are the view's rows."""
     layout = Layout(config.layout)
     head = load_committed_state(store, layout).version
     status = table_status(store, config)
@@ -99,10 +103,13 @@ def assert_table_is_the_view_at_its_version(store: S3Store, config: Config, *, c
     at = table.transaction_version(APP_ID) or 0
     assert at <= head, f"the table reflects log version {at}, the log ends at {head}"
     assert not caught_up or at == head, f"the table reflects log version {at}, the log is at {head}"
-    expected: list[str] = []
-    for entry in committed_entries(store, layout, at):
-        if entry.promoted.kind == "data":
-            expected += map(_row_text, parquet_to_table(store.get_bytes(entry.promoted.key)).to_pylist())
+    view = [entry.promoted for entry in committed_entries(store, layout, at) if entry.promoted.kind == "data"]
+    files = table_files(table)
+    if all(layout.data_owner(path) is not None for path in files):
+        wanted = sorted(obj.key[len(config.layout.output_prefix):] for obj in view)
+        assert sorted(files) == wanted, f"table at log version {at}: files {sorted(files)}, the view's {wanted}"
+        return at
+    expected = [_row_text(row) for obj in view for row in parquet_to_table(store.get_bytes(obj.key)).to_pylist()]
     found = [_row_text({k: v for k, v in row.items() if k not in ("date", "hour")})
              for row in table.to_pyarrow_table().to_pylist()]
     assert sorted(found) == sorted(expected), f"table at log version {at}: {len(found)} rows, view {len(expected)}"

@@ -3,9 +3,10 @@ what eventdedup's log names.
 
 Compaction (delta-rs `optimize.compact`) rewrites an output hour's many batch files as a few large
 ones once the hour lies `[table] compact_after_hours` behind the log's time (its latest commit's
-as_of, never this run's clock) and holds `compact_min_files` files. It changes files, not rows,
-and commits at exactly the table version after the one it read: a projection or a retraction
-landing meanwhile makes it give way, to try again next run.
+as_of, never this run's clock) and holds `compact_min_files` files. It changes files, not rows.
+delta-rs rebases it over commits landed meanwhile that only added files (it never touches
+those), and refuses it where one removed a file it read (a retraction's projection): it gives
+way, to try again next run (tests/integration/test_delta_table.py holds delta-rs to that).
 
 The batches' own files are the commit log's: commits and retractions name them, `populate`,
 `verify-rerun`, fsck and the load manifests read them, and a retraction of a batch in a compacted
