@@ -54,7 +54,9 @@ def eventdedup_maintenance() -> None:
         config = load_pipeline_config()
         return {"view_version": maintain_view(s3_store(config), Layout(config.layout)).version}
 
-    @task(pool=store_pool())
+    # No store pool: compaction and vacuum touch only the Delta table's files and commits, never the
+    # commit protocol's state, and they give way to projections (eventdedup.delta.upkeep).
+    @task
     def maintain_delta_table() -> dict[str, Any]:
         from eventdedup_airflow import load_pipeline_config, s3_store
 

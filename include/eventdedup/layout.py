@@ -90,7 +90,9 @@ class Layout:
         prefix) belongs to; None for any other file (one a Delta compaction wrote)."""
         name = key.rsplit("/", 1)[-1]
         stem, sep, tail = name.rpartition("-part-")
-        if not (sep and stem and tail.endswith(".parquet") and len(tail) == 13 and tail[:5].isdigit()):
+        number = tail[:-len(".parquet")]
+        if not (sep and stem and tail.endswith(".parquet") and len(number) >= 5 and number.isascii()
+                and number.isdigit()):
             return None
         try:
             return validate_batch_id(stem)

@@ -22,22 +22,28 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from eventdedup.commit.log import load_committed_state, read_commit
+from eventdedup.commit.promotion import promote_batch
 from eventdedup.commit.recovery import examine, recover
 from eventdedup.config import Config, TableSettings
 from eventdedup.delta import projection
 from eventdedup.delta.projection import APP_ID, project, table_status
 from eventdedup.delta.storage import storage_options, table_location
 from eventdedup.delta.upkeep import maintain_table
+from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
+from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
 from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.retract import retract_batch
 from eventdedup.ops.status import format_status, store_status
-from eventdedup.s3store import S3Store
+from eventdedup.s3store import S3Store, make_client
 from eventdedup.s3store import make_client as s3_client
+from eventdedup_dev.s3_fault_proxy import FaultProxy
 
-from ..support.helpers import NOW, bucket_listing, put_lines
+from ..support.helpers import NOW, bucket_listing, make_config, put_lines
+from ..support.invariants import assert_table_is_the_view_at_its_version
+from ..support.s3_faults import clone_bucket
 
 
 def ev(event_id: str, hour: int, **payload: object) -> bytes:
@@ -285,3 +291,70 @@ def test_a_compaction_of_a_snapshot_a_retraction_has_changed_gives_way_and_the_r
     upkeep_module.compact(store, upkeep, report)
     assert report.gave_way == ["2026-11-22/05"] and report.compacted == []  # delta-rs refuses to bring b3's back
     assert table_ids(open_delta(store, upkeep)) == expected_ids(B1, B2)
+
+
+def test_a_table_eventdedup_did_not_create_is_refused_and_left_untouched(store, config, spark) -> None:
+    """A `CONVERT TO DELTA` of the output folders, or another team's table, at the output prefix:
+    the batch commits, the table is not written (it would hold uncommitted and retracted files),
+    the task fails naming it, and fsck reports it."""
+    foreign = DeltaTable.create(table_location(store, config), pa.schema([("x", pa.int64())]),
+                                storage_options=storage_options(store, config.s3))
+    with pytest.raises(projection.TableProjectionError, match="is not eventdedup's"):
+        run(store, config, spark, "b1", B1)
+    assert "b1" in load_committed_state(store, Layout(config.layout)).batches  # the log is unharmed
+    assert open_delta(store, config).version() == foreign.version() == 0
+    report = fsck(store, config)
+    assert not report.consistent and "is not eventdedup's" in report.table_problems[0]
+    off = replace(config, table=TableSettings(delta="off"))  # the way out the message names
+    run(store, off, spark, "b2", B2)
+    assert recover(store, off).consistent and fsck(store, off).consistent
+
+
+def test_vacuum_deletes_what_a_compaction_wrote_and_never_committed_and_no_batch_file(store, config, spark) -> None:
+    upkeep = replace(config, table=TableSettings(vacuum_retention_hours=0))
+    run(store, upkeep, spark, "b1", B1)
+    orphan = f"{config.layout.output_prefix}date=2026-11-22/hour=3/part-00000-0badc0de-c000.zstd.parquet"
+    store.put_bytes(orphan, b"a compaction that gave way after writing its output")
+    report = maintain_table(store, upkeep)
+    assert report.vacuumed == [orphan]
+    assert batch_files(store, upkeep) <= set(bucket_listing(store))
+    assert table_ids(open_delta(store, upkeep)) == expected_ids(B1)
+
+
+def test_the_first_promotion_of_a_new_store_killed_at_each_s3_request_leaves_the_table_the_view(
+        s3_server, bucket, spark) -> None:
+    """The table is created before the store's first commit: killed at each request of that
+    promotion up to its commit (delta-rs's through the proxy too; the projection after a commit is
+    swept with every batch's, tests/faults/test_batch_crashes.py), the table holds the view as of
+    the log version it reflects, and after `recover` and the retried promotion, exactly b1."""
+    source = make_config(s3_server.endpoint_url, bucket)
+    put_lines(S3Store(s3_server.client(), bucket), "landing/b1/1.jsonl", B1)
+    freeze_batch_inputs(S3Store(s3_server.client(), bucket), source, "b1", InputSelector(input_prefix="landing/b1/"),
+                        NOW)
+    run_dedup_job(spark, source, "b1")
+    with FaultProxy(s3_server.endpoint_url) as proxy:
+        counted = make_config(proxy.endpoint_url, bucket)
+        copy = f"{bucket}-c"
+        clone_bucket(s3_server.client(), bucket, copy)
+        proxy.arm(None)
+        promote_batch(S3Store(make_client(counted.s3), copy), replace(counted, s3=replace(counted.s3, bucket=copy)),
+                      "b1")
+        commit = next(number for number, request in enumerate(proxy.requests, start=1)
+                      if request.startswith("PUT") and "/_eventdedup/log/" in request)
+        assert any("/_delta_log/" in request for request in proxy.requests[:commit])  # created before it
+        for crash_at in range(1, commit + 1):
+            target = f"{bucket}-k{crash_at}"
+            clone_bucket(s3_server.client(), bucket, target)
+            via_proxy = make_config(proxy.endpoint_url, target)
+            direct = make_config(s3_server.endpoint_url, target)
+            store = S3Store(s3_server.client(), target)
+            proxy.arm(crash_at)
+            try:
+                promote_batch(S3Store(make_client(via_proxy.s3), target), via_proxy, "b1")
+            except Exception:  # noqa: BLE001, S110 - the injected crash, at any request
+                pass
+            proxy.heal()
+            assert_table_is_the_view_at_its_version(store, direct)
+            assert recover(store, direct).consistent, crash_at
+            promote_batch(store, direct, "b1")
+            assert assert_table_is_the_view_at_its_version(store, direct, caught_up=True) == 1, crash_at

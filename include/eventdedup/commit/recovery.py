@@ -73,6 +73,8 @@ def _run(store: S3Store, config: Config, apply: bool) -> RecoveryReport:
 def _judge_table(store: S3Store, config: Config, report: RecoveryReport, apply: bool) -> None:
     """The Delta table, a projection of the log: behind it, rolled forward; ahead of it (a table
     reflecting commits the log does not hold), an inconsistency."""
+    if config.table.delta == "off":
+        return  # files and manifests only: a table left from before is not judged, nor written
     try:
         status = table_status(store, config)
         if status.exists and status.projected_version > status.log_version:
@@ -80,7 +82,7 @@ def _judge_table(store: S3Store, config: Config, report: RecoveryReport, apply: 
                 f"the Delta table {status.location} reflects log version {status.projected_version}, but the log "
                 f"ends at {status.log_version}: the log is missing commits its table projected")
             return
-        if not status.lag or config.table.delta == "off":
+        if not status.lag:
             return
         # A lag is a leftover of committed batches, like their journals: harmless, only caught up
         # (the pipeline's gate does so and goes on; it never halts for it).

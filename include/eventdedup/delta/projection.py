@@ -20,6 +20,7 @@ table from the committed view in one commit. "off": never written (one already t
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -124,6 +125,7 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
                                       log_version=state.version))
     if table is None:
         table = create_table(store, config, state.version)
+    check_is_ours(table, store, config)
     done: list[int] = []
     conflicts = 0
     while True:
@@ -136,6 +138,8 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
                 target = state.version
                 _commit(table, _backfill_actions(store, layout, state.version), state.version,
                         {"eventdedup.operation": "backfill", "eventdedup.committed_view_at": state.version})
+                table.update_incremental()
+                table.create_checkpoint()  # every later load reads the backfill's files as Parquet, not its JSON
             else:
                 record = committed_record(store, layout, target)
                 _commit(table, _actions(store, layout, table, record), target, _metadata(record))
@@ -168,7 +172,7 @@ def create_table(store: S3Store, config: Config, log_version: int) -> DeltaTable
     the winner's."""
     try:
         DeltaTable.create(table_location(store, config), TABLE_SCHEMA, mode="ignore",
-                          partition_by=list(PARTITION_COLUMNS), name="eventdedup_output",
+                          partition_by=list(PARTITION_COLUMNS), name=TABLE_NAME,
                           description="Deduplicated events: a projection of eventdedup's commit log",
                           storage_options=storage_options(store, config.s3),
                           commit_properties=CommitProperties(
@@ -180,7 +184,7 @@ def create_table(store: S3Store, config: Config, log_version: int) -> DeltaTable
     table = open_table(store, config)
     if table is None:
         raise TableProjectionError(f"Delta table {table_location(store, config)} was created but cannot be read")
-    _check_schema(table, store, config)
+    check_is_ours(table, store, config)
     return table
 
 
@@ -195,13 +199,22 @@ def _created_over_log_version(store: S3Store, config: Config) -> int:
     return 0
 
 
-def _check_schema(table: DeltaTable, store: S3Store, config: Config) -> None:
+TABLE_NAME = "eventdedup_output"
+
+
+def check_is_ours(table: DeltaTable, store: S3Store, config: Config) -> None:
+    """Refuse a table eventdedup did not create (another team's, or a `CONVERT TO DELTA` of the
+    output folders, which would hold uncommitted and retracted files): its name, schema and
+    partitioning are eventdedup's, set at creation and kept by every checkpoint."""
+    metadata = table.metadata()
     found = pa.schema(table.schema().to_arrow())
-    partitions = tuple(table.metadata().partition_columns)
-    if found.names != TABLE_SCHEMA.names or partitions != PARTITION_COLUMNS:
+    partitions = tuple(metadata.partition_columns)
+    if metadata.name != TABLE_NAME or found.names != TABLE_SCHEMA.names or partitions != PARTITION_COLUMNS:
         raise InconsistentStoreError(
-            f"the Delta table at {table_location(store, config)} is not eventdedup's (columns {found.names}, "
-            f"partitioned by {list(partitions)}); move it away or set [table] delta = \"off\"")
+            f"the Delta table at {table_location(store, config)} is not eventdedup's (name {metadata.name!r}, "
+            f"columns {found.names}, partitioned by {list(partitions)}); nothing was written to it. Move it away "
+            "(eventdedup then creates its own from the log with [table] delta = \"on\") or set [table] delta = "
+            "\"off\"")
 
 
 def _commit(table: DeltaTable, actions: Sequence[AddAction | RemoveAction], version: int,
@@ -257,14 +270,10 @@ def _backfill_actions(store: S3Store, layout: Layout, version: int) -> list[AddA
     """A table created over an existing log: the committed view at `version`, in one commit. The
     row counts are the commits' (reading a footer per file of years of history would be the cost
     of the whole backfill); compaction rewrites them with full statistics."""
-    entries = [entry for entry in committed_entries(store, layout, version) if entry.promoted.kind == "data"]
-    by_as_of: dict[int, str] = {}
-    actions: list[AddAction | RemoveAction] = []
-    for entry in entries:
-        if entry.version not in by_as_of:
-            by_as_of[entry.version] = committed_record(store, layout, entry.version).as_of
-        actions += add_actions(store, layout, [entry.promoted], by_as_of[entry.version], with_statistics=False)
-    return actions
+    objects = [entry.promoted for entry in committed_entries(store, layout, version) if entry.promoted.kind == "data"]
+    # One modification time for all, the backfilled version's: a GET per commit of years is not worth it.
+    as_of = committed_record(store, layout, version).as_of
+    return list(add_actions(store, layout, objects, as_of, with_statistics=False))
 
 
 def table_files(table: DeltaTable) -> dict[str, dict[str, Any]]:
@@ -293,7 +302,8 @@ def _retraction_actions(store: S3Store, layout: Layout, table: DeltaTable,
         touched |= {_partition_key(partition_of_object(layout, obj)[1]) for obj in target.objects if obj.kind == "data"}
     compacted = {key for path, info in files.items() if (key := _partition_key(info["partition"])) in touched
                  and layout.data_owner(path) is None}
-    when = modification_millis(record.as_of)
+    # A tombstone is dated when it is written (Delta's vacuum retention runs from it), not by log time.
+    when = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(path, True, when, info["size"], info["partition"]) for path, info in files.items()
         if layout.data_owner(path) in targets and _partition_key(info["partition"]) not in compacted]

@@ -26,7 +26,9 @@ def table_location(store: S3Store, config: Config) -> str:
 
 
 def storage_options(store: S3Store, settings: S3Settings) -> dict[str, str]:
-    options = {"AWS_REGION": settings.region, **_RETRIES}
+    # The client's own region (an Airflow connection's may differ from the configuration's).
+    region = str(getattr(getattr(store.client, "meta", None), "region_name", None) or settings.region)
+    options = {"AWS_REGION": region, **_RETRIES}
     endpoint = settings.endpoint_url and (store.endpoint or settings.endpoint_url)
     if endpoint:
         options.update(AWS_ENDPOINT_URL=endpoint, AWS_ALLOW_HTTP=str(endpoint.startswith("http://")).lower(),

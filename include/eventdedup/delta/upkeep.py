@@ -8,12 +8,16 @@ delta-rs rebases it over commits landed meanwhile that only added files (it neve
 those), and refuses it where one removed a file it read (a retraction's projection): it gives
 way, to try again next run (tests/integration/test_delta_table.py holds delta-rs to that).
 
+A compaction writes its files in folders of delta-rs's spelling (`hour=5/`, beside the batches'
+`hour=05/`): a reader that lists `deduped/` instead of reading the table or the log sees both.
+
 The batches' own files are the commit log's: commits and retractions name them, `populate`,
 `verify-rerun`, fsck and the load manifests read them, and a retraction of a batch in a compacted
 hour sets the hour back to them (eventdedup.delta.projection). So `vacuum` deletes only files the
 table's compaction wrote and no longer uses, once `vacuum_retention_hours` have passed since they
-left the table (Delta's rule: readers of older table versions keep them that long). What delta-rs
-would delete is asked of it (a dry run), and every file named like a batch's is kept.
+left the table (Delta's rule: readers of older table versions keep them that long), and files a
+compaction wrote but never committed (it gave way, or died) once that old. What delta-rs would
+delete is asked of it (a full dry run), and every file named like a batch's is kept.
 """
 from __future__ import annotations
 
@@ -62,6 +66,10 @@ def maintain_table(store: S3Store, config: Config) -> UpkeepReport:
     return report
 
 
+HOURS_PER_RUN = 240  # a store turned "on" over years of history is compacted over several runs, oldest first
+REOPEN_EVERY = 16  # hours compacted with one table handle (its credentials are frozen when it is opened)
+
+
 def compact(store: S3Store, config: Config, report: UpkeepReport) -> None:
     table = open_table(store, config)
     horizon = _log_time(store, config)
@@ -69,9 +77,11 @@ def compact(store: S3Store, config: Config, report: UpkeepReport) -> None:
         return
     horizon -= timedelta(hours=config.table.compact_after_hours)
     counts = Counter((info["partition"]["date"], info["partition"]["hour"]) for info in table_files(table).values())
-    for day, hour in sorted(counts):
-        if counts[(day, hour)] < config.table.compact_min_files or _hour_start(day, hour) >= horizon:
-            continue
+    due = [(day, hour) for day, hour in sorted(counts)
+           if counts[(day, hour)] >= config.table.compact_min_files and _hour_start(day, hour) < horizon]
+    for number, (day, hour) in enumerate(due[:HOURS_PER_RUN]):
+        if number and number % REOPEN_EVERY == 0:
+            table = open_table(store, config) or table
         name = f"{day}/{int(str(hour)):02d}"  # as the output's folders spell it
         try:
             metrics = table.optimize.compact(
@@ -95,8 +105,10 @@ def vacuum(store: S3Store, config: Config, report: UpkeepReport) -> None:
     if table is None:
         return
     layout = Layout(config.layout)
+    # full: also files no table version names (a compaction that gave way, or died, after writing its
+    # output), once older than the retention; a compaction still running is younger than that.
     candidates = table.vacuum(retention_hours=config.table.vacuum_retention_hours, dry_run=True,
-                              enforce_retention_duration=False)
+                              enforce_retention_duration=False, full=True)
     doomed = []
     for path in candidates:
         relative = _relative(path, store, config)

@@ -21,13 +21,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from deltalake.exceptions import DeltaError
+
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import EMPTY_LOAD_MANIFEST, load_manifest_bytes
 from eventdedup.config import Config
 from eventdedup.delta.files import partition_of_object
-from eventdedup.delta.projection import TableStatus, projected_version, table_files
+from eventdedup.delta.projection import TableStatus, check_is_ours, projected_version, table_files
 from eventdedup.delta.storage import open_table, table_location
 from eventdedup.errors import InconsistentStoreError
 from eventdedup.layout import Layout
@@ -53,11 +55,12 @@ class FsckReport:
     changed: list[tuple[Expected, ObjectInfo]] = field(default_factory=list)
     table: TableStatus | None = None  # the Delta table against the log (a lag is reported, not a fault)
     table_missing: list[str] = field(default_factory=list)  # files the table's snapshot uses, not in the store
+    table_problems: list[str] = field(default_factory=list)  # a table that cannot be read, or is not eventdedup's
 
     @property
     def consistent(self) -> bool:
         ahead = self.table is not None and self.table.projected_version > self.table.log_version
-        return not (self.missing or self.changed or self.table_missing or ahead)
+        return not (self.missing or self.changed or self.table_missing or self.table_problems or ahead)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,7 @@ class FsckReport:
             "changed": [{**_describe(e), "found_size": found.size, "found_etag": found.etag}
                         for e, found in self.changed],
             "table": None if self.table is None else self.table.to_json(), "table_missing": self.table_missing,
+            "table_problems": self.table_problems,
         }
 
     def text(self) -> str:
@@ -74,6 +78,7 @@ class FsckReport:
         lines += [f"changed: {e.kind} {e.key} (batch {e.batch_id}, commit {e.version}): recorded size {e.size} "
                   f"ETag {e.etag}, found size {found.size} ETag {found.etag}" for e, found in self.changed]
         lines += [f"missing: a file the Delta table uses: {key}" for key in self.table_missing]
+        lines += [f"Delta table: {problem}" for problem in self.table_problems]
         table = self.table
         if table is not None and table.exists:
             lines.append(f"Delta table {table.location}: version {table.table_version}, reflects log version "
@@ -114,7 +119,15 @@ def _check_table(store: S3Store, config: Config, state: CommittedState, records:
                  report: FsckReport) -> None:
     """The Delta table: where it stands against the log, and every file its snapshot uses is there
     (one LIST per hour folder; with `--last N`, the hours the commits checked wrote to)."""
-    table = open_table(store, config)
+    if config.table.delta == "off":
+        return
+    try:
+        table = open_table(store, config)
+        if table is not None:
+            check_is_ours(table, store, config)
+    except (DeltaError, OSError, InconsistentStoreError) as exc:
+        report.table_problems.append(f"{table_location(store, config)}: {exc}")
+        return
     if table is None:
         return
     report.table = TableStatus(config.table.delta, table_location(store, config), True, table.version(),

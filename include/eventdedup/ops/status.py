@@ -6,6 +6,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from deltalake.exceptions import DeltaError
+
 from eventdedup.commit.changes import BatchChange, Reshard, Retraction
 from eventdedup.commit.ledger import LedgerReader, consumed_predicate
 from eventdedup.commit.log import batch_record, committed_record, load_committed_state
@@ -33,7 +35,11 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
         return status
     state = load_committed_state(store, layout)
     status["head_version"] = state.version
-    status["table"] = table_status(store, config, state).to_json()
+    try:
+        status["table"] = table_status(store, config, state).to_json()
+    except (DeltaError, OSError) as exc:
+        status["table"] = {"location": config.layout.output_prefix, "error": str(exc), "exists": True,
+                           "mode": config.table.delta, "lag": None}
     status["ledger"] = ledger_lag(store, config, state, now)
     for version in range(state.version, max(0, state.version - limit), -1):
         record = committed_record(store, layout, version)
@@ -77,7 +83,9 @@ def format_status(status: dict[str, Any]) -> str:
                      + (f" (oldest {lag['oldest_unconsumed']}, {lag['oldest_unconsumed_last_modified']})"
                         if lag["oldest_unconsumed"] else "") + f"; {lag['ledger_entries']} ledger entries")
     table = status.get("table")
-    if table is not None:
+    if table is not None and "error" in table:
+        lines.append(f"  Delta table {table['location']}: cannot be read: {table['error']}")
+    elif table is not None:
         lines.append(f"  Delta table {table['location']}: " + (
             f"version {table['table_version']}, reflects log version {table['projected_log_version']}"
             + (f" (lags by {table['lag']})" if table["lag"] else "") if table["exists"] else f"none ([table] delta = "
