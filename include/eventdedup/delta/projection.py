@@ -144,6 +144,8 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
                 record = committed_record(store, layout, target)
                 _commit(table, _actions(store, layout, table, record), target, _metadata(record))
             done.append(target)
+            if target >= state.version:
+                break  # done: the table handle stays as read (delta-rs does not move it to its own commit)
         except CommitFailedError as exc:
             conflicts += 1
             if conflicts >= ATTEMPTS:
@@ -153,8 +155,10 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
                     "which rolls the table forward") from None
             log.info("Delta table: version %d was taken by another writer; reading it again", table.version() + 1)
         table.update_incremental()
-    status = TableStatus(config.table.delta, table_location(store, config), True, table.version(),
-                         projected_version(table), state.version)
+    reflected = max([projected_version(table), *done])
+    status = TableStatus(config.table.delta, table_location(store, config), True,
+                         table.version() + (1 if done and reflected > projected_version(table) else 0),
+                         reflected, state.version)
     if done:
         log.info("Delta table %s at version %d reflects log version %d (projected %s)", status.location,
                  status.table_version, status.projected_version, _span(done))

@@ -54,10 +54,8 @@ def _credentials(client: Any) -> Any:
 
 
 def open_table(store: S3Store, config: Config) -> DeltaTable | None:
-    """The table at the output prefix, or None where there is none. Existence is one LIST of the
-    store's own (counted, and cut by fault injection, like every other request)."""
-    if next(iter(store.list(config.layout.output_prefix + DELTA_LOG)), None) is None:
-        return None
+    """The table at the output prefix, or None where there is none (delta-rs finds no commit: a
+    GET of `_last_checkpoint` and a LIST of its log)."""
     try:
         return DeltaTable(table_location(store, config), storage_options=storage_options(store, config.s3))
     except TableNotFoundError:
