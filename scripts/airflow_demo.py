@@ -76,9 +76,9 @@ def main() -> int:
     print(format_batch_table(rows))
     for problem in mismatches + table_problem:
         print(f"MISMATCH: {problem}")
-    print(table_line)
-    mismatches += table_problem
     print("all counts match the planted duplicates" if not mismatches else "counts do NOT match")
+    print(table_line)  # last: the output as readers of the table see it
+    mismatches += table_problem
     return 0 if not mismatches else 1
 
 

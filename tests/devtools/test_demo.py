@@ -32,3 +32,8 @@ def test_make_demo_prints_the_planted_counts_for_each_batch() -> None:
     expected = {b.name: b.expected_counts() for b in planted_batches(datetime(2026, 11, 2, 10, 0, tzinfo=timezone.utc))}
     assert printed == {name: (i + 1, expected[name]) for i, name in enumerate(["demo-001", "demo-002", "demo-003"])}
     assert "all counts match the planted duplicates" in done.stdout
+    if demo_command()[0] == "make":  # make demo ends with the output's Delta table, read with deltalake
+        rows = sum(counts["output_rows"] for counts in expected.values())
+        # A new store: table version 0 created before its first commit, then one version per batch.
+        assert lines[-1].startswith("Delta table s3://") and lines[-1].endswith(
+            f"/deduped: version 3, {rows} rows (read with deltalake), reflecting log version 3"), lines[-1]
