@@ -391,8 +391,11 @@ def _validate_table(table: TableSettings, source: str) -> None:
     if table.compact_min_files < 2 or table.compact_target_bytes < 1 << 20:
         raise ConfigError(f"{source}: [table] compact_min_files must be at least 2 and compact_target_bytes at "
                           "least 1 MiB")
-    if table.compact_after_hours < 0 or table.vacuum_retention_hours < 0:
-        raise ConfigError(f"{source}: [table] compact_after_hours and vacuum_retention_hours may not be negative")
+    if table.compact_after_hours < 0:
+        raise ConfigError(f"{source}: [table] compact_after_hours may not be negative")
+    if table.vacuum_retention_hours < 1:
+        raise ConfigError(f"{source}: [table] vacuum_retention_hours must be at least 1: a compaction still "
+                          "writing its files is younger than that")
 
 
 def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:

@@ -311,12 +311,16 @@ def test_a_table_eventdedup_did_not_create_is_refused_and_left_untouched(store, 
 
 
 def test_vacuum_deletes_what_a_compaction_wrote_and_never_committed_and_no_batch_file(store, config, spark) -> None:
-    upkeep = replace(config, table=TableSettings(vacuum_retention_hours=0))
+    upkeep = replace(config, table=TableSettings(vacuum_retention_hours=0))  # below the configurable floor
     run(store, upkeep, spark, "b1", B1)
-    orphan = f"{config.layout.output_prefix}date=2026-11-22/hour=3/part-00000-0badc0de-c000.zstd.parquet"
+    orphan = (f"{config.layout.output_prefix}date=2026-11-22/hour=3/"
+              "part-00000-0badc0de-f007-475e-af12-c79396ad540b-c000.zstd.parquet")
     store.put_bytes(orphan, b"a compaction that gave way after writing its output")
+    somebody_elses = f"{config.layout.output_prefix}date=2026-11-22/hour=3/notes.parquet"
+    store.put_bytes(somebody_elses, b"not ours, not delta-rs's")
     report = maintain_table(store, upkeep)
-    assert report.vacuumed == [orphan]
+    assert report.vacuumed == [orphan] and report.kept_other == 1
+    assert store.head(somebody_elses) is not None
     assert batch_files(store, upkeep) <= set(bucket_listing(store))
     assert table_ids(open_delta(store, upkeep)) == expected_ids(B1)
 
@@ -358,3 +362,31 @@ def test_the_first_promotion_of_a_new_store_killed_at_each_s3_request_leaves_the
             assert recover(store, direct).consistent, crash_at
             promote_batch(store, direct, "b1")
             assert assert_table_is_the_view_at_its_version(store, direct, caught_up=True) == 1, crash_at
+
+
+def test_with_the_table_off_an_unreadable_table_fails_nothing(store, config, spark) -> None:
+    run(store, config, spark, "b1", B1)
+    store.put_bytes(f"{config.layout.output_prefix}_delta_log/{2:020d}.json", b"{not json")  # a damaged log
+    assert not fsck(store, config).consistent and fsck(store, config).table_problems
+    off = replace(config, table=TableSettings(delta="off"))
+    run(store, off, spark, "b2", B2)  # the promotion reads nothing of the table
+    assert recover(store, off).consistent and fsck(store, off).consistent
+    assert "b2" in load_committed_state(store, Layout(config.layout)).batches
+
+
+def test_a_compaction_of_a_stale_snapshot_is_rebased_over_a_projection_that_only_added_files(
+        store, config, spark, monkeypatch) -> None:
+    upkeep = replace(config, table=TableSettings(compact_min_files=2, compact_after_hours=0))
+    run(store, upkeep, spark, "b1", B1)
+    run(store, upkeep, spark, "b2", B2)
+    stale = open_delta(store, upkeep)  # a compaction read the table here...
+    run(store, upkeep, spark, "b3", [ev("c9", 3)])  # ...then b3's projection added a file (hour 03)
+    from eventdedup.delta import upkeep as upkeep_module
+    monkeypatch.setattr(upkeep_module, "open_table", lambda *_: stale)
+    hour_4 = {path: info for path, info in projection.table_files(stale).items() if info["partition"]["hour"] == "4"}
+    assert len(hour_4) >= 2
+    monkeypatch.setattr(upkeep_module, "table_files", lambda _: hour_4)
+    report = upkeep_module.UpkeepReport()
+    upkeep_module.compact(store, upkeep, report)
+    assert report.compacted == ["2026-11-22/04"] and report.gave_way == []  # rebased by delta-rs, not refused
+    assert table_ids(open_delta(store, upkeep)) == expected_ids(B1, B2, [ev("c9", 3)])

@@ -95,3 +95,16 @@ def test_a_staged_key_names_its_attempt_root() -> None:
     assert LAYOUT.attempt_root_of("b2", LAYOUT.staged_audit("b3", "0123abcd", 3)) is None
     assert LAYOUT.attempt_root_of("b2", root.rstrip("/")) is None
 
+
+
+def test_a_data_files_owner_is_read_from_its_name_whatever_its_part_number() -> None:
+    layout = Layout(LayoutSettings())
+    for part in (0, 12, 99_999, 100_000, 1_234_567):  # final_data pads to 5 digits, and never cuts
+        key = layout.final_data("20261122T050000Z", "2026-11-22", "05", part)
+        assert layout.data_owner(key) == "20261122T050000Z"
+        assert layout.data_owner(key[len("deduped/"):]) == "20261122T050000Z"
+    for name in ("date=2026-11-22/hour=5/part-00001-cbf58eb6-f007-475e-af12-c79396ad540b-c000.zstd.parquet",
+                 "date=2026-11-22/hour=05/b1-part-0001.parquet", "date=2026-11-22/hour=05/b1-part-0000x.parquet",
+                 "date=2026-11-22/hour=05/-part-00000.parquet", "date=2026-11-22/hour=05/b 1-part-00000.parquet",
+                 "date=2026-11-22/hour=05/b1-part-00000.json"):
+        assert layout.data_owner(name) is None, name

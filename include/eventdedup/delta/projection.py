@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
 from eventdedup.commit.changes import Retraction
@@ -99,10 +99,12 @@ def projected_version(table: DeltaTable) -> int:
 
 
 def table_status(store: S3Store, config: Config, state: CommittedState | None = None) -> TableStatus:
+    """Where the table stands; a table eventdedup did not create is refused (InconsistentStoreError)."""
     state = state or load_committed_state(store, Layout(config.layout))
     table = open_table(store, config)
     if table is None:
         return TableStatus(config.table.delta, table_location(store, config), False, log_version=state.version)
+    check_is_ours(table, store, config)
     return TableStatus(config.table.delta, table_location(store, config), True, table.version(),
                        projected_version(table), state.version)
 
@@ -118,11 +120,11 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
     commit it does not reflect yet. Idempotent; safe beside other projectors and compaction."""
     layout = Layout(config.layout)
     state = state or load_committed_state(store, layout)
+    if config.table.delta == "off":  # nothing of the table is read: an unreadable one must not fail batches
+        return Projection(TableStatus("off", table_location(store, config), False, log_version=state.version))
     table = open_table(store, config)
-    if config.table.delta == "off" or (table is None and config.table.delta == "auto"):
-        return Projection(table_status(store, config, state) if table is not None else
-                          TableStatus(config.table.delta, table_location(store, config), False,
-                                      log_version=state.version))
+    if table is None and config.table.delta == "auto":
+        return Projection(TableStatus("auto", table_location(store, config), False, log_version=state.version))
     if table is None:
         table = create_table(store, config, state.version)
     check_is_ours(table, store, config)
@@ -138,8 +140,7 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
                 target = state.version
                 _commit(table, _backfill_actions(store, layout, state.version), state.version,
                         {"eventdedup.operation": "backfill", "eventdedup.committed_view_at": state.version})
-                table.update_incremental()
-                table.create_checkpoint()  # every later load reads the backfill's files as Parquet, not its JSON
+                _checkpoint_after_backfill(table, store, config)
             else:
                 record = committed_record(store, layout, target)
                 _commit(table, _actions(store, layout, table, record), target, _metadata(record))
@@ -163,6 +164,17 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
         log.info("Delta table %s at version %d reflects log version %d (projected %s)", status.location,
                  status.table_version, status.projected_version, _span(done))
     return Projection(status, tuple(done))
+
+
+def _checkpoint_after_backfill(table: DeltaTable, store: S3Store, config: Config) -> None:
+    """So that every later load reads the backfill's files as Parquet, not its one large JSON. The
+    backfill stands without it: a failure is logged, and delta-rs checkpoints at its 100th version."""
+    table.update_incremental()
+    try:
+        table.create_checkpoint()
+    except (DeltaError, OSError) as exc:
+        log.warning("Delta table %s: no checkpoint after the backfill (%s); loads read its JSON until the next one",
+                    table_location(store, config), exc)
 
 
 def _span(versions: Sequence[int]) -> str:

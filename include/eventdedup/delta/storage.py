@@ -27,7 +27,9 @@ def table_location(store: S3Store, config: Config) -> str:
 
 def storage_options(store: S3Store, settings: S3Settings) -> dict[str, str]:
     # The client's own region (an Airflow connection's may differ from the configuration's).
-    region = str(getattr(getattr(store.client, "meta", None), "region_name", None) or settings.region)
+    region = next((str(meta.region_name) for client in _through_wrappers(store.client)
+                   if (meta := getattr(client, "meta", None)) is not None and getattr(meta, "region_name", None)),
+                  settings.region)
     options = {"AWS_REGION": region, **_RETRIES}
     endpoint = settings.endpoint_url and (store.endpoint or settings.endpoint_url)
     if endpoint:
@@ -41,10 +43,16 @@ def storage_options(store: S3Store, settings: S3Settings) -> dict[str, str]:
     return options
 
 
+def _through_wrappers(client: Any) -> list[Any]:
+    """The client, and the one a wrapper (a test's fault injector) holds."""
+    return [candidate for candidate in (client, getattr(client, "inner", None), getattr(client, "_client", None))
+            if candidate is not None]
+
+
 def _credentials(client: Any) -> Any:
-    """The frozen credentials a boto3 client signs with; a wrapper (a test's fault injector) is
-    looked through; else boto3's default chain."""
-    for candidate in (client, getattr(client, "inner", None), getattr(client, "_client", None)):
+    """The frozen credentials a boto3 client signs with (looked for through wrappers); else boto3's
+    default chain."""
+    for candidate in _through_wrappers(client):
         signer = getattr(candidate, "_request_signer", None)
         found = getattr(signer, "_credentials", None)
         if found is not None:

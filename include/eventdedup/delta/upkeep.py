@@ -4,9 +4,10 @@ what eventdedup's log names.
 Compaction (delta-rs `optimize.compact`) rewrites an output hour's many batch files as a few large
 ones once the hour lies `[table] compact_after_hours` behind the log's time (its latest commit's
 as_of, never this run's clock) and holds `compact_min_files` files. It changes files, not rows.
-delta-rs rebases it over commits landed meanwhile that only added files (it never touches
-those), and refuses it where one removed a file it read (a retraction's projection): it gives
-way, to try again next run (tests/integration/test_delta_table.py holds delta-rs to that).
+It commits with delta-rs's own retries: delta-rs rebases it over commits landed meanwhile that
+only added files (it never touches those), and its conflict check refuses it where one removed a
+file it read (a retraction's projection): it gives way, to try again next run
+(tests/integration/test_delta_table.py holds delta-rs to both).
 
 A compaction writes its files in folders of delta-rs's spelling (`hour=5/`, beside the batches'
 `hour=05/`): a reader that lists `deduped/` instead of reading the table or the log sees both.
@@ -22,6 +23,7 @@ delete is asked of it (a full dry run), and every file named like a batch's is k
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -47,10 +49,12 @@ class UpkeepReport:
     gave_way: list[str] = field(default_factory=list)  # hours another writer changed meanwhile: next run
     vacuumed: list[str] = field(default_factory=list)
     kept_batch_files: int = 0  # what delta-rs would have vacuumed, kept: the log names them
+    kept_other: int = 0  # untracked files neither a batch's nor a compaction's, left alone
 
     def to_json(self) -> dict[str, Any]:
         return {"compacted": self.compacted, "files_rewritten": self.files_rewritten, "gave_way": self.gave_way,
-                "vacuumed": len(self.vacuumed), "kept_batch_files": self.kept_batch_files}
+                "vacuumed": len(self.vacuumed), "kept_batch_files": self.kept_batch_files,
+                "kept_other": self.kept_other}
 
 
 def maintain_table(store: S3Store, config: Config) -> UpkeepReport:
@@ -66,6 +70,10 @@ def maintain_table(store: S3Store, config: Config) -> UpkeepReport:
     return report
 
 
+COMPACTION_RETRIES = 5
+# What delta-rs names the files it writes (compaction's): part-NNNNN-<uuid>-cNNN[.codec].parquet.
+COMPACTION_FILE = re.compile(r"part-\d{5}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-c\d{3}"
+                             r"(\.[a-z0-9]+)?\.parquet")
 HOURS_PER_RUN = 240  # a store turned "on" over years of history is compacted over several runs, oldest first
 REOPEN_EVERY = 16  # hours compacted with one table handle (its credentials are frozen when it is opened)
 
@@ -87,9 +95,11 @@ def compact(store: S3Store, config: Config, report: UpkeepReport) -> None:
             metrics = table.optimize.compact(
                 partition_filters=[("date", "=", str(day)), ("hour", "=", str(hour))],
                 target_size=config.table.compact_target_bytes,
+                # delta-rs's own retries: it rebases over projections that only added files, and its
+                # conflict check refuses where one removed a file this compaction read.
                 commit_properties=CommitProperties(custom_metadata={"eventdedup.operation": "compaction",
                                                                     "eventdedup.hour": name},
-                                                   max_commit_retries=0))
+                                                   max_commit_retries=COMPACTION_RETRIES))
         except CommitFailedError:
             report.gave_way.append(name)
             table.update_incremental()
@@ -114,8 +124,10 @@ def vacuum(store: S3Store, config: Config, report: UpkeepReport) -> None:
         relative = _relative(path, store, config)
         if layout.data_owner(relative) is not None:
             report.kept_batch_files += 1
-        else:
+        elif COMPACTION_FILE.fullmatch(relative.rsplit("/", 1)[-1]) and relative.startswith("date="):
             doomed.append(config.layout.output_prefix + relative)
+        else:
+            report.kept_other += 1  # not ours, not delta-rs's: somebody else's to delete
     store.delete_keys(doomed)
     report.vacuumed += doomed
     log.info("Delta table: vacuumed %d file(s) compaction replaced; kept %d batch file(s) the log names",

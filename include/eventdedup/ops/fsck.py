@@ -137,7 +137,12 @@ def _check_table(store: S3Store, config: Config, state: CommittedState, records:
         tuple(partition_of_object(layout, obj)[1].values()) for record in records for obj in record.objects
         if obj.kind == "data"}
     folders: dict[str, list[str]] = defaultdict(list)
-    for path, info in table_files(table).items():
+    try:
+        files = table_files(table)
+    except (DeltaError, OSError, ValueError, RuntimeError) as exc:
+        report.table_problems.append(f"{table_location(store, config)}: its files cannot be read: {exc}")
+        return
+    for path, info in files.items():
         if hours is None or tuple(info["partition"].get(c) for c in ("date", "hour")) in hours:
             key = config.layout.output_prefix + path
             folders[key.rsplit("/", 1)[0] + "/"].append(key)

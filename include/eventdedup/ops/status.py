@@ -16,6 +16,7 @@ from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.delta.projection import table_status
+from eventdedup.errors import EventDedupError
 from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
@@ -37,7 +38,7 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
     status["head_version"] = state.version
     try:
         status["table"] = table_status(store, config, state).to_json()
-    except (DeltaError, OSError) as exc:
+    except (DeltaError, OSError, ValueError, RuntimeError, EventDedupError) as exc:
         status["table"] = {"location": config.layout.output_prefix, "error": str(exc), "exists": True,
                            "mode": config.table.delta, "lag": None}
     status["ledger"] = ledger_lag(store, config, state, now)
