@@ -169,9 +169,11 @@ class S3Store:
         body: bytes = self.client.get_object(**kwargs)["Body"].read()
         return body
 
-    def get_tail(self, key: str, length: int) -> tuple[bytes, int]:
-        """The object's last `length` bytes (all of it if shorter) and its whole size."""
-        response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=-{length}")
+    def get_tail(self, key: str, length: int, *, if_match: str | None = None) -> tuple[bytes, int]:
+        """The object's last `length` bytes (all of it if shorter) and its whole size; `if_match`:
+        only of that version (else a 412)."""
+        kwargs: dict[str, Any] = {"IfMatch": if_match} if if_match else {}
+        response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=-{length}", **kwargs)
         data: bytes = response["Body"].read()
         content_range = response.get("ContentRange")
         size = int(content_range.rsplit("/", 1)[1]) if content_range else len(data)

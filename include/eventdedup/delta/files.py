@@ -54,21 +54,14 @@ def partition_values(path: str) -> dict[str, str | None]:
 
 def file_statistics(store: S3Store, key: str, etag: str) -> str:
     """Delta's `stats` of one data file, from its footer (the version the commit names, by ETag)."""
-    tail, size = _tail(store, key, etag, FOOTER_READ)
+    tail, size = store.get_tail(key, FOOTER_READ, if_match=etag)
     if len(tail) < 12 or tail[-4:] != b"PAR1":
         raise CorruptStateError(f"data file {store.uri(key)} is not a Parquet file")
     footer = int.from_bytes(tail[-8:-4], "little") + 8
     if footer > len(tail) and footer <= size:
-        tail, _ = _tail(store, key, etag, footer)
+        tail, _ = store.get_tail(key, footer, if_match=etag)
     metadata = pq.read_metadata(pa.BufferReader(b"PAR1" + tail[-footer:]))
     return json.dumps(statistics_of(metadata), separators=(",", ":"), sort_keys=True)
-
-
-def _tail(store: S3Store, key: str, etag: str, length: int) -> tuple[bytes, int]:
-    response = store.client.get_object(Bucket=store.bucket, Key=key, Range=f"bytes=-{length}", IfMatch=etag)
-    data: bytes = response["Body"].read()
-    content_range = response.get("ContentRange")
-    return data, int(content_range.rsplit("/", 1)[1]) if content_range else len(data)
 
 
 def statistics_of(metadata: pq.FileMetaData) -> dict[str, Any]:
