@@ -311,18 +311,18 @@ def _retraction_actions(store: S3Store, layout: Layout, table: DeltaTable,
     assert isinstance(change, Retraction)
     files = table_files(table)
     targets = set(change.retracts)
-    touched = {_partition_key(info["partition"]) for path, info in files.items()
+    touched = {partition_key(info["partition"]) for path, info in files.items()
                if layout.data_owner(path) in targets}
     for version in change.retracted_versions:
         target = committed_record(store, layout, version)
-        touched |= {_partition_key(partition_of_object(layout, obj)[1]) for obj in target.objects if obj.kind == "data"}
-    compacted = {key for path, info in files.items() if (key := _partition_key(info["partition"])) in touched
+        touched |= {partition_key(partition_of_object(layout, obj)[1]) for obj in target.objects if obj.kind == "data"}
+    compacted = {key for path, info in files.items() if (key := partition_key(info["partition"])) in touched
                  and layout.data_owner(path) is None}
     # A tombstone is dated when it is written (Delta's vacuum retention runs from it), not by log time.
     when = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(path, True, when, info["size"], info["partition"]) for path, info in files.items()
-        if layout.data_owner(path) in targets and _partition_key(info["partition"]) not in compacted]
+        if layout.data_owner(path) in targets and partition_key(info["partition"]) not in compacted]
     if compacted:
         actions += _reset_partitions(store, layout, files, compacted, record.version, when)
     return actions
@@ -338,11 +338,11 @@ def _reset_partitions(store: S3Store, layout: Layout, files: Mapping[str, Mappin
         if entry.promoted.kind != "data":
             continue
         path, partition = partition_of_object(layout, entry.promoted)
-        if _partition_key(partition) in partitions:
+        if partition_key(partition) in partitions:
             wanted[path] = (entry.promoted, entry.version)
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(path, True, when, info["size"], info["partition"]) for path, info in files.items()
-        if _partition_key(info["partition"]) in partitions and path not in wanted]
+        if partition_key(info["partition"]) in partitions and path not in wanted]
     missing = [(obj, at) for path, (obj, at) in wanted.items() if path not in files]
     for at in sorted({at for _, at in missing}):
         as_of = committed_record(store, layout, at).as_of
@@ -350,6 +350,7 @@ def _reset_partitions(store: S3Store, layout: Layout, files: Mapping[str, Mappin
     return actions
 
 
-def _partition_key(partition: Mapping[str, str | None]) -> tuple[str | None, ...]:
+def partition_key(partition: Mapping[str, str | None]) -> tuple[str | None, ...]:
+    """An output hour as the table's partition values spell it: (date, hour)."""
     return tuple(partition.get(column) for column in PARTITION_COLUMNS)
 

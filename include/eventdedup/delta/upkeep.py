@@ -34,7 +34,7 @@ from deltalake.transaction import CommitProperties
 
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.config import Config
-from eventdedup.delta.projection import table_files
+from eventdedup.delta.projection import partition_key, table_files
 from eventdedup.delta.storage import open_table
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -84,7 +84,7 @@ def compact(store: S3Store, config: Config, report: UpkeepReport) -> None:
     if table is None or horizon is None:
         return
     horizon -= timedelta(hours=config.table.compact_after_hours)
-    counts = Counter((info["partition"]["date"], info["partition"]["hour"]) for info in table_files(table).values())
+    counts = Counter(partition_key(info["partition"]) for info in table_files(table).values())
     due = [(day, hour) for day, hour in sorted(counts)
            if counts[(day, hour)] >= config.table.compact_min_files and _hour_start(day, hour) < horizon]
     for number, (day, hour) in enumerate(due[:HOURS_PER_RUN]):

@@ -29,7 +29,7 @@ from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import EMPTY_LOAD_MANIFEST, load_manifest_bytes
 from eventdedup.config import Config
 from eventdedup.delta.files import partition_of_object
-from eventdedup.delta.projection import TableStatus, check_is_ours, projected_version, table_files
+from eventdedup.delta.projection import TableStatus, check_is_ours, partition_key, projected_version, table_files
 from eventdedup.delta.storage import open_table, table_location
 from eventdedup.errors import InconsistentStoreError
 from eventdedup.layout import Layout
@@ -134,7 +134,7 @@ def _check_table(store: S3Store, config: Config, state: CommittedState, records:
                                projected_version(table), state.version)
     layout = Layout(config.layout)
     hours = None if records is None else {
-        tuple(partition_of_object(layout, obj)[1].values()) for record in records for obj in record.objects
+        partition_key(partition_of_object(layout, obj)[1]) for record in records for obj in record.objects
         if obj.kind == "data"}
     folders: dict[str, list[str]] = defaultdict(list)
     try:
@@ -143,7 +143,7 @@ def _check_table(store: S3Store, config: Config, state: CommittedState, records:
         report.table_problems.append(f"{table_location(store, config)}: its files cannot be read: {exc}")
         return
     for path, info in files.items():
-        if hours is None or tuple(info["partition"].get(c) for c in ("date", "hour")) in hours:
+        if hours is None or partition_key(info["partition"]) in hours:
             key = config.layout.output_prefix + path
             folders[key.rsplit("/", 1)[0] + "/"].append(key)
     for folder, keys in sorted(folders.items()):
