@@ -42,6 +42,8 @@ class LayoutSettings:
     # Redshift-COPY-style manifests, one per committed batch.
     manifest_prefix: str = "manifests/"
     alerts_prefix: str = "alerts/"
+    # The daily HTML report and its JSON (eventdedup.report), one pair per day and a latest.
+    reports_prefix: str = "reports/"
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ PARTITION_DIRECTIVES = frozenset("YmdHj")
 SORTED_KEY_DIRECTIVES = frozenset("YmdHMSj")
 
 SYNTHETIC_POLICIES = ("rename", "drop", "keep")
+DEDUP_MODES = ("enforce", "observe")
 PARTITION_TIMES = ("event", "id")
 NORMALIZE_STEPS = ("trim", "lower")
 SURVIVOR_KINDS_BY_ORDER = ("first", "last")
@@ -127,6 +130,10 @@ class DedupSettings:
     # A cache segment this small is merged into the next head written to its key; a key holding
     # more builds a chain of objects, each batch writing what it adds (eventdedup.cache.heads).
     segment_merge_bytes: int = 96 << 10
+    # "enforce": duplicates are dropped (or renamed, kept flagged) as the policies say; "observe":
+    # every event is output as it arrived, and the audit says what enforcing would have done. The
+    # cache is the one enforcing builds either way, so switching to enforce keeps it.
+    mode: str = "enforce"
 
     @property
     def uses_id_guards(self) -> bool:
@@ -181,6 +188,20 @@ class TableSettings:
 
 
 @dataclass(frozen=True)
+class ReportSettings:
+    """What `eventdedup report` groups duplicates by (eventdedup.report)."""
+
+    # A top-level field of the event (e.g. "app_id") whose value the audit records for each
+    # duplicate, so the report ranks producers by it without reading raw lines. "": not recorded.
+    producer_field: str = ""
+    # How many leading folders of an input object's key name its source in the report ("landing/
+    # app-a/2026/..." at 2 is "landing/app-a/"); 0: the object's whole folder.
+    source_prefix_depth: int = 0
+    # How many producers and sources the report lists.
+    top: int = 10
+
+
+@dataclass(frozen=True)
 class Config:
     s3: S3Settings
     layout: LayoutSettings = field(default_factory=LayoutSettings)
@@ -189,6 +210,7 @@ class Config:
     spark: SparkSettings = field(default_factory=SparkSettings)
     inputs: InputSettings = field(default_factory=InputSettings)
     table: TableSettings = field(default_factory=TableSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
 
     @property
     def key_fields(self) -> tuple[str, ...]:
@@ -219,6 +241,7 @@ _SECTIONS: dict[str, type] = {
     "spark": SparkSettings,
     "inputs": InputSettings,
     "table": TableSettings,
+    "report": ReportSettings,
 }
 
 
@@ -343,10 +366,14 @@ def _validated(config: Config, source: str) -> Config:
     _validate_semantics(config.dedup, source)
     _validate_inputs(config.inputs, source)
     _validate_table(config.table, source)
+    if config.report.source_prefix_depth < 0 or config.report.top < 1:
+        raise ConfigError(f"{source}: [report] source_prefix_depth may not be negative and top must be at least 1")
     return replace(config, s3=replace(s3, endpoint_url=endpoint), layout=LayoutSettings(**layout_values))
 
 
 def _validate_semantics(dedup: DedupSettings, source: str) -> None:
+    if dedup.mode not in DEDUP_MODES:
+        raise ConfigError(f"{source}: [dedup] mode must be one of {list(DEDUP_MODES)}, got {dedup.mode!r}")
     if dedup.synthetic not in SYNTHETIC_POLICIES:
         raise ConfigError(
             f"{source}: [dedup] synthetic must be one of {list(SYNTHETIC_POLICIES)}, got {dedup.synthetic!r}")
