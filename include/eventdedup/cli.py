@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, NoReturn
 
 import orjson
@@ -91,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
     recover = command("recover", _recover, "finish or report every unfinished promotion")
     recover.add_argument("--dry-run", action="store_true", help="only report what would be done")
     recover.add_argument("--json", action="store_true")
+    report = command("report", _report, "what the pipeline did over a range of commits: an HTML page with charts")
+    report.add_argument("--since", type=_timestamp, help="commits made at or after this (ISO-8601 with offset; "
+                        "default: a day before --until)")
+    report.add_argument("--until", type=_timestamp, help="commits made before this (default: now)")
+    report.add_argument("--out", help="write the HTML page here (default: report.html)", default="report.html")
+    report.add_argument("--json", action="store_true", help="print the figures as JSON instead of writing the page")
     check = command("fsck", _fsck, "check every committed object against the commit log (exists, size, ETag)")
     check.add_argument("--json", action="store_true")
     check.add_argument("--last", type=int, help="check only the newest N commits")
@@ -261,6 +267,26 @@ def _fsck(args: argparse.Namespace) -> int:
     report = fsck(_store(config), config, args.last)
     print(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() if args.json else report.text())
     return 0 if report.consistent else EXIT_INCONSISTENT
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eventdedup.report import build_report
+
+    config = load_config(args.config)
+    now = datetime.now(timezone.utc)
+    until = args.until or now
+    report = build_report(_store(config), config, args.since or until - timedelta(days=1), until,
+                          now if args.until is None else None)
+    if args.json:
+        print(report.json.decode())
+    else:
+        Path(args.out).write_text(report.html, encoding="utf-8")
+        figures = report.figures
+        print(f"{args.out}: {figures['log']['batches']} batches committed from {figures['range']['since']} to "
+              f"{figures['range']['until']}; {figures['copy_lag']['verdict']}")
+    return 0
 
 
 def _populate(args: argparse.Namespace) -> int:

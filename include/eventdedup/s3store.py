@@ -48,7 +48,7 @@ class ObjectInfo:
     key: str
     size: int
     etag: str
-    # Set only on objects read from a listing: when the upload started, not when the object
+    # Set only on objects read from a listing or a HEAD: when the upload started, not when the object
     # became visible, so it is never part of an object's identity.
     last_modified: datetime | None = field(default=None, compare=False, metadata=TRANSIENT)
 
@@ -241,7 +241,7 @@ class S3Store:
             if is_not_found(exc):
                 return None
             raise
-        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"])
+        return ObjectInfo(key, int(response["ContentLength"]), response["ETag"], response.get("LastModified"))
 
     @property
     def endpoint(self) -> str:

@@ -14,9 +14,9 @@ PACKAGE = REPO / "include" / "eventdedup"
 # plumbing that starts the job, after the job whose modules its daemon pre-imports); a module
 # may import only from its own level or the levels before it.
 # The Delta table is the commit log's projection, written by whoever finishes a commit: its package
-# (delta) is the commit's peer, one level.
+# (delta) is the commit's peer, one level. The report reads what the operations read: their peer.
 LEVELS = ["<top>", "parse", "inputs", "commit", "cache", "dedup", "job", "spark", "ops", "cli"]
-PEERS = {"delta": "commit"}
+PEERS = {"delta": "commit", "report": "ops"}
 
 
 def level_of(module: str) -> int:

@@ -1,0 +1,155 @@
+"""The report as one self-contained HTML page, drawn from the figures document alone.
+
+No script, style sheet or font is fetched: the charts are inline SVG and the style is inline. The
+one inline script measures what the browser drew (each chart's size, its marks) into `data-`
+attributes, so a headless browser's DOM says whether the charts rendered.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from html import escape
+from typing import Any
+
+from eventdedup.report import charts
+from eventdedup.report.figures import DUPLICATE_KINDS, duration_text
+
+MAX_COLUMNS = 288  # a day of 5-minute batches; longer ranges add neighbouring batches together
+
+_STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:800px;color:#222}
+h1{font-size:22px;margin-bottom:4px}h2{font-size:17px;margin:28px 0 6px;border-bottom:1px solid #ddd}
+.sub{color:#666}.verdict{background:#f4f6fb;border-left:4px solid #4269d0;padding:8px 12px}
+.warn{border-left-color:#ff725c}table{border-collapse:collapse;margin:8px 0}
+td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eee}th{color:#555;font-weight:600}
+td:first-child,th:first-child{text-align:left}svg.chart text{font-size:11px;fill:#555}
+svg.chart .grid{stroke:#eee}svg.chart .empty{font-size:14px;fill:#999}
+.legend{font-size:12px;color:#444;margin:-2px 0 10px}.key{margin-right:14px}
+.key i{display:inline-block;width:10px;height:10px;margin-right:4px}
+"""
+
+_CHECK = """
+addEventListener('load',function(){var n=0;document.querySelectorAll('svg.chart').forEach(function(s){
+var r=s.getBoundingClientRect(),m=0;s.querySelectorAll('.mark').forEach(function(e){var b=e.getBBox();
+if(b.width>0||b.height>0)m++});s.setAttribute('data-rendered',Math.round(r.width)+'x'+Math.round(r.height));
+s.setAttribute('data-marks',m);n++});document.body.setAttribute('data-charts-checked',n)});
+"""
+
+
+def render_page(figures: Mapping[str, Any]) -> str:
+    batches = [b for b in figures["batches"] if not b["retracted"]]
+    labels, columns = _columns(batches)
+    sections = [
+        _header(figures),
+        _section("Duplicates by kind, per batch", charts.stacked_bars(
+            "duplicates", labels, {kind.replace("_", " "): [c["counts"][kind] for c in columns]
+                                   for kind in DUPLICATE_KINDS}, "No duplicates in this range.")
+                 + _what_became_of_them(figures["totals"])),
+        _section("Input lines and output rows, per batch", charts.lines(
+            "volume", labels, {"input lines": [c["counts"]["input_lines"] for c in columns],
+                               "output rows": [c["counts"]["output_rows"] for c in columns]}, "No batches.")),
+        _section("Quarantined lines and excluded inputs, per batch", charts.stacked_bars(
+            "quarantine", labels, {"quarantined lines": [c["counts"]["malformed"] for c in columns],
+                                   "excluded inputs": [c["counts"]["inputs_excluded"] for c in columns]},
+            "Nothing was quarantined.")
+                 + charts.horizontal_bars("quarantine_reasons", list(figures["quarantine_by_reason"].items()),
+                                          "No quarantined lines.")),
+        _lag_section(figures["copy_lag"]),
+        _section("Where duplicates come from", _top_table("Input source", figures["top_sources"])
+                 + charts.horizontal_bars("sources", [(t["name"] or "(top level)", t["duplicates"])
+                                                      for t in figures["top_sources"]], "No duplicates.")
+                 + (charts.horizontal_bars("producers", [(t["name"], t["duplicates"])
+                                                         for t in figures["top_producers"]], "No duplicates.")
+                    + _top_table(figures["settings"]["producer_field"], figures["top_producers"])
+                    if figures["settings"]["producer_field"] else
+                    '<p class="sub">Set [report] producer_field to rank producers by a field of the event.</p>')),
+        _health_section(figures["health"], labels, columns),
+    ]
+    return ("<!doctype html><html lang=en><head><meta charset=utf-8><title>eventdedup report</title>"
+            f"<style>{_STYLE}</style></head><body>{''.join(sections)}<script>{_CHECK}</script></body></html>")
+
+
+def _columns(batches: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """At most MAX_COLUMNS columns: neighbouring batches summed, their durations' maximum kept."""
+    per = max(1, -(-len(batches) // MAX_COLUMNS))
+    labels, columns = [], []
+    for start in range(0, len(batches), per):
+        group = batches[start:start + per]
+        labels.append(datetime.fromisoformat(group[0]["as_of"]).strftime("%m-%d %H:%M"))
+        columns.append({"counts": {name: sum(b["counts"][name] for b in group) for name in group[0]["counts"]},
+                        "seconds": {name: max((b["seconds"][name] for b in group if b["seconds"][name] is not None),
+                                              default=None) for name in group[0]["seconds"]}})
+    return labels, columns
+
+
+def _section(title: str, body: str) -> str:
+    return f"<h2>{escape(title)}</h2>{body}"
+
+
+def _header(figures: Mapping[str, Any]) -> str:
+    log, totals = figures["log"], figures["totals"]
+    mode = figures["settings"]["mode"]
+    rows = [("batches", log["batches"]), ("input lines", totals["input_lines"]),
+            ("output rows", totals["output_rows"]),
+            ("duplicates dropped", totals["in_batch_duplicates"] + totals["cross_batch_duplicates"]),
+            ("duplicates observed (would drop)", totals["would_drop_in_batch"] + totals["would_drop_cross_batch"]),
+            ("quarantined lines", totals["malformed"]), ("excluded inputs", totals["inputs_excluded"])]
+    extra = "".join(f"<p class=sub>Retracted (left out of every figure): {escape(', '.join(log['retracted_batches']))}"
+                    "</p>" for _ in [0] if log["retracted_batches"])
+    return (f"<h1>eventdedup report</h1><p class=sub>Commits made from {escape(figures['range']['since'])} to "
+            f"{escape(figures['range']['until'])}: {log['commits_in_range']} (log at version {log['head_version']}); "
+            f"mode <b>{escape(mode)}</b>, window {figures['settings']['window_hours']} h.</p>{extra}"
+            + _table(("", "in range"), [(name, f"{value:,}") for name, value in rows]))
+
+
+def _what_became_of_them(totals: Mapping[str, int]) -> str:
+    rows = [(name.replace("_", " "), f"{totals[name]:,}") for name in
+            ("in_batch_duplicates", "cross_batch_duplicates", "cross_hour_duplicates", "renamed", "kept_synthetic",
+             "updates", "would_drop_in_batch", "would_drop_cross_batch", "would_rename", "would_keep")
+            if totals.get(name)]
+    return _table(("what became of them", "copies"), rows) if rows else ""
+
+
+def _lag_section(lag: Mapping[str, Any]) -> str:
+    warn = " warn" if "too short" in lag["verdict"] else ""
+    percentiles = [(f"p{p}", "" if v is None else duration_text(v)) for p, v in lag["percentiles_seconds"].items()]
+    beyond = [(f"beyond {name.replace('_', ' ')}", f"{v['copies']:,} ({v['share']:.1%})")
+              for name, v in lag["beyond"].items()]
+    body = (f'<p class="verdict{warn}">{escape(lag["verdict"])}</p>'
+            + charts.histogram("copy_lag", [(b["label"], b["copies"]) for b in lag["histogram"]], "No copies.")
+            + _table(("copies", f"{lag['copies']:,}"), percentiles + beyond))
+    return _section("Copy lag: how long after its original each copy arrived", body)
+
+
+def _top_table(title: str, top: Sequence[Mapping[str, Any]]) -> str:
+    return _table((title, "duplicates", "share"), [(t["name"] or "(top level)", f"{t['duplicates']:,}",
+                                                    f"{t['share']:.1%}") for t in top]) if top else ""
+
+
+def _health_section(health: Mapping[str, Any], labels: Sequence[str], columns: Sequence[Mapping[str, Any]]) -> str:
+    stages = [(name.replace("_", " "), duration_text(v["median"]), duration_text(v["max"]))
+              for name, v in health["seconds"].items()]
+    written = health["cache_written_by_day"]
+    ingestion = health.get("ingestion")
+    waiting = ""
+    if ingestion:
+        oldest = ingestion["oldest_unconsumed"]
+        waiting = (f"<p>Ingestion: {ingestion['unconsumed']} landing object(s) of the last "
+                   f"{ingestion['lookback_hours']} h wait for a batch"
+                   + (f", the oldest {escape(str(oldest))}" if oldest else "")
+                   + f"; the ingestion ledger holds {ingestion['ledger_entries']:,} entries.</p>")
+    return _section("Pipeline health", (
+        charts.lines("latency", labels, {"behind the clock (s)": [c["seconds"]["latency"] for c in columns]},
+                     "No batches.")
+        + _table(("stage", "median", "max"), stages) + waiting
+        + charts.stacked_bars("cache_written", list(written), {"cache bytes written": [d["bytes"] for d in
+                                                                                       written.values()]},
+                              "No cache written.")
+        + charts.horizontal_bars("live_cache", list(health["live_cache_objects_by_day"].items()),
+                                 "No live cache objects.")))
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"

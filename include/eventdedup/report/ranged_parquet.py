@@ -1,0 +1,123 @@
+"""Some columns of a committed Parquet object, read by byte range: the footer, then only the chunks
+of the columns asked for.
+
+The audit holds each duplicate's raw line (~300 bytes of the ~330 a row takes); the report needs
+its short, dictionary-encoded columns (source object, producer, ...), a few KB a file. Reading
+them as ranges costs one GET for the tail (the footer, and often the last chunks with it) and one
+for each run of needed chunks not in it, instead of every byte of the file.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eventdedup.errors import CorruptStateError
+from eventdedup.s3store import S3Store
+
+TAIL_READ = 64 << 10
+# Chunks closer than this are read in one range (a GET's overhead outweighs a few KB of bytes).
+_COALESCE_GAP = 64 << 10
+
+
+@dataclass
+class ReadCost:
+    """What reading cost: requests made and bytes received, against the objects' whole size."""
+
+    requests: int = 0
+    bytes_read: int = 0
+    object_bytes: int = 0
+
+    def add(self, other: ReadCost) -> None:
+        self.requests += other.requests
+        self.bytes_read += other.bytes_read
+        self.object_bytes += other.object_bytes
+
+
+class _SparseFile(io.RawIOBase):
+    """A file of which only some byte ranges are present: what pyarrow reads must lie in them."""
+
+    def __init__(self, size: int, pieces: dict[int, bytes]) -> None:
+        self._size, self._pieces, self._at = size, pieces, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._at = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence] + offset
+        return self._at
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        wanted = min(len(buffer), self._size - self._at)
+        done = 0
+        while done < wanted:
+            at = self._at + done
+            piece_start, piece = next(((start, piece) for start, piece in self._pieces.items()
+                                       if start <= at < start + len(piece)), (at, b""))
+            if not piece:
+                raise CorruptStateError(f"byte {at} was not fetched (a footer naming chunks other than its own?)")
+            take = min(wanted - done, piece_start + len(piece) - at)
+            buffer[done:done + take] = piece[at - piece_start:at - piece_start + take]
+            done += take
+        self._at += done
+        return done
+
+
+def read_columns(store: S3Store, key: str, columns: Sequence[str], *, etag: str | None = None,
+                 cost: ReadCost | None = None) -> pa.Table:
+    """The named columns of the object's every row group (a column the file lacks comes back null:
+    files written before it existed). `etag`: only that version of the object."""
+    tail, size = store.get_tail(key, TAIL_READ, if_match=etag)
+    spent = ReadCost(1, len(tail), size)
+    if len(tail) < 12 or tail[-4:] != b"PAR1":
+        raise CorruptStateError(f"{store.uri(key)} is not a Parquet file")
+    footer_length = int.from_bytes(tail[-8:-4], "little") + 8
+    pieces = {size - len(tail): tail}
+    if footer_length > len(tail):
+        footer = store.get_bytes(key, if_match=etag, byte_range=(size - footer_length, size))
+        spent.requests, spent.bytes_read = spent.requests + 1, spent.bytes_read + len(footer)
+        pieces = {size - footer_length: footer}
+    metadata = pq.read_metadata(io.BytesIO(pieces[min(pieces)][-footer_length:]))
+    present = [name for name in columns if name in metadata.schema.names]
+    for start, stop in _missing_ranges(metadata, present, min(pieces)):
+        pieces[start] = store.get_bytes(key, if_match=etag, byte_range=(start, stop))
+        spent.requests, spent.bytes_read = spent.requests + 1, spent.bytes_read + stop - start
+    if cost is not None:
+        cost.add(spent)
+    table = pq.ParquetFile(_SparseFile(size, pieces), metadata=metadata).read(columns=present)
+    for name in columns:
+        if name not in present:
+            table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
+    return table.select(list(columns))
+
+
+def _missing_ranges(metadata: pq.FileMetaData, columns: Sequence[str], fetched_from: int) -> list[tuple[int, int]]:
+    """The byte ranges of the columns' chunks below `fetched_from`, runs closer than the gap merged."""
+    wanted = set(columns)
+    spans: list[tuple[int, int]] = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for index in range(row_group.num_columns):
+            chunk = row_group.column(index)
+            if chunk.path_in_schema not in wanted:
+                continue
+            start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+            start = min(start, chunk.data_page_offset)
+            if start < fetched_from:
+                spans.append((start, start + chunk.total_compressed_size))
+    merged: list[tuple[int, int]] = []
+    for start, stop in sorted(spans):
+        if merged and start - merged[-1][1] <= _COALESCE_GAP:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
