@@ -18,7 +18,8 @@ from eventdedup.errors import EventDedupError
 @dataclass(frozen=True)
 class BatchCounts(Mapping[str, int]):
     """Every count of one batch. Duplicates are counted twice over: by what was found (the four
-    kinds) and by what became of them (dropped, renamed, kept, updated)."""
+    kinds) and by what became of them (dropped, renamed, kept, updated; in observe mode, what
+    enforcing would have done with them: the `would_*` counts, while every event is output)."""
 
     input_lines: int = 0  # every line of every input object read (or quarantined whole)
     malformed: int = 0  # lines quarantined, with their reason
@@ -35,6 +36,13 @@ class BatchCounts(Mapping[str, int]):
     renamed: int = 0  # synthetic duplicates emitted under a derived id
     kept_synthetic: int = 0  # synthetic duplicates emitted flagged (duplicate_of)
     updates: int = 0  # changelog: emitted as op = update
+    # Observe mode ([dedup] mode = "observe"): nothing is dropped, renamed, kept flagged or output
+    # as an update; these say what enforcing would have done instead (0 under enforce).
+    would_drop_in_batch: int = 0  # would be in_batch_duplicates
+    would_drop_cross_batch: int = 0  # would be cross_batch_duplicates
+    would_rename: int = 0  # would be renamed
+    would_keep: int = 0  # would be kept_synthetic
+    would_update: int = 0  # would be updates (not a duplicate found: an update is a key's new version)
     inputs_excluded: int = 0  # input objects an operator excluded, quarantined whole
     inputs_already_consumed: int = 0  # prefix inputs the ingestion ledger held, skipped
     populated: int = 0  # a populate batch: events committed to the cache, not output
@@ -85,16 +93,18 @@ class BatchCounts(Mapping[str, int]):
     def check_balance(self) -> None:
         """Every input line is accounted for exactly once: quarantined, dropped with a reason,
         output, or (a populate batch) committed to the cache only; and every duplicate found was
-        dropped, renamed or kept."""
+        dropped, renamed or kept (in observe mode: output, with what enforcing would have done)."""
         accounted = (self.malformed + self.in_batch_duplicates + self.cross_batch_duplicates + self.output_rows
                      + self.populated)
         if accounted != self.input_lines:
             raise EventDedupError(f"counts do not balance: {accounted} accounted for, {self.input_lines} input lines")
         found = self.in_batch_natural + self.in_batch_synthetic + self.cross_batch_natural + self.cross_batch_synthetic
         settled = self.in_batch_duplicates + self.cross_batch_duplicates + self.renamed + self.kept_synthetic
-        if found != settled:
+        observed = self.would_drop_in_batch + self.would_drop_cross_batch + self.would_rename + self.would_keep
+        if found != settled + observed:
             raise EventDedupError(
-                f"counts do not balance: {found} duplicates found, {settled} dropped, renamed or kept")
+                f"counts do not balance: {found} duplicates found, {settled} dropped, renamed or kept, {observed} "
+                "observed (would be dropped, renamed or kept)")
 
 
 # Field order, found once: a batch adds one bucket's counts to its total per bucket.

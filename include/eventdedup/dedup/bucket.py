@@ -40,7 +40,7 @@ from eventdedup.dedup.decide import (
     decide_key_group,
     new_cache_run,
 )
-from eventdedup.dedup.rows import audit_columns, output_columns
+from eventdedup.dedup.rows import audit_columns, observed_output_columns, output_columns
 from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.keys import day_guard_head_key, digest_array, guard_head_key
 from eventdedup.sorting import distinct_sorted, unique_inverse
@@ -86,6 +86,10 @@ class BucketRules:
     # A populate batch (eventdedup.ops.populate): what it would emit goes to the cache only,
     # counted as `populated`.
     populate: bool = False
+    # Observe mode ([dedup] mode = "observe"): every row is output as it arrived and the audit says
+    # what enforcing would have done; the cache and guards are what enforcing writes. Not for a
+    # populate batch, which outputs nothing either way.
+    observe: bool = False
     # Whether the batch adds its ids to an id guard (config: DedupSettings.uses_id_guards).
     write_guard: bool = True
     chains: ChainPolicy = ChainPolicy()  # when a new head merges its key's newest objects
@@ -107,7 +111,7 @@ class NewSegment:
 
 @dataclass(frozen=True)
 class BucketOutcome:
-    emitted: npt.NDArray[np.bool_]  # per row of the bucket
+    emitted: npt.NDArray[np.bool_]  # per row of the bucket: whether it is output (observing: every row)
     output: pa.Table  # the emitted rows, OUTPUT_SCHEMA without raw
     duplicates: npt.NDArray[np.intp]  # rows of the bucket the audit holds
     audit: pa.Table  # their audit columns, AUDIT_SCHEMA without raw, source_object and line_number
@@ -136,7 +140,7 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     view = CacheView.from_hours(loaded, rules.visible_owners)
     priorities = rules.survivor.priorities(table.column("order_key"), table.num_rows)
     decision = decide_key_group(digests, fingerprints, priorities, view, rules.batch_id, rules.policy, key_hours)
-    emitted = decision.emitted_mask
+    emitted = decision.emitted_mask  # what enforcing emits: observing too, the cache holds exactly these
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
     fine_buckets = rules.epochs.fine_buckets(digests, hours)
     new_hours, new_fines = distinct_pairs(hours[emitted], fine_buckets[emitted])
@@ -153,10 +157,19 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     guard = (cache.guard(guard_head_key(rules.arrival_hour, bucket)).with_ids(digests[emitted], hours[emitted])
              if rules.write_guard and emitted.any() else None)
     cross_hour = int(np.count_nonzero(cross_hour_duplicates(decision, view, key_of_row, hours)))
-    counts = counts_of(decision, rules.populate, cache_keys_written=written, cross_hour_duplicates=cross_hour,
-                       guard_hours_loaded=len(other_hours))
-    return BucketOutcome(emitted, output_columns(rules.batch_id, table, decision), duplicates,
-                         audit_columns(rules.batch_id, table, decision, duplicates), counts, new_segments, guard)
+    observe = rules.observe and not rules.populate
+    counts = counts_of(decision, rules.populate, observe, cache_keys_written=written,
+                       cross_hour_duplicates=cross_hour, guard_hours_loaded=len(other_hours))
+    output, audit = _output_and_audit(rules.batch_id, table, decision, duplicates, observe)
+    return BucketOutcome(np.ones(table.num_rows, bool) if observe else emitted, output, duplicates, audit, counts,
+                         new_segments, guard)
+
+
+def _output_and_audit(batch_id: str, table: pa.Table, decision: KeyDecision, duplicates: npt.NDArray[np.intp],
+                      observe: bool) -> tuple[pa.Table, pa.Table]:
+    """The bucket's output rows (observing: every row as it arrived) and its audit rows."""
+    output = observed_output_columns(batch_id, table) if observe else output_columns(batch_id, table, decision)
+    return output, audit_columns(batch_id, table, decision, duplicates, observe)
 
 
 def _key_hours(rules: BucketRules, bucket: int, keys: npt.NDArray[np.bytes_], key_of_row: npt.NDArray[np.intp],
@@ -215,20 +228,27 @@ def cross_hour_duplicates(decision: KeyDecision, view: CacheView, key_of_row: np
     return found
 
 
-def counts_of(decision: KeyDecision, populate: bool, **work: int) -> BatchCounts:
-    """The counts of one decided group: duplicates found by kind, what became of them, what was
-    emitted (or, for a populate batch, committed to the cache only)."""
+# Observing, what enforcing does is counted as what it would do.
+_WOULD_COUNTS = {"in_batch_duplicates": "would_drop_in_batch", "cross_batch_duplicates": "would_drop_cross_batch",
+                 "renamed": "would_rename", "kept_synthetic": "would_keep", "updates": "would_update"}
+
+
+def counts_of(decision: KeyDecision, populate: bool, observe: bool = False, **work: int) -> BatchCounts:
+    """The counts of one decided group: duplicates found by kind, what became of them (observing:
+    what would have), what was output (or, for a populate batch, committed to the cache only)."""
     outcomes, actions = decision.outcomes, decision.actions
     dropped = actions == Action.DROP
     in_batch = (outcomes == Outcome.IN_BATCH_NATURAL) | (outcomes == Outcome.IN_BATCH_SYNTHETIC)
     cross_batch = (outcomes == Outcome.CROSS_BATCH_NATURAL) | (outcomes == Outcome.CROSS_BATCH_SYNTHETIC)
-    emitted = int(np.count_nonzero(~dropped))
     found = {outcome.reason: int(np.count_nonzero(outcomes == outcome)) for outcome in Outcome
              if outcome is not Outcome.KEPT}
-    return BatchCounts(
-        in_batch_duplicates=int(np.count_nonzero(in_batch & dropped)),
-        cross_batch_duplicates=int(np.count_nonzero(cross_batch & dropped)),
-        output_rows=0 if populate else emitted, populated=emitted if populate else 0,
-        renamed=int(np.count_nonzero(actions == Action.RENAME)),
-        kept_synthetic=int(np.count_nonzero(actions == Action.KEEP)),
-        updates=int(np.count_nonzero(actions == Action.UPDATE)), **found, **work)
+    settled = {"in_batch_duplicates": int(np.count_nonzero(in_batch & dropped)),
+               "cross_batch_duplicates": int(np.count_nonzero(cross_batch & dropped)),
+               "renamed": int(np.count_nonzero(actions == Action.RENAME)),
+               "kept_synthetic": int(np.count_nonzero(actions == Action.KEEP)),
+               "updates": int(np.count_nonzero(actions == Action.UPDATE))}
+    output = len(actions) if observe else int(np.count_nonzero(~dropped))
+    if observe:
+        settled = {_WOULD_COUNTS[name]: value for name, value in settled.items()}
+    return BatchCounts(output_rows=0 if populate else output, populated=output if populate else 0,
+                       **settled, **found, **work)

@@ -64,6 +64,12 @@ class Action(IntEnum):
         """The audit's `action` column: dropped | renamed | kept | emit | update."""
         return {Action.DROP: "dropped", Action.RENAME: "renamed", Action.KEEP: "kept"}.get(self, self.name.lower())
 
+    @property
+    def would_label(self) -> str:
+        """The audit's `action` column in observe mode, where nothing is done: would_drop |
+        would_rename | would_keep (an emitted row or an update is not audited)."""
+        return f"would_{self.name.lower()}"
+
 
 _SYNTHETIC_ACTIONS = {"rename": Action.RENAME, "keep": Action.KEEP, "drop": Action.DROP}
 

@@ -2,7 +2,9 @@
 once, in input order, when the files are written).
 
 Columns are built natively; per-row Python runs only for the rare renamed and updated rows
-(their new id, their superseded batch).
+(their new id, their superseded batch). In observe mode every row is output as it arrived, and
+the audit says what enforcing would have done ("would_" + the action: would_drop, would_rename,
+would_keep).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ DECIDED_AUDIT = pa.schema([AUDIT_SCHEMA.field(name) for name in
 # Labels indexed by the enums' values (0, 1, 2, ...), so an audit column is one numpy take.
 _REASONS = np.array([Outcome(i).reason for i in range(len(Outcome))], dtype=object)
 _ACTION_LABELS = np.array([Action(i).label for i in range(len(Action))], dtype=object)
+_WOULD_LABELS = np.array([Action(i).would_label for i in range(len(Action))], dtype=object)
 
 
 def output_columns(batch_id: str, table: pa.Table, decision: KeyDecision) -> pa.Table:
@@ -60,17 +63,29 @@ def output_columns(batch_id: str, table: pa.Table, decision: KeyDecision) -> pa.
     return pa.table(columns, schema=DECIDED_OUTPUT)
 
 
+def observed_output_columns(batch_id: str, table: pa.Table) -> pa.Table:
+    """Every row as it arrived (observe mode): under its own id, an insert, nothing flagged; what
+    the stream would be without deduplication."""
+    rows = table.num_rows
+    no_text = pa.nulls(rows, pa.string())
+    return pa.table({"event_id": table.column("event_id"), "original_event_id": no_text, "duplicate_of": no_text,
+                     "op": repeated_text("insert", rows), "supersedes_batch": no_text,
+                     "event_time": table.column("event_time"), "batch_id": repeated_text(batch_id, rows)},
+                    schema=DECIDED_OUTPUT)
+
+
 def audit_columns(batch_id: str, table: pa.Table, decision: KeyDecision,
-                  duplicates: npt.NDArray[np.intp]) -> pa.Table:
+                  duplicates: npt.NDArray[np.intp], observe: bool = False) -> pa.Table:
     """Every duplicate found, whatever became of it (dropped ones are only ever found here): its
-    reason, its action and the batch holding the kept copy."""
+    reason, its action (observing: the action enforcing would take) and the batch holding the kept copy."""
     rows = table.take(pa.array(duplicates, pa.int64()))
     holders = np.array([*decision.owners, batch_id], dtype=object)
+    labels = _WOULD_LABELS if observe else _ACTION_LABELS
     return pa.table({
         "event_id": rows.column("event_id"),
         "event_time": rows.column("event_time"),
         "reason": pa.array(_REASONS[decision.outcomes[duplicates]], pa.string()),
-        "action": pa.array(_ACTION_LABELS[decision.actions[duplicates]], pa.string()),
+        "action": pa.array(labels[decision.actions[duplicates]], pa.string()),
         "kept_in_batch": pa.array(holders[decision.holder[duplicates]], pa.string()),
         "batch_id": repeated_text(batch_id, len(duplicates)),
     }, schema=DECIDED_AUDIT)

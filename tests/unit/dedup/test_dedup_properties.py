@@ -23,7 +23,7 @@ from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import ChainPolicy
 from eventdedup.cache.segment import CacheRun, decode_segment
 from eventdedup.cache.segment_parts import runs_holding
-from eventdedup.dedup.bucket import BucketRules, NewSegment, decide_bucket
+from eventdedup.dedup.bucket import BucketOutcome, BucketRules, NewSegment, decide_bucket
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.keys import bucket_array, guard_head_key, key_digest
@@ -93,12 +93,13 @@ class Written:
     guards: dict[str, bytes] = field(default_factory=dict)
 
 
-def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
-           rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy,
-           chains: ChainPolicy = DEFAULT_CHAINS) -> tuple[list[Verdict], Written]:
-    """Decide a batch bucket by bucket as the Spark stage does; returns its verdicts in input
-    order and the heads its commit would write. `committed`: batch -> arrival, in commit order,
-    of the batches committed before it."""
+def bucket_outcomes(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
+                    rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy,
+                    chains: ChainPolicy = DEFAULT_CHAINS,
+                    observe: bool = False) -> tuple[list[tuple[np.ndarray, BucketOutcome]], Written]:
+    """Decide a batch bucket by bucket as the Spark stage does; returns each bucket's rows (indices
+    into `rows`, in input order) with its outcome, and the heads its commit would write.
+    `committed`: batch -> arrival, in commit order, of the batches committed before it."""
     start = arrival - WINDOW
     visible = {owner: i for i, (owner, at) in enumerate(committed.items()) if at >= start}
     last = max([arrival, *(committed[owner] for owner in visible)])
@@ -107,7 +108,7 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
         guard_hours=tuple(range(start, last + 1)), guard_days=tuple(range(start // 24, last // 24 + 1)),
         epochs=BucketEpochs(BUCKETS),
         survivor=SurvivorPolicy.parse(policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:p"),
-        policy=DuplicatePolicy(policy.synthetic, policy.changelog), chains=chains)
+        policy=DuplicatePolicy(policy.synthetic, policy.changelog), chains=chains, observe=observe)
     table = pa.table({
         "event_id": [key for key, _, _, _ in rows],
         "key_digest": pa.array([key_digest(key) for key, _, _, _ in rows], pa.binary(16)),
@@ -117,13 +118,28 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
         "cache_hour": pa.array([HOUR + hour for _, hour, _, _ in rows], pa.int64()),
     })
     digests = np.array([key_digest(key) for key, _, _, _ in rows], "S16")
-    verdicts: list[Verdict | None] = [None] * len(rows)
+    outcomes = []
     written = Written()
     for bucket in range(BUCKETS):
         members = np.flatnonzero(bucket_array(digests, BUCKETS) == bucket)
         if not len(members):
             continue
         outcome = decide_bucket(rules, bucket, table.take(pa.array(members)), cache)
+        outcomes.append((members, outcome))
+        written.segments.update(outcome.segments)
+        if outcome.guard is not None:
+            written.guards[guard_head_key(rules.arrival_hour, bucket)] = encode_guard(outcome.guard)
+    return outcomes, written
+
+
+def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
+           rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy,
+           chains: ChainPolicy = DEFAULT_CHAINS) -> tuple[list[Verdict], Written]:
+    """Decide a batch (enforced) as the Spark stage does; returns its verdicts in input order, read
+    off its output and audit columns, and the heads its commit would write."""
+    outcomes, written = bucket_outcomes(cache, committed, arrival, batch, rows, policy, chains)
+    verdicts: list[Verdict | None] = [None] * len(rows)
+    for members, outcome in outcomes:
         for row, audit in zip(outcome.duplicates.tolist(), outcome.audit.to_pylist(), strict=True):
             verdicts[members[row]] = Verdict(audit["reason"], audit["action"], audit["kept_in_batch"])
         for row, output in zip(np.flatnonzero(outcome.emitted).tolist(), outcome.output.to_pylist(), strict=True):
@@ -131,9 +147,6 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
                 update = output["op"] == "update"
                 verdicts[members[row]] = Verdict("kept", "update" if update else "emit",
                                                  output["supersedes_batch"] if update else batch)
-        written.segments.update(outcome.segments)
-        if outcome.guard is not None:
-            written.guards[guard_head_key(rules.arrival_hour, bucket)] = encode_guard(outcome.guard)
     assert all(verdict is not None for verdict in verdicts)
     return verdicts, written  # type: ignore[return-value]
 
