@@ -43,12 +43,15 @@ AUDIT_SCHEMA = pa.schema([
     ("event_id", pa.string()),
     ("event_time", UTC_MICROS),
     ("reason", pa.string()),
-    ("action", pa.string()),  # dropped | renamed | kept
+    ("action", pa.string()),  # dropped | renamed | kept; observe mode: would_drop | would_rename | would_keep
     ("kept_in_batch", pa.string()),
     ("batch_id", pa.string()),
     ("source_object", pa.string()),
     ("line_number", pa.int64()),
     ("raw", pa.string()),
+    # The raw line's top-level [report] producer_field value (eventdedup.parse.producers); null when
+    # unset or absent. Files written before 2026-11-26 lack the column: readers take it as null.
+    ("producer", pa.string()),
 ])
 
 QUARANTINE_SCHEMA = pa.schema([

@@ -32,6 +32,7 @@ from eventdedup.job.read_units import LineNumbers
 from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, RangeFindings, RangeLines, ShuffleRecord
 from eventdedup.keys import DIGEST_DTYPE, CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
+from eventdedup.parse.producers import producer_values
 from eventdedup.s3store import S3Store, is_not_found, process_client
 from eventdedup.sorting import distinct_sorted, unique_inverse
 from eventdedup.tables import (
@@ -60,6 +61,7 @@ class DedupContext:
     quarantine_key: tuple[str, ...]  # staged quarantine key per input index
     quarantine_final_key: tuple[str, ...]
     local_copies: LocalCopySettings = LocalCopySettings("", 0)  # executor-local copies of cache objects
+    producer_field: str = ""  # [report] producer_field: the audit records each duplicate's value of it
 
     @property
     def batch_id(self) -> str:
@@ -313,7 +315,9 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
     audit_rows, audit = _in_input_order(audits)
     if len(audit_rows):
         located = _with_location(ctx, audit, narrow.column("seq").to_numpy()[audit_rows], numbers)
-        writes.append(pool.submit(_stage_audit, store, ctx, partition, _with_raw(located, table, audit_rows)))
+        audited = _with_raw(located, table, audit_rows)
+        audited = audited.append_column("producer", producer_values(audited.column("raw"), ctx.producer_field))
+        writes.append(pool.submit(_stage_audit, store, ctx, partition, audited))
     return counts, holders, writes
 
 
