@@ -55,6 +55,8 @@ class BatchHistory:
     recorded_inputs: frozenset[ObjectInfo] | None = None
     # A rerun's dedup partitions as its commit recorded them (they lay out its output files).
     recorded_partitions: int | None = None
+    # A rerun's [dedup] mode as its commit recorded it (what it output and audited follows it).
+    recorded_mode: str | None = None
 
     def guard_hours(self, arrivals: Mapping[str, int]) -> tuple[int, ...]:
         """The arrival hours whose id guards may name an hour holding a visible batch's id: from
@@ -145,5 +147,5 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
     recorded = None if change.ledger_update is None else frozenset(change.ledger_update.inputs)
     kept = frozenset(owner for owner, version in state.batches.items() if version < own_version)
     return BatchHistory(own_version - 1, arrival, start, retain, _visible(state, start, own_version), kept, recorded,
-                        change.partitions)
+                        change.partitions, change.mode)
 

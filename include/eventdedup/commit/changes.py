@@ -55,6 +55,11 @@ class BatchChange:
     # `retract` refuses on, read from the log instead of every later batch's audit. None in
     # records written before 2026-11-26 (then the audit is read: its updates are not counted).
     decided_against: Mapping[str, int] | None = None
+    # The [dedup] mode its job ran under: "enforce" (every record written before observe mode
+    # existed), or "observe" (every event output as it arrived, the audit saying what enforcing
+    # would have done). A rerun recomputes under it; promotion refuses a job computed under another
+    # mode than the configured one (eventdedup.commit.gate).
+    mode: str = "enforce"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ on the batch, where it can, and again right before the promotion journal is writ
 - An interval batch commits only on top of its predecessor, and never behind a later interval.
 - The job must have been computed against the log head it will commit on top of.
 - A retracted batch id never commits again.
+- A job computed under another [dedup] mode (enforce | observe) than the configured one is not
+  promoted.
 - A batch whose promotion is under way is never recomputed (its journal names what it copies),
   and needs no job once committed or journalled.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import journal_or_none, list_journals
 from eventdedup.commit.log import committed_version, is_committed
@@ -40,14 +43,16 @@ def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: Inp
 
 
 def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job: JobResult,
-                      window_hours: int) -> None:
+                      window_hours: int, mode: str) -> None:
     """Right before the journal is written: run order (read from the batch's own frozen
-    manifest, so every caller is held to it) and a job computed against the current log head."""
+    manifest, so every caller is held to it), a job computed under the configured `mode` and
+    against the current log head."""
     if interval_start_of(job.batch_id) is not None:  # only an interval-named batch can be ordered
         interval = load_batch_manifest(store, layout, job.batch_id).interval
         if interval is not None:
             _check_interval_order(store, layout, state, interval, window_hours)
     refuse_if_retracted(state, job.batch_id)
+    refuse_if_mode_changed(job, mode)
     excluded = exclusions_changed(store, layout, job)
     if excluded is not None:
         raise StaleBatchError(
@@ -67,6 +72,17 @@ def refuse_if_retracted(state: CommittedState, batch_id: str) -> None:
         raise RetractionRefusedError(
             f"batch {batch_id} was retracted at log version {state.retracted[batch_id]}; its id cannot be committed "
             "again. Process its input under a new batch id")
+
+
+def refuse_if_mode_changed(job: JobResult, mode: str) -> None:
+    """A batch's output and audit are its mode's (observing: every event, as it arrived), and its
+    commit records that mode: promoting a job computed under another mode than the configured one
+    would commit what the configuration no longer asks for."""
+    change = job.change
+    if isinstance(change, BatchChange) and change.mode != mode:
+        raise StaleBatchError(
+            f"batch {job.batch_id} was computed under [dedup] mode = {change.mode!r}, but the configured mode is "
+            f"{mode!r}; rerun the dedup step for {job.batch_id}")
 
 
 def exclusions_changed(store: S3Store, layout: Layout, job: JobResult) -> list[str] | None:

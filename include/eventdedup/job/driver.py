@@ -96,7 +96,8 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         guard_days=history.guard_days(state.arrivals) if config.dedup.uses_id_guards else (), epochs=epochs,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
-        write_guard=config.dedup.uses_id_guards, chains=ChainPolicy(small_bytes=config.dedup.segment_merge_bytes),
+        observe=batch_mode(config, history) == "observe", write_guard=config.dedup.uses_id_guards,
+        chains=ChainPolicy(small_bytes=config.dedup.segment_merge_bytes),
     )
     attempt = new_attempt()
     dedup_ctx = DedupContext(
@@ -133,6 +134,12 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         raise _unwrapped(exc, batch_id) from exc
     finally:
         chains.destroy()
+
+
+def batch_mode(config: Config, history: BatchHistory) -> str:
+    """The [dedup] mode a batch is computed under: a rerun's, as its commit recorded it (switching
+    modes since changes no committed batch); a new batch's, as configured."""
+    return history.recorded_mode or config.dedup.mode
 
 
 _OWN_ERROR = re.compile(r"eventdedup\.errors\.(\w+): (.+)")
@@ -176,6 +183,7 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
     change = BatchChange(history.window_start_hour, history.retain_from_hour,
                          ledger_update(config, manifest, consumed, state.ledger, floor), partitions, tuple(excluded),
                          interval=manifest.interval is not None,
-                         arrival_hour=history.arrival_hour, decided_against=dict(sorted(decided_against.items())))
+                         arrival_hour=history.arrival_hour, decided_against=dict(sorted(decided_against.items())),
+                         mode=batch_mode(config, history))
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), counts, tuple(objects),
                      change)

@@ -1,16 +1,18 @@
-"""May a batch be promoted: run order of interval batches, decided on the folded log alone."""
+"""May a batch be promoted: run order of interval batches, decided on the folded log alone; the mode
+its job was computed under."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from eventdedup.commit.changes import BatchChange
-from eventdedup.commit.gate import check_run_order
+from eventdedup.commit.changes import BatchChange, Retraction
+from eventdedup.commit.gate import check_run_order, refuse_if_mode_changed
+from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.counts import BatchCounts
-from eventdedup.errors import OutOfOrderBatchError
+from eventdedup.errors import OutOfOrderBatchError, StaleBatchError
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
 from eventdedup.inputs.selector import InputSelector
 
@@ -113,3 +115,22 @@ def test_without_the_last_interval_s_end_the_predecessor_is_the_interval_of_the_
     check_run_order(committed(interval(0).batch_id), interval(1), no_manifests.get, WINDOW)
     with pytest.raises(OutOfOrderBatchError, match=f"batch {interval(1).batch_id} \\(the interval before it\\)"):
         check_run_order(committed(interval(0).batch_id), interval(2), no_manifests.get, WINDOW)
+
+
+@pytest.mark.parametrize("computed, configured", [("observe", "enforce"), ("enforce", "observe")])
+def test_a_job_computed_under_another_mode_than_the_configured_one_is_not_promoted(computed: str,
+                                                                                   configured: str) -> None:
+    job = JobResult("b7", 3, T0.isoformat(), BatchCounts(), (), BatchChange(mode=computed))
+    with pytest.raises(StaleBatchError, match=f"computed under \\[dedup\\] mode = '{computed}', but the configured "
+                                              f"mode is '{configured}'; rerun the dedup step for b7"):
+        refuse_if_mode_changed(job, configured)
+    refuse_if_mode_changed(job, computed)
+
+
+def test_a_job_result_from_before_observe_mode_was_computed_enforcing() -> None:
+    older = JobResult("b7", 3, T0.isoformat(), BatchCounts(), (), BatchChange(partitions=2))
+    assert b'"mode"' not in older.to_bytes()  # the default is left out: older readers see the same document
+    assert JobResult.from_bytes(older.to_bytes()).change == BatchChange(partitions=2, mode="enforce")
+    refuse_if_mode_changed(older, "enforce")
+    refuse_if_mode_changed(JobResult("retract-b7", 3, T0.isoformat(), BatchCounts(), (), Retraction(("b6",), "bad")),
+                           "observe")  # an operation has no mode
