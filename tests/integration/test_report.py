@@ -1,0 +1,256 @@
+"""`eventdedup report` on a planned workload: every figure is computed here from the plan (which
+line copies which event, planted in which batch at which time), by the rules docs/report.md states,
+never from a run of the report.
+
+The plan: five manual batches whose as_of the test sets (00:05 on day 0, then +5 min, +2 h,
++26 h and +70 h), a 72-hour window, three sources (folders) and a producer field `app`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from eventdedup.inputs.selector import InputSelector
+from eventdedup.layout import Layout
+from eventdedup.ops.pipeline import run_batch
+from eventdedup.report import build_report
+from eventdedup.report.collect import collect
+from eventdedup.s3store import S3Store
+
+from ..support.helpers import make_config, put_lines
+
+T0 = datetime(2026, 11, 20, 0, 5, tzinfo=timezone.utc)
+WINDOW_HOURS = 72
+EVERYTHING = (datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
+
+
+def event(event_id: str, app: str, payload: str = "p") -> bytes:
+    return json.dumps({"event_id": event_id, "created_at": "2026-11-20T00:01:00Z", "app": app,
+                       "payload": payload}).encode()
+
+
+@dataclass
+class PlannedBatch:
+    batch_id: str
+    as_of: datetime
+    # source key -> lines; and what each planted copy is: (source folder, app, lag seconds)
+    objects: dict[str, list[bytes]] = field(default_factory=dict)
+    copies: list[tuple[str, str, float]] = field(default_factory=list)
+    new_events: int = 0
+    renamed: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    quarantined: Counter[str] = field(default_factory=Counter)
+
+    def line(self, source: str, line: bytes) -> None:
+        self.objects.setdefault(f"landing/{source}/{self.batch_id}.jsonl", []).append(line)
+
+    def new(self, source: str, event_id: str, app: str) -> None:
+        self.line(source, event(event_id, app))
+        self.new_events += 1
+
+    def copy(self, source: str, event_id: str, app: str, original: PlannedBatch, kind: str) -> None:
+        """A copy of an event `original` emitted: natural (same payload) or synthetic (renamed)."""
+        synthetic = kind.endswith("synthetic")
+        self.line(source, event(event_id, app, payload="changed" if synthetic else "p"))
+        self.copies.append((f"landing/{source}/", app, (self.as_of - original.as_of).total_seconds()))
+        self.kinds[kind] += 1
+        self.renamed += synthetic
+
+    def bad(self, source: str, line: bytes, reason_class: str) -> None:
+        self.line(source, line)
+        self.quarantined[reason_class] += 1
+
+    @property
+    def input_lines(self) -> int:
+        return sum(len(lines) for lines in self.objects.values())
+
+    @property
+    def output_rows(self) -> int:
+        return self.new_events + self.renamed
+
+
+def planned_workload() -> list[PlannedBatch]:
+    b1, b2, b3, b4, b5 = (PlannedBatch(f"b{i}", T0 + offset) for i, offset in enumerate(
+        (timedelta(0), timedelta(minutes=5), timedelta(hours=2), timedelta(hours=26), timedelta(hours=70)), 1))
+    for i in range(1, 7):
+        b1.new("app-a", f"e{i}", "a")
+    b1.copy("app-a", "e1", "a", b1, "in_batch_natural")
+    b1.new("app-b", "e7", "b")
+    b1.new("app-b", "e8", "b")
+    b1.copy("app-b", "e2", "b", b1, "in_batch_synthetic")
+    b2.new("app-a", "f1", "a")
+    b2.new("app-a", "f2", "a")
+    b2.copy("app-a", "e3", "a", b1, "cross_batch_natural")
+    b2.copy("app-c", "e4", "c", b1, "cross_batch_synthetic")
+    b3.copy("app-a", "e5", "a", b1, "cross_batch_natural")
+    b3.copy("app-a", "f1", "a", b2, "cross_batch_natural")
+    b3.new("app-a", "g1", "a")
+    b4.copy("app-b", "e6", "a", b1, "cross_batch_natural")  # a natural copy: its payload (app too) is the original's
+    b4.bad("app-b", b'{"event_id": "broken', "malformed_json")
+    b4.bad("app-b", b'{"created_at":"2026-11-20T00:01:00Z"}', "bad_id")
+    b4.new("app-b", "g2", "b")
+    b5.copy("app-c", "e7", "b", b1, "cross_batch_natural")
+    b5.copy("app-c", "e8", "b", b1, "cross_batch_natural")
+    b5.new("app-c", "g3", "c")
+    b5.copy("app-c", "g3", "c", b5, "in_batch_natural")
+    return [b1, b2, b3, b4, b5]
+
+
+@dataclass
+class Workload:
+    store: S3Store
+    config: object
+    plan: list[PlannedBatch]
+
+
+@pytest.fixture(scope="module")
+def workload(s3_server, spark) -> Iterator[Workload]:  # type: ignore[no-untyped-def]
+    name = f"report-{os.getpid()}"
+    s3_server.client().create_bucket(Bucket=name)
+    config = make_config(s3_server.endpoint_url, name, dedup={"window_hours": WINDOW_HOURS},
+                         report={"producer_field": "app"})
+    store = S3Store(s3_server.client(), name)
+    plan = planned_workload()
+    for batch in plan:
+        for key, lines in batch.objects.items():
+            put_lines(store, key, lines)
+        # Each batch takes the landing objects no earlier batch consumed (the ingestion ledger).
+        run_batch(store, config, batch.batch_id, InputSelector(input_prefix="landing/"), batch.as_of, lambda: spark)
+    yield Workload(store, config, plan)
+    s3_server.delete_bucket(name)
+
+
+def expected_lags(plan: list[PlannedBatch]) -> list[float]:
+    return sorted(lag for batch in plan for _, _, lag in batch.copies)
+
+
+def nearest_rank(values: list[float], percentile: float) -> float:
+    return values[max(1, math.ceil(percentile / 100 * len(values))) - 1]
+
+
+def test_every_batch_is_reported_with_its_planted_counts(workload: Workload) -> None:
+    figures = build_report(workload.store, workload.config, *EVERYTHING).figures
+    rows = {row["batch_id"]: row for row in figures["batches"]}
+    assert list(rows) == [batch.batch_id for batch in workload.plan]
+    for batch in workload.plan:
+        counts = rows[batch.batch_id]["counts"]
+        natural = batch.kinds["in_batch_natural"] + batch.kinds["cross_batch_natural"]
+        assert (counts["input_lines"], counts["output_rows"], counts["malformed"], counts["renamed"]) == (
+            batch.input_lines, batch.output_rows, sum(batch.quarantined.values()), batch.renamed), batch.batch_id
+        assert {kind: counts[kind] for kind in batch.kinds} == dict(batch.kinds), batch.batch_id
+        assert counts["in_batch_duplicates"] + counts["cross_batch_duplicates"] == natural
+        assert rows[batch.batch_id]["as_of"] == batch.as_of.isoformat()
+    assert figures["totals"]["input_lines"] == sum(b.input_lines for b in workload.plan)
+    assert figures["quarantine_by_reason"] == dict(sum((b.quarantined for b in workload.plan), Counter()))
+    assert figures["log"]["batches"] == len(workload.plan) and figures["log"]["retracted_batches"] == []
+
+
+def test_the_copy_lag_distribution_is_the_planted_one(workload: Workload) -> None:
+    lag = build_report(workload.store, workload.config, *EVERYTHING).figures["copy_lag"]
+    lags = expected_lags(workload.plan)
+    window = WINDOW_HOURS * 3600.0
+    assert lag["copies"] == len(lags) == 10
+    bounds = [0.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 2 * 86400.0, 3 * 86400.0, 7 * 86400.0, 14 * 86400.0]
+    expected_bins = [sum(1 for v in lags if (i == 0 and v == 0) or (i > 0 and bounds[i - 1] < v <= bounds[i]))
+                     for i in range(len(bounds))] + [sum(1 for v in lags if v > bounds[-1])]
+    assert [b["copies"] for b in lag["histogram"]] == expected_bins == [3, 2, 0, 0, 2, 0, 1, 2, 0, 0, 0]
+    assert lag["percentiles_seconds"] == {str(p): nearest_rank(lags, p) for p in (50, 90, 99, 99.9)}
+    assert lag["max_seconds"] == max(lags) == 70 * 3600.0
+    beyond = {name: sum(1 for v in lags if v > bound) for name, bound in
+              (("1h", 3600.0), ("1d", 86400.0), ("half_window", window / 2), ("window_last_tenth", 0.9 * window))}
+    assert {name: v["copies"] for name, v in lag["beyond"].items()} == beyond == {
+        "1h": 5, "1d": 3, "half_window": 2, "window_last_tenth": 2}
+    assert lag["beyond"]["1d"]["share"] == pytest.approx(3 / 10)
+    # Two copies came 70 h after their originals, in the 72 h window's last tenth: too short, and
+    # twice the longest lag (140 h) rounds up to whole days: 144 h.
+    assert lag["verdict"].startswith("The window may be too short: 2 of 10 copies (20.0%)")
+    assert "144 h would hold twice the longest lag caught (2.9 d)" in lag["verdict"]
+
+
+def test_top_sources_and_producers_rank_the_planted_copies(workload: Workload) -> None:
+    figures = build_report(workload.store, workload.config, *EVERYTHING).figures
+    sources = Counter(source for batch in workload.plan for source, _, _ in batch.copies)
+    producers = Counter(app for batch in workload.plan for _, app, _ in batch.copies)
+
+    def ranked(counter: Counter[str]) -> list[dict[str, object]]:
+        total = sum(counter.values())
+        return [{"name": name, "duplicates": n, "share": n / total}
+                for name, n in sorted(counter.items(), key=lambda item: (-item[1], item[0]))]
+
+    assert figures["top_sources"] == ranked(sources)
+    assert figures["top_producers"] == ranked(producers)
+    assert [(t["name"], t["duplicates"]) for t in figures["top_producers"]] == [("a", 5), ("b", 3), ("c", 2)]
+
+
+def test_health_comes_from_the_stores_own_times(workload: Workload) -> None:
+    store, layout = workload.store, Layout(workload.config.layout)
+    listing = store.client.list_objects_v2(Bucket=store.bucket, Prefix=layout.settings.commit_log_prefix)
+    committed = {layout.version_of_commit_key(item["Key"]): item["LastModified"] for item in listing["Contents"]}
+    figures = build_report(store, workload.config, *EVERYTHING).figures
+    for row, batch in zip(figures["batches"], workload.plan, strict=True):
+        assert row["committed_at"] == committed[row["version"]].isoformat()
+        assert row["seconds"]["latency"] == (committed[row["version"]] - batch.as_of).total_seconds()
+        manifest = store.client.head_object(Bucket=store.bucket, Key=layout.batch_manifest(batch.batch_id))
+        assert row["seconds"]["staging"] == (manifest["LastModified"] - batch.as_of).total_seconds()
+    written = figures["health"]["cache_written_by_day"]
+    assert sum(day["objects"] for day in written.values()) > 0
+    # Every event's cache hour is 2026-11-20 00:00; no id guard is kept when... (guards have their own row)
+    assert "2026-11-20" in figures["health"]["live_cache_objects_by_day"]
+
+
+def test_a_range_holds_exactly_the_commits_made_in_it(workload: Workload) -> None:
+    store, layout = workload.store, Layout(workload.config.layout)
+    listing = store.client.list_objects_v2(Bucket=store.bucket, Prefix=layout.settings.commit_log_prefix)
+    times = sorted((layout.version_of_commit_key(item["Key"]), item["LastModified"]) for item in listing["Contents"])
+    since, until = times[2][1], times[4][1]
+    collected = collect(store, workload.config, since, until)
+    assert [c.record.version for c in collected.commits] == [v for v, t in times if since <= t < until]
+    assert collect(store, workload.config, times[-1][1] + timedelta(seconds=1), EVERYTHING[1]).commits == []
+
+
+def test_the_page_draws_every_chart_in_a_real_browser(workload: Workload, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    assert chromium, "the report's browser test needs Debian's chromium (make chromium installs it)"
+    page = tmp_path / "report.html"
+    page.write_text(build_report(workload.store, workload.config, *EVERYTHING).html, encoding="utf-8")
+    assert "http://" not in page.read_text().replace('xmlns="http://www.w3.org/2000/svg"', "")
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    charts = dict(re.findall(r'<svg class="chart" data-chart="([a-z_]+)"[^>]*?data-marks="(\d+)"', dom))
+    rendered = dict(re.findall(r'<svg class="chart" data-chart="([a-z_]+)"[^>]*?data-rendered="(\d+x\d+)"', dom))
+    expected = {"duplicates", "volume", "quarantine", "quarantine_reasons", "copy_lag", "sources", "producers",
+                "latency", "cache_written", "live_cache"}
+    assert set(charts) == expected, dom[:2000]
+    assert all(int(marks) > 0 for marks in charts.values()), charts
+    assert all(int(size.split("x")[0]) > 0 and int(size.split("x")[1]) > 0 for size in rendered.values()), rendered
+    shot = os.environ.get("EVENTDEDUP_REPORT_SCREENSHOT")
+    if shot:  # docs/images/report.png: taken by this test on request, as the README shows it
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--window-size=860,2600", f"--screenshot={Path(shot).resolve()}", page.as_uri()],
+                       capture_output=True, timeout=120, check=True)
+
+
+def test_a_rerun_under_another_producer_field_still_verifies_but_a_changed_decision_does_not(
+        workload: Workload, spark) -> None:  # type: ignore[no-untyped-def]
+    """The producer is copied from the raw line as [report] producer_field says when the audit is
+    written, no decision of the batch's: verify-rerun compares every other audit column."""
+    from dataclasses import replace
+
+    from eventdedup.ops.pipeline import verify_rerun
+
+    config = workload.config
+    unset = replace(config, report=replace(config.report, producer_field=""))
+    assert verify_rerun(workload.store, unset, "b2", spark) == []
+    keeping = replace(config, dedup=replace(config.dedup, synthetic="keep"))  # b2's synthetic copy: kept, not renamed
+    assert any("audit" in problem for problem in verify_rerun(workload.store, keeping, "b2", spark))
