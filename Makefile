@@ -40,12 +40,12 @@ airflow: venv check-java
 # then every test. CI runs exactly this.
 # Two pytest-xdist workers (the suite waits on S3, JVMs and subprocesses about half the time; four
 # saturate 2 cores and run slower). One of them runs every Airflow test, in one Airflow home.
-test: check check-java
+test: check check-java chromium
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 # The production path under Airflow's own scheduler (tests/stack/, ~10 min): the stack started
 # by the test itself, the job from make package's archive on a two-worker Spark cluster.
-test-stack: check-java package postgres
+test-stack: check-java package postgres chromium
 	$(PY) -m pytest -q -m stack -p no:cacheprovider tests/stack
 
 # CI: the suite, then the stack test.
@@ -89,6 +89,15 @@ stack: venv check-java package postgres
 
 stack-stop: venv
 	$(PY) -m eventdedup_dev.stack down
+
+# Debian's headless Chromium: the report's browser test (tests/integration/test_report.py) and the
+# stack test's screenshot open pages in it. Installed when missing (needs root, as in CI images).
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q chromium >/dev/null \
+	      || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  else echo "make test needs Debian's chromium: sudo apt-get install chromium" >&2; exit 1; fi; }
 
 # Debian's PostgreSQL for make stack, installed when missing (needs root, as in CI images).
 postgres:

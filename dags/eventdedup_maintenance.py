@@ -2,7 +2,9 @@
 hours before the commit log's expiry horizon: log time, not this run's clock), catch the committed
 view's index up and delete its old parts (eventdedup.commit.view), compact the output's Delta table and
 vacuum what its compaction replaced, never a batch's file (eventdedup.delta.upkeep), check consistency, then fsck:
-every committed object still there, unchanged (a failure alerts like a failed promotion). Beside them,
+every committed object still there, unchanged (a failure alerts like a failed promotion). Beside them, the
+day's report (eventdedup.report: the commits of the run's data interval, as HTML and JSON under the
+reports prefix, linked from the UI by plugins/eventdedup_report.py), and
 the sweep: landing objects older than every batch's lookback that no batch consumed are staged as a
 batch of their own and alerted, and a run of the pipeline DAG is triggered for that batch: the
 pipeline's runs are serialised (max_active_runs=1), so the sweep never commits beside an interval
@@ -65,6 +67,26 @@ def eventdedup_maintenance() -> None:
         config = load_pipeline_config()
         return maintain_table(s3_store(config), config).to_json()
 
+    # No store pool: it reads committed objects only, and writes under the reports prefix.
+    @task
+    def write_report() -> dict[str, Any]:
+        """The day's report (the commits made in the run's data interval) on the store, linked from
+        the UI by the eventdedup plugin: reports/<day>.html and .json, and reports/latest.*."""
+        from eventdedup_airflow import load_pipeline_config, s3_store
+
+        from eventdedup.report import build_report, publish_report
+
+        context = get_current_context()
+        config = load_pipeline_config()
+        store = s3_store(config)
+        start, end = context["data_interval_start"], context["data_interval_end"]
+        if start >= end:  # a manually triggered run's interval is a moment: report the day before it
+            start = end - timedelta(days=1)
+        report = build_report(store, config, start, end, now=end)
+        written = publish_report(store, config, report, f"{start:%Y-%m-%d}")
+        lag = report.figures["copy_lag"]
+        return {"written": written, "batches": report.figures["log"]["batches"], "verdict": lag["verdict"]}
+
     @task(pool=store_pool())
     def check_consistency() -> None:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
@@ -118,6 +140,7 @@ def eventdedup_maintenance() -> None:
         skip_when_already_exists=True)
     swept >> process_sweep
     expire_cache() >> maintain_view_index() >> maintain_delta_table() >> check_consistency() >> fsck_committed_objects()
+    write_report()
 
 
 eventdedup_maintenance()

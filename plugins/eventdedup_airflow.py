@@ -195,3 +195,15 @@ def _already_alerted(batch_id: str, kind: str, run_id: str) -> bool:
         log.warning("eventdedup: could not read batch %s's alert object; alerting", batch_id, exc_info=True)
         return False
     return previous is not None and previous.kind == kind and previous.run_id == run_id and bool(run_id)
+
+
+def send_batch_metrics(metrics: dict[str, dict[str, float]]) -> None:
+    """A batch's metrics (eventdedup.ops.status.batch_metrics) through Airflow's own metrics
+    configuration ([metrics] statsd_on or otel_on): what Airflow's dashboards already collect."""
+    from airflow.sdk.observability.stats import Stats
+
+    for name, value in metrics["counters"].items():
+        if value:
+            Stats.incr(name, count=int(value))
+    for name, value in metrics["gauges"].items():
+        Stats.gauge(name, value)

@@ -7,6 +7,9 @@ its interval in LIST replies, so no test depends on when it runs or how fast the
 """
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import orjson
@@ -68,8 +71,44 @@ def rows(store: S3Store, config) -> dict:  # type: ignore[no-untyped-def]
     return {kind: sorted(map(repr, committed_rows(store, config, kind))) for kind in ("data", "audit", "quarantine")}
 
 
+@contextmanager
+def statsd_listener(monkeypatch) -> Iterator[Callable[[], list[tuple[str, str, str]]]]:  # type: ignore[no-untyped-def]
+    """A UDP socket as the StatsD server Airflow's [metrics] configuration names, and the metrics
+    backend set up from that configuration as Airflow's task runner sets it up for each task (dag.test()
+    runs tasks in this process, where nothing else would). Yields a reader of (name, value, type)."""
+    from airflow.sdk.observability.metrics import stats_utils
+    from airflow.sdk.observability.stats import Stats
+
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.setblocking(False)
+    for key, value in (("STATSD_ON", "True"), ("STATSD_HOST", "127.0.0.1"),
+                       ("STATSD_PORT", str(receiver.getsockname()[1])), ("STATSD_PREFIX", "airflow")):
+        monkeypatch.setenv(f"AIRFLOW__METRICS__{key}", value)
+    Stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+    received: list[tuple[str, str, str]] = []
+
+    def read() -> list[tuple[str, str, str]]:
+        while True:
+            try:
+                packet = receiver.recv(65536).decode()
+            except BlockingIOError:
+                return received
+            for line in packet.splitlines():  # name:value|type[|@rate]
+                name, _, rest = line.partition(":")
+                value, _, kind = rest.partition("|")
+                received.append((name, value, kind.split("|")[0]))
+
+    try:
+        yield read
+    finally:
+        monkeypatch.delenv("AIRFLOW__METRICS__STATSD_ON")
+        Stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+        receiver.close()
+
+
 def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforced(
-        pipeline_dag, pipeline_config, s3_server, bucket, dag_proxy, spark, tmp_path, capfd) -> None:
+        pipeline_dag, pipeline_config, s3_server, bucket, dag_proxy, spark, tmp_path, capfd, monkeypatch) -> None:
     dag_proxy.arm(None)
     store = S3Store(s3_server.client(), bucket)
     twin = f"{bucket}-cli"
@@ -79,11 +118,25 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     starts = [t0 + STEP * i for i in range(len(INTERVALS))]
 
     capfd.readouterr()
-    with command_lines_watched((CANARY_SECRET_KEY, CANARY_ACCESS_KEY), witness="dedup_batch.py") as scan:
+    with command_lines_watched((CANARY_SECRET_KEY, CANARY_ACCESS_KEY), witness="dedup_batch.py") as scan, \
+            statsd_listener(monkeypatch) as datagrams:
         for start in starts:
             run, states = run_interval(pipeline_dag, start)
             assert (run.data_interval_start, run.data_interval_end) == (start, start + STEP)
             assert set(states.values()) == {"success"}, states
+        received = datagrams()
+    # Each batch's counts reached StatsD through Airflow's own [metrics] configuration, summed here
+    # per name against the intervals' plan: 10 lines; "nope" quarantined; e1 copied within interval
+    # 0; e2 (natural, dropped) and e3 v=2 (synthetic, renamed) in interval 1; e1 again in interval 2.
+    counters: dict[str, int] = {}
+    for name, value, kind in received:
+        if kind == "c":
+            counters[name] = counters.get(name, 0) + int(value)
+    assert {name: counters.get(f"airflow.eventdedup.{name}", 0) for name in (
+        "input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "cross_batch_natural",
+        "cross_batch_synthetic", "renamed", "output_rows")} == {
+        "input_lines": 10, "malformed": 1, "in_batch_duplicates": 1, "cross_batch_duplicates": 2,
+        "cross_batch_natural": 2, "cross_batch_synthetic": 1, "renamed": 1, "output_rows": 6}
     # The connection's credentials reached spark-submit's environment, never a command line or a log.
     assert scan["hits"] == [] and int(str(scan["witnessed"])) >= 1  # spark-submit's processes were read
     logged = capfd.readouterr()

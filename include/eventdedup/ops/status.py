@@ -115,6 +115,36 @@ def committed_summary(store: S3Store, config: Config, batch_id: str) -> dict[str
             "data_objects": sum(1 for obj in record.objects if obj.kind == "data")}
 
 
+METRIC_PREFIX = "eventdedup."
+
+
+def batch_metrics(store: S3Store, config: Config, batch_id: str) -> dict[str, dict[str, float]]:
+    """A committed batch's metrics for dashboards (docs/operations.md, "Metrics"): every count as a
+    counter `eventdedup.<count>`, and gauges of how far behind it ran and how late its copies came.
+
+    Copy lags here are by arrival hour, from the folded state already in memory (an earlier batch's
+    exact time is one more GET each, up to a window's worth of batches: the daily report pays that,
+    not every batch): a copy whose kept copy's batch arrived `h` hours earlier lagged h - 1 to h + 1 hours.
+    """
+    layout = Layout(config.layout)
+    state = load_committed_state(store, layout)
+    record = batch_record(store, layout, state, batch_id)
+    counters = {f"{METRIC_PREFIX}{name}": float(value) for name, value in record.counts.results().items()}
+    gauges: dict[str, float] = {}
+    committed = store.head(layout.commit(record.version))
+    if committed is not None and committed.last_modified is not None:
+        latency = committed.last_modified - datetime.fromisoformat(record.as_of)
+        gauges[f"{METRIC_PREFIX}batch.latency_seconds"] = latency.total_seconds()
+    change, arrival = record.change, state.arrivals.get(batch_id)
+    if isinstance(change, BatchChange) and change.decided_against is not None and arrival is not None:
+        hours = [(arrival - state.arrivals[holder], copies) for holder, copies in change.decided_against.items()
+                 if holder in state.arrivals]
+        gauges[f"{METRIC_PREFIX}copy_lag.max_arrival_hours"] = float(max((h for h, _ in hours), default=0))
+        gauges[f"{METRIC_PREFIX}copy_lag.copies_over_24_arrival_hours"] = float(sum(n for h, n in hours if h > 24))
+        gauges[f"{METRIC_PREFIX}copy_lag.earlier_batches"] = float(len(change.decided_against))
+    return {"counters": counters, "gauges": gauges}
+
+
 def log_batch_metrics(summary: dict[str, Any]) -> None:
     """One machine-readable line (EVENTDEDUP_METRICS) and one for people."""
     counts = summary["counts"]

@@ -1,0 +1,73 @@
+"""The eventdedup report in Airflow's UI: a "Dedup report" entry in the navigation that shows the
+maintenance DAG's latest daily report (eventdedup.report), served from the store by a small FastAPI
+app Airflow's API server mounts at /eventdedup.
+
+Only users Airflow lets read the eventdedup_maintenance DAG see it: the app asks Airflow's own auth
+manager (the UI's session cookie or a bearer token). Nothing here opens a connection when Airflow
+loads the plugin; each request reads one object.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import HTMLResponse, Response
+
+URL_PREFIX = "/eventdedup"
+REPORT_DAG_ID = "eventdedup_maintenance"
+# A day's report or the latest one, as the maintenance DAG names them (eventdedup.report.publish_report).
+_REPORT_NAME = re.compile(r"^(latest|\d{4}-\d{2}-\d{2})\.(html|json)$")
+_MEDIA_TYPES = {"html": "text/html; charset=utf-8", "json": "application/json"}
+
+
+def report_app() -> FastAPI:
+    app = FastAPI(title="eventdedup reports", dependencies=[Depends(requires_access_dag("GET",
+                                                                                          param_dag_id=REPORT_DAG_ID))])
+
+    @app.get("/reports/", response_class=HTMLResponse)
+    def report_index() -> str:
+        """Every report on the store: the latest, then each day's, newest first."""
+        days = sorted((n for n in _report_names() if n.endswith(".html") and n != "latest.html"), reverse=True)
+        names = ["latest.html", *days]
+        links = "".join(f'<li><a href="{name}">{name[:-5]}</a></li>' for name in names)
+        return f"<!doctype html><title>eventdedup reports</title><h1>eventdedup reports</h1><ul>{links}</ul>"
+
+    @app.get("/reports/{name}")
+    def report(name: str) -> Response:
+        matched = _REPORT_NAME.match(name)
+        if matched is None:
+            raise HTTPException(404, f"{name} is not a report's name (latest.html, YYYY-MM-DD.html or .json)")
+        body = _read_report(name)
+        if body is None:
+            raise HTTPException(404, f"no report {name} yet: the eventdedup_maintenance DAG writes one a day")
+        return Response(body, media_type=_MEDIA_TYPES[matched.group(2)])
+
+    return app
+
+
+def _store_and_prefix() -> tuple[Any, str]:
+    from eventdedup_airflow import load_pipeline_config, s3_store
+
+    config = load_pipeline_config()
+    return s3_store(config), config.layout.reports_prefix
+
+
+def _read_report(name: str) -> bytes | None:
+    store, prefix = _store_and_prefix()
+    data: bytes | None = store.get_bytes_or_none(f"{prefix}{name}")
+    return data
+
+
+def _report_names() -> list[str]:
+    store, prefix = _store_and_prefix()
+    return [info.key[len(prefix):] for info in store.list(prefix)]
+
+
+class EventDedupReportPlugin(AirflowPlugin):
+    name = "eventdedup_report"
+    fastapi_apps = [{"app": report_app(), "url_prefix": URL_PREFIX, "name": "eventdedup reports"}]
+    external_views = [{"name": "Dedup report", "href": f"{URL_PREFIX}/reports/latest.html", "destination": "nav",
+                       "category": "browse", "url_route": "eventdedup-report"}]
