@@ -7,6 +7,7 @@ The plan: five manual batches whose as_of the test sets (00:05 on day 0, then +5
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from eventdedup.commit.view import committed_objects
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
@@ -29,6 +31,9 @@ from eventdedup.report.collect import collect
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import make_config, put_lines
+
+# The planted workload is built once per worker that runs this module's tests: keep them on one.
+pytestmark = pytest.mark.xdist_group("report")
 
 T0 = datetime(2026, 11, 20, 0, 5, tzinfo=timezone.utc)
 WINDOW_HOURS = 72
@@ -254,3 +259,64 @@ def test_a_rerun_under_another_producer_field_still_verifies_but_a_changed_decis
     assert verify_rerun(workload.store, unset, "b2", spark) == []
     keeping = replace(config, dedup=replace(config.dedup, synthetic="keep"))  # b2's synthetic copy: kept, not renamed
     assert any("audit" in problem for problem in verify_rerun(workload.store, keeping, "b2", spark))
+
+
+def test_columns_are_read_by_range_not_whole(s3_server, bucket) -> None:  # type: ignore[no-untyped-def]
+    """A production-sized audit file (6,000 duplicates of ~300-byte lines): the short columns come
+    back exactly, for a fraction of its bytes; a footer past the first tail read, and a column the
+    file lacks (written before it existed), are read too."""
+    import pyarrow as pa
+
+    from eventdedup.report.ranged_parquet import ReadCost, read_columns
+    from eventdedup.tables import AUDIT_SCHEMA, table_to_parquet
+
+    rows = 6000
+    table = pa.table({
+        "event_id": [f"id-{i:08d}" for i in range(rows)],
+        "event_time": pa.array([1_795_000_000_000_000 + i for i in range(rows)], pa.timestamp("us", tz="UTC")),
+        "reason": ["cross_batch_natural"] * rows, "action": ["dropped"] * rows, "kept_in_batch": ["b1"] * rows,
+        "batch_id": ["b2"] * rows, "source_object": [f"landing/src-{i % 7}/o.jsonl" for i in range(rows)],
+        "line_number": list(range(rows)), "raw": [f'{{"event_id":"id-{i:08d}","pad":"{hashlib.sha256(str(i).encode()).hexdigest() * 4}"}}'
+                for i in range(rows)],
+        "producer": [f"app-{i % 13}" for i in range(rows)]}, schema=AUDIT_SCHEMA)
+    store = S3Store(s3_server.client(), bucket)
+    body = table_to_parquet(table)
+    info = store.put_bytes("audit/a.parquet", body)
+    cost = ReadCost()
+    got = read_columns(store, "audit/a.parquet", ["source_object", "producer"], etag=info.etag, cost=cost)
+    assert got.to_pydict() == {"source_object": table.column("source_object").to_pylist(),
+                               "producer": table.column("producer").to_pylist()}
+    # Two GETs: the last 64 KiB (footer and the producer chunk, which follows raw), then the
+    # source_object chunk, which precedes raw; raw, event ids and the rest are never fetched.
+    import io
+
+    import pyarrow.parquet as pq
+    chunk = pq.read_metadata(io.BytesIO(body)).row_group(0).column(AUDIT_SCHEMA.names.index("source_object"))
+    assert (cost.requests, cost.object_bytes) == (2, len(body))
+    assert cost.bytes_read == (64 << 10) + chunk.total_compressed_size < len(body) // 8
+    # Many small row groups: a footer longer than the first read's 64 KiB.
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=10)
+    store.put_bytes("audit/groups.parquet", sink.getvalue())
+    assert pq.read_metadata(io.BytesIO(sink.getvalue())).serialized_size > 64 << 10
+    assert read_columns(store, "audit/groups.parquet", ["producer"]).column("producer").to_pylist() == \
+        table.column("producer").to_pylist()
+    older = table.drop_columns(["producer"])
+    store.put_bytes("audit/older.parquet", table_to_parquet(older))
+    assert read_columns(store, "audit/older.parquet", ["source_object", "producer"]).column(
+        "producer").to_pylist() == [None] * rows
+
+
+def test_a_committed_audit_file_gone_is_named_and_the_rest_still_reported(s3_server, bucket, spark) -> None:  # type: ignore[no-untyped-def]
+    config = make_config(s3_server.endpoint_url, bucket, report={"producer_field": "app"})
+    store = S3Store(s3_server.client(), bucket)
+    put_lines(store, "landing/x/1.jsonl", [event("a", "p"), event("a", "p"), event("b", "q"), event("b", "q")])
+    run_batch(store, config, "only", InputSelector(input_prefix="landing/"), T0, lambda: spark)
+    audits = list(committed_objects(store, Layout(config.layout), "audit"))
+    assert len(audits) >= 1
+    store.delete_keys([audits[0].key])  # a lifecycle rule, say
+    figures = build_report(store, config, *EVERYTHING).figures
+    unreadable = figures["read"]["unreadable_files"]
+    assert len(unreadable) == 1 and unreadable[0].startswith(store.uri(audits[0].key) + ": ")
+    assert figures["totals"]["input_lines"] == 4 and figures["copy_lag"]["copies"] == 2
+    assert sum(t["duplicates"] for t in figures["top_producers"]) == 2 - audits[0].rows

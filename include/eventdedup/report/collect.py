@@ -22,16 +22,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+import pyarrow as pa
 import pyarrow.compute as pc
+from botocore.exceptions import ClientError
 
 from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state
-from eventdedup.commit.records import CommitRecord
+from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
+from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
 from eventdedup.parse.quarantine_reasons import reason_class
 from eventdedup.report.ranged_parquet import ReadCost, read_columns
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 THREADS = 16
+UNREADABLE = "unreadable_file"  # quarantined lines of a committed file the report could not read
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class AuditSummary:
     sources: Counter[str] = field(default_factory=Counter)
     producers: Counter[str | None] = field(default_factory=Counter)
     holders: Counter[str] = field(default_factory=Counter)  # only read when the record lacks decided_against
+    unreadable: list[str] = field(default_factory=list)  # committed files that could not be read, and why
 
 
 @dataclass
@@ -108,12 +113,18 @@ def collect(store: S3Store, config: Config, since: datetime, until: datetime,
                      None if ingestion is None else ingestion(state), cost)
 
 
+# How far apart the store's clocks may date two commits against their order (commit N+1 is created
+# after commit N exists, but S3's front ends each stamp LastModified by their own clock). The range's
+# first commit is looked for this much before `since`, and its listing goes on this long past `until`.
+CLOCK_SKEW = timedelta(minutes=5)
+
+
 def commit_times(store: S3Store, layout: Layout, head: int, since: datetime,
                  until: datetime) -> list[tuple[int, datetime]]:
-    """(version, commit time) of every commit made in [since, until), oldest first."""
+    """(version, commit time) of every commit of 1..head made in [since, until), oldest first."""
     if head == 0:
         return []
-    first = first_version_at_or_after(lambda version: _commit_time(store, layout, version), head, since)
+    first = first_version_at_or_after(lambda version: _commit_time(store, layout, version), head, since - CLOCK_SKEW)
     found: list[tuple[int, datetime]] = []
     if first > head:
         return found
@@ -122,16 +133,16 @@ def commit_times(store: S3Store, layout: Layout, head: int, since: datetime,
         version = layout.version_of_commit_key(info.key)
         if version is None or info.last_modified is None:
             continue
-        if info.last_modified >= until or version > head:
+        if version > head or info.last_modified >= until + CLOCK_SKEW:
             break
-        if info.last_modified >= since:
+        if since <= info.last_modified < until:
             found.append((version, info.last_modified))
     return found
 
 
 def first_version_at_or_after(time_of: Callable[[int], datetime], head: int, since: datetime) -> int:
     """The lowest version in 1..head committed at or after `since` (head + 1: none), by bisection:
-    commit times grow with the version."""
+    commit times grow with the version (within CLOCK_SKEW, which the caller allows for)."""
     low, high = 1, head + 1
     while low < high:
         middle = (low + high) // 2
@@ -174,23 +185,45 @@ def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tupl
     needs_holders = isinstance(change, BatchChange) and change.decided_against is None
     columns = ["source_object", "producer"] + (["kept_in_batch"] if needs_holders else [])
     for audit in (o for o in record.objects if o.kind == "audit" and o.rows):
-        table = read_columns(store, audit.key, columns, etag=audit.etag, cost=cost)
-        for value in table.column("source_object").to_pylist():
-            summary.sources[source_prefix(value or "", config.report.source_prefix_depth)] += 1
-        summary.producers.update(table.column("producer").to_pylist())
+        table = _read_or_note(store, audit, columns, cost, summary.unreadable)
+        if table is None:
+            continue
+        # Counted per distinct value (a batch's duplicates come from a few objects and producers).
+        for value, n in _value_counts(table.column("source_object")):
+            summary.sources[source_prefix(value or "", config.report.source_prefix_depth)] += n
+        summary.producers.update(dict(_value_counts(table.column("producer"))))
         if needs_holders:
-            holders = table.column("kept_in_batch")
-            summary.holders.update(h for h in holders.filter(pc.not_equal(holders, record.batch_id)).to_pylist()
-                                   if h is not None)
+            summary.holders.update({holder: n for holder, n in _value_counts(table.column("kept_in_batch"))
+                                    if holder is not None and holder != record.batch_id})
     return summary, cost
+
+
+def _value_counts(column: pa.ChunkedArray) -> list[tuple[str | None, int]]:
+    counted = pc.value_counts(column)
+    return list(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
+
+
+def _read_or_note(store: S3Store, obj: PromotedObject, columns: Sequence[str], cost: ReadCost,
+                  unreadable: list[str]) -> pa.Table | None:
+    """The columns of a committed file, or None with why it could not be read (a report shows what
+    it could not count; `fsck` is the check that fails on it)."""
+    try:
+        return read_columns(store, obj.key, columns, etag=obj.etag, cost=cost)
+    except (ClientError, CorruptStateError, pa.ArrowException) as exc:
+        unreadable.append(f"{store.uri(obj.key)}: {exc}")
+        return None
 
 
 def _quarantine_reasons(store: S3Store, record: CommitRecord) -> tuple[Counter[str], ReadCost]:
     reasons: Counter[str] = Counter()
     cost = ReadCost()
     for obj in (o for o in record.objects if o.kind == "quarantine" and o.rows):
-        table = read_columns(store, obj.key, ["error"], etag=obj.etag, cost=cost)
-        reasons.update(reason_class(error or "") for error in table.column("error").to_pylist())
+        table = _read_or_note(store, obj, ["error"], cost, [])
+        if table is None:
+            reasons[UNREADABLE] += obj.rows
+            continue
+        for error, n in _value_counts(table.column("error")):
+            reasons[reason_class(error or "")] += n
     return reasons, cost
 
 

@@ -60,7 +60,11 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
                               config.report.top) if config.report.producer_field else [],
         "health": _health(live, collected),
         "read": {"requests_for_columns": collected.cost.requests, "column_bytes_read": collected.cost.bytes_read,
-                 "audit_and_quarantine_bytes": collected.cost.object_bytes},
+                 "audit_and_quarantine_bytes": collected.cost.object_bytes,
+                 # Committed audit files that could not be read: their duplicates are missing from
+                 # the sources and producers (run `eventdedup fsck`).
+                 "unreadable_files": sorted(problem for c in live if c.record.batch_id in collected.audits
+                                            for problem in collected.audits[c.record.batch_id].unreadable)},
     }
 
 

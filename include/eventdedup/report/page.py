@@ -96,6 +96,11 @@ def _header(figures: Mapping[str, Any]) -> str:
             ("quarantined lines", totals["malformed"]), ("excluded inputs", totals["inputs_excluded"])]
     extra = "".join(f"<p class=sub>Retracted (left out of every figure): {escape(', '.join(log['retracted_batches']))}"
                     "</p>" for _ in [0] if log["retracted_batches"])
+    unreadable = figures["read"]["unreadable_files"]
+    if unreadable:
+        extra += (f'<p class="verdict warn">{len(unreadable)} committed audit file(s) could not be read; their '
+                  "duplicates are missing from the sources and producers below. Run <code>eventdedup fsck</code>."
+                  "</p><ul>" + "".join(f"<li>{escape(u)}</li>" for u in unreadable[:20]) + "</ul>")
     return (f"<h1>eventdedup report</h1><p class=sub>Commits made from {escape(figures['range']['since'])} to "
             f"{escape(figures['range']['until'])}: {log['commits_in_range']} (log at version {log['head_version']}); "
             f"mode <b>{escape(mode)}</b>, window {figures['settings']['window_hours']} h.</p>{extra}"

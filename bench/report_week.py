@@ -1,0 +1,193 @@
+"""How long `eventdedup report` takes over a week of 5-minute batches (2,016 commits), and what it
+reads (docs/report.md, "What a report reads").
+
+A fresh bucket on the embedded store gets a week of interval batches written with the library's own
+records (`CommitRecord`, `BatchChange`, folded and checkpointed by `CommittedState` as promotion
+does): per batch, its commit, its manifest, 16 cache heads and 4 audit files whose rows are the
+batch's duplicates (columns as the job writes them: ~300-byte raw lines, 40 producers, 12 source
+folders, holders drawn so that 60 % of copies are in-batch and the rest lag geometrically, some by
+days). Nothing is run through Spark: the report reads only what promotion leaves, and its cost is
+requests and column bytes, which the bench counts. Timed: `build_report` (figures and page) in
+this process, median of --runs, and once `eventdedup report --json` in a new process.
+
+    .venv/bin/python bench/report_week.py [--batches 2016] [--audit-rows 500,5000] [--runs 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include"))
+
+from eventdedup.commit.changes import BatchChange  # noqa: E402
+from eventdedup.commit.log import write_checkpoint_if_due, write_commit  # noqa: E402
+from eventdedup.commit.records import CommitRecord, PromotedObject  # noqa: E402
+from eventdedup.commit.state import CommittedState  # noqa: E402
+from eventdedup.config import Config, config_from_mapping  # noqa: E402
+from eventdedup.counts import BatchCounts  # noqa: E402
+from eventdedup.keys import hour_index_at  # noqa: E402
+from eventdedup.layout import Layout  # noqa: E402
+from eventdedup.report import build_report  # noqa: E402
+from eventdedup.s3store import S3Store  # noqa: E402
+from eventdedup.tables import AUDIT_SCHEMA, UTC_MICROS, table_to_parquet  # noqa: E402
+from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+T0 = datetime(2026, 11, 16, tzinfo=timezone.utc)
+STEP = timedelta(minutes=5)
+AUDIT_FILES = 4
+EVERYTHING = (datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
+
+
+def batch_id(index: int) -> str:
+    return f"{T0 + STEP * index:%Y%m%dT%H%M%SZ}"
+
+
+def holders_for(index: int, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """Which batch holds each duplicate's kept copy: itself for 60 %, else a geometric lag in batches
+    (mean 2 h), a tenth of those stretched by up to 5 days; never before the first batch."""
+    same = rng.random(rows) < 0.6
+    back = rng.geometric(1 / 24, rows)
+    back = np.where(rng.random(rows) < 0.1, back * rng.integers(1, 60, rows), back)
+    return np.where(same, index, np.maximum(index - back, 0))
+
+
+def audit_table(index: int, rows: int, rng: np.random.Generator) -> pa.Table:
+    holders = holders_for(index, rows, rng)
+    apps = rng.integers(0, 40, rows)
+    folders = rng.integers(0, 12, rows)
+    as_of = T0 + STEP * (index + 1)
+    ids = [f"{index:06d}-{i:07d}-{rng.integers(1 << 62):016x}" for i in range(rows)]
+    raw = [json.dumps({"event_id": ids[i], "app_id": f"app-{apps[i]:02d}", "created_at": as_of.isoformat(),
+                       "payload": "x" * 200}) for i in range(rows)]
+    return pa.table({
+        "event_id": ids,
+        "event_time": pa.array(np.full(rows, int(as_of.timestamp() * 1e6)), UTC_MICROS),
+        "reason": np.where(holders == index, "in_batch_natural", "cross_batch_natural"),
+        "action": ["dropped"] * rows,
+        "kept_in_batch": [batch_id(h) for h in holders],
+        "batch_id": [batch_id(index)] * rows,
+        "source_object": [f"landing/source-{f:02d}/{as_of:%Y/%m/%d/%H}/part-{index % 7}.jsonl.gz" for f in folders],
+        "line_number": np.arange(rows, dtype=np.int64),
+        "raw": raw,
+        "producer": [f"app-{a:02d}" for a in apps],
+    }, schema=AUDIT_SCHEMA)
+
+
+def write_week(store: S3Store, config: Config, batches: int, audit_rows: int) -> int:
+    """The week's commits; returns the audit bytes written."""
+    layout, rng = Layout(config.layout), np.random.default_rng(42)
+    state, audit_bytes = CommittedState(), 0
+    pool = ThreadPoolExecutor(16)
+    for index in range(batches):
+        bid, as_of = batch_id(index), T0 + STEP * (index + 1)
+        table = audit_table(index, audit_rows, rng)
+        parts = [table.slice(p * audit_rows // AUDIT_FILES, audit_rows // AUDIT_FILES) for p in range(AUDIT_FILES)]
+        keys = [layout.final_audit(bid, p) for p in range(AUDIT_FILES)]
+        bodies = [table_to_parquet(part) for part in parts]
+        infos = list(pool.map(lambda kb: store.put_bytes(kb[0], kb[1]), zip(keys, bodies, strict=True)))
+        audit_bytes += sum(len(b) for b in bodies)
+        store.put_bytes(layout.batch_manifest(bid), b"{}")
+        held = Counter(table.column("kept_in_batch").to_pylist())
+        in_batch = held.pop(bid, 0)
+        cross = sum(held.values())
+        inputs = audit_rows * 20
+        counts = BatchCounts(input_lines=inputs, in_batch_duplicates=in_batch, cross_batch_duplicates=cross,
+                             in_batch_natural=in_batch, cross_batch_natural=cross, output_rows=inputs - audit_rows,
+                             cache_keys_written=inputs - audit_rows)
+        hour = hour_index_at(as_of)
+        segments = {f"{as_of:%Y-%m-%d}/{as_of:%H}/{b:04d}": f"_eventdedup/cache/{as_of:%Y-%m-%d/%H}/{b:04d}/{bid}.seg"
+                    for b in range(16)}
+        objects = tuple(PromotedObject("audit", info.key, info.size, info.etag, len(part))
+                        for info, part in zip(infos, parts, strict=True)) + tuple(
+            PromotedObject("cache", key, 180_000, '"x"') for key in segments.values())
+        change = BatchChange(window_start_hour=hour - 168, retain_from_hour=hour - 336, partitions=AUDIT_FILES,
+                             interval=True, arrival_hour=hour, decided_against=dict(sorted(held.items())))
+        record = CommitRecord(index + 1, bid, state.last_batch_id, f"bench-{index}", as_of.isoformat(), counts,
+                              objects, segments, change)
+        write_commit(store, layout, record)
+        state = write_checkpoint_if_due(store, layout, state.apply(record, bid), config.dedup.checkpoint_interval)
+    pool.shutdown()
+    return audit_bytes
+
+
+def measure(server: LocalS3Process, batches: int, audit_rows: int, runs: int) -> dict:
+    bucket = f"report-week-{audit_rows}"
+    server.client().create_bucket(Bucket=bucket)
+    config = config_from_mapping({"s3": {"bucket": bucket, "endpoint_url": server.endpoint_url},
+                                  "dedup": {"buckets": 16, "window_hours": 168, "checkpoint_interval": 10},
+                                  "report": {"producer_field": "app_id", "source_prefix_depth": 2}})
+    store = S3Store(server.client(), bucket)
+    started = time.perf_counter()
+    audit_bytes = write_week(store, config, batches, audit_rows)
+    seeded = time.perf_counter() - started
+    seconds, figures = [], {}
+    for _ in range(runs):
+        started = time.perf_counter()
+        report = build_report(store, config, *EVERYTHING)
+        page = report.html
+        seconds.append(time.perf_counter() - started)
+        figures = report.figures
+    cli = cli_seconds(server, bucket)
+    return {"batches": batches, "audit_rows_per_batch": audit_rows, "seed_seconds": round(seeded, 1),
+            "report_seconds": [round(s, 2) for s in seconds], "median_seconds": round(statistics.median(seconds), 2),
+            "cli_json_seconds": round(cli, 2), "page_bytes": len(page),
+            "reported_batches": figures["log"]["batches"], "copies": figures["copy_lag"]["copies"],
+            "column_requests": figures["read"]["requests_for_columns"],
+            "column_bytes_read": figures["read"]["column_bytes_read"], "audit_bytes": audit_bytes,
+            "share_of_audit_bytes_read": round(figures["read"]["column_bytes_read"] / audit_bytes, 4),
+            "verdict": figures["copy_lag"]["verdict"]}
+
+
+def cli_seconds(server: LocalS3Process, bucket: str) -> float:
+    """`eventdedup report --json` in a new process, start-up included."""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as handle:
+        handle.write(f'[s3]\nbucket = "{bucket}"\nendpoint_url = "{server.endpoint_url}"\n'
+                     '[dedup]\nwindow_hours = 168\n[report]\nproducer_field = "app_id"\n')
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "eventdedup", "report", "--config", handle.name, "--json",
+                    "--since", EVERYTHING[0].isoformat(), "--until", EVERYTHING[1].isoformat()],
+                   check=True, capture_output=True, env=os.environ)
+    os.unlink(handle.name)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--batches", type=int, default=2016)
+    parser.add_argument("--audit-rows", default="500,5000", help="duplicates per batch, comma-separated")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    use_local_credentials()
+    results = []
+    with LocalS3Process() as server:
+        for rows in (int(r) for r in args.audit_rows.split(",")):
+            results.append(measure(server, args.batches, rows, args.runs))
+            print(json.dumps(results[-1]), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "report-week-latest.json"
+    out.write_text(json.dumps({"measured_at": datetime.now(timezone.utc).isoformat(), "cpus": os.cpu_count(),
+                               "results": results}, indent=2))
+    print(f"{'duplicates/batch':>16} {'report s':>9} {'new process s':>13} {'column GETs':>11} "
+          f"{'bytes read':>11} {'of audit':>9}")
+    for r in results:
+        print(f"{r['audit_rows_per_batch']:>16} {r['median_seconds']:>9} {r['cli_json_seconds']:>13} "
+              f"{r['column_requests']:>11} {r['column_bytes_read']:>11} {r['share_of_audit_bytes_read']:>9.2%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

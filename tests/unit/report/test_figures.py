@@ -1,0 +1,133 @@
+"""The report's rules, each on values small enough to work out by hand (docs/report.md)."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+from eventdedup.commit.changes import BatchChange
+from eventdedup.commit.records import CommitRecord, PromotedObject
+from eventdedup.config import config_from_mapping
+from eventdedup.counts import BatchCounts
+from eventdedup.report.collect import (
+    AuditSummary,
+    Collected,
+    CommitInRange,
+    commit_times,
+    first_version_at_or_after,
+    source_prefix,
+)
+from eventdedup.report.figures import lag_figures, nearest_rank, report_figures
+from eventdedup.s3store import ObjectInfo
+
+HOUR, DAY = 3600.0, 86400.0
+T = datetime(2026, 11, 20, tzinfo=timezone.utc)
+CONFIG = config_from_mapping({"s3": {"bucket": "bkt"}, "dedup": {"window_hours": 24},
+                              "report": {"producer_field": "app", "top": 2}})
+
+
+def test_nearest_rank_takes_the_value_at_the_rank_ceil_p_percent_of_the_copies() -> None:
+    lags = [(0.0, 3), (60.0, 1), (7200.0, 1)]  # 0, 0, 0, 60, 7200
+    assert [nearest_rank(lags, p) for p in (1, 50, 60, 61, 80, 81, 100)] == [0.0, 0.0, 0.0, 60.0, 60.0, 7200.0, 7200.0]
+    assert nearest_rank([], 50) is None
+
+
+def test_bins_hold_lags_above_the_previous_bound_up_to_their_own() -> None:
+    figures = lag_figures(Counter({0.0: 2, 300.0: 1, 300.5: 1, DAY: 1, 15 * DAY: 1}), 24 * HOUR)
+    bins = {b["label"]: b["copies"] for b in figures["histogram"]}
+    assert (bins["same batch"], bins["≤ 5 min"], bins["≤ 15 min"], bins["≤ 1 d"], bins["> 14 d"]) == (2, 1, 1, 1, 1)
+    assert sum(bins.values()) == figures["copies"] == 6
+
+
+def test_the_window_sentence_has_three_answers() -> None:
+    window = 24 * HOUR
+    assert lag_figures(Counter({0.0: 5}), window)["verdict"].startswith("No copy arrived after its original's batch")
+    fine = lag_figures(Counter({0.0: 5, 2 * HOUR: 1}), window)["verdict"]
+    assert fine == ("The window looks long enough: the longest lag caught was 2.0 h (8% of the 24 h window), "
+                    "and no copy arrived in its last tenth.")
+    # 22 h > 0.9 x 24 h: in the last tenth; twice 22 h is 44 h, two whole days: 48 h.
+    short = lag_figures(Counter({0.0: 3, 22 * HOUR: 1}), window)
+    assert short["beyond"]["window_last_tenth"] == {"copies": 1, "share": 0.25}
+    assert short["verdict"].startswith("The window may be too short: 1 of 4 copies (25.0%) arrived in the last "
+                                       "tenth of the 24 h window")
+    assert "48 h would hold twice the longest lag caught (22.0 h)" in short["verdict"]
+
+
+def test_a_copy_whose_holder_is_not_in_the_log_is_counted_apart() -> None:
+    figures = lag_figures(Counter({0.0: 1, math.nan: 2}), DAY)
+    assert (figures["copies"], figures["unknown_holder"]) == (1, 2)
+
+
+def test_a_source_is_an_input_objects_folder_or_its_first_folders() -> None:
+    key = "landing/app-a/2026/11/20/part-1.jsonl.gz"
+    assert source_prefix(key, 0) == "landing/app-a/2026/11/20/"
+    assert source_prefix(key, 2) == "landing/app-a/"
+    assert source_prefix("top.jsonl", 0) == "" and source_prefix("a/b.jsonl", 5) == "a/"
+
+
+def batch(version: int, batch_id: str, as_of: datetime, held: dict[str, int], **counts: int) -> CommitRecord:
+    return CommitRecord(version, batch_id, None, "t", as_of.isoformat(), BatchCounts.of(counts),
+                        (PromotedObject("cache", f"c/{batch_id}", 100, '"e"'),), {},
+                        BatchChange(decided_against=held))
+
+
+def test_a_retracted_batch_is_listed_and_left_out_of_every_figure() -> None:
+    b1 = batch(1, "b1", T, {}, input_lines=3, output_rows=2, in_batch_duplicates=1, in_batch_natural=1)
+    b2 = batch(2, "b2", T + timedelta(hours=2), {"b1": 1}, input_lines=2, output_rows=1, cross_batch_duplicates=1,
+               cross_batch_natural=1)
+    b3 = batch(3, "b3", T + timedelta(hours=3), {"b1": 4}, input_lines=4, cross_batch_duplicates=4,
+               cross_batch_natural=4)
+    audits = {"b1": AuditSummary(Counter({"landing/a/": 1}), Counter({"x": 1})),
+              "b2": AuditSummary(Counter({"landing/b/": 1}), Counter({None: 1})),
+              "b3": AuditSummary(Counter({"landing/c/": 4}), Counter({"y": 4}))}
+    commits = [CommitInRange(b1, T + timedelta(minutes=1)), CommitInRange(b2, T + timedelta(hours=2, minutes=1)),
+               CommitInRange(b3, T + timedelta(hours=3, minutes=1), retracted=True)]
+    collected = Collected(T, T + timedelta(days=1), 3, commits, audits, {}, {"b1": T, "b2": T + timedelta(hours=2)},
+                          {"2026-11-20": 4}, None)
+    figures = report_figures(collected, CONFIG)
+    assert figures["log"]["retracted_batches"] == ["b3"] and figures["log"]["batches"] == 2
+    assert [b["retracted"] for b in figures["batches"]] == [False, False, True]
+    assert figures["totals"]["input_lines"] == 5 and figures["copy_lag"]["copies"] == 2
+    assert figures["copy_lag"]["max_seconds"] == 2 * HOUR
+    assert figures["top_sources"] == [{"name": "landing/a/", "duplicates": 1, "share": 0.5},
+                                      {"name": "landing/b/", "duplicates": 1, "share": 0.5}]
+    assert [p["name"] for p in figures["top_producers"]] == ["(not recorded)", "x"]
+    assert figures["batches"][1]["seconds"]["latency"] == 60.0
+    assert figures["health"]["cache_written_by_day"] == {"2026-11-20": {"objects": 3, "bytes": 300}}
+
+
+class TimedLog:
+    """Commit objects with given times: HEAD and LIST as the store answers them (the store's clocks
+    may put a commit a little before the one it follows). Only the selection is under test here;
+    tests/integration/test_report.py selects on the real store."""
+
+    def __init__(self, times: list[datetime]) -> None:
+        self.times = times
+
+    def head(self, key: str) -> ObjectInfo:
+        version = int(key.rsplit("/", 1)[1].split(".")[0])
+        return ObjectInfo(key, 1, '"e"', self.times[version - 1])
+
+    def list(self, prefix: str, *, start_after: str | None = None):  # type: ignore[no-untyped-def]
+        for version, at in enumerate(self.times, 1):
+            key = f"{prefix}{version:020d}.json"
+            if start_after is None or key > start_after:
+                yield ObjectInfo(key, 1, '"e"', at)
+
+
+def test_the_range_holds_every_commit_made_in_it_even_when_clocks_disagree_a_little() -> None:
+    from eventdedup.layout import Layout
+
+    layout = Layout(CONFIG.layout)
+    minute = timedelta(minutes=1)
+    # Commit 4 is stamped a minute before commit 3 (two front ends' clocks), commit 7 after `until`
+    # but commit 8 before it again.
+    times = [T, T + 10 * minute, T + 20 * minute, T + 19 * minute, T + 30 * minute, T + 40 * minute,
+             T + 52 * minute, T + 49 * minute, T + 60 * minute]
+    assert layout.commit(3).endswith("00000000000000000003.json")
+    store = TimedLog(times)
+    picked = commit_times(store, layout, len(times), T + 19 * minute + timedelta(seconds=30), T + 50 * minute)  # type: ignore[arg-type]
+    assert [v for v, _ in picked] == [3, 5, 6, 8]
+    assert commit_times(store, layout, 6, T, T + 100 * minute)[-1][0] == 6  # type: ignore[arg-type]
+    assert commit_times(store, layout, 0, T, T + 100 * minute) == []  # type: ignore[arg-type]
+    assert first_version_at_or_after(lambda v: times[v - 1], len(times), T + 100 * minute) == len(times) + 1
