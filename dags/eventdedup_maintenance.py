@@ -74,16 +74,19 @@ def eventdedup_maintenance() -> None:
         the UI by the eventdedup plugin: reports/<day>.html and .json, and reports/latest.*."""
         from eventdedup_airflow import load_pipeline_config, s3_store
 
-        from eventdedup.report import build_report, publish_report
+        from eventdedup.report import build_report, publish_report, report_name
 
         context = get_current_context()
         config = load_pipeline_config()
         store = s3_store(config)
-        start, end = context["data_interval_start"], context["data_interval_end"]
-        if start >= end:  # a manually triggered run's interval is a moment: report the day before it
+        # A manual run may have no data interval (no logical date), or one that is a moment: the day
+        # before it ran.
+        end = context.get("data_interval_end") or context["dag_run"].run_after
+        start = context.get("data_interval_start") or end
+        if start >= end:
             start = end - timedelta(days=1)
         report = build_report(store, config, start, end, now=end)
-        written = publish_report(store, config, report, f"{start:%Y-%m-%d}")
+        written = publish_report(store, config, report, report_name(start, end))
         lag = report.figures["copy_lag"]
         return {"written": written, "batches": report.figures["log"]["batches"], "verdict": lag["verdict"]}
 

@@ -132,13 +132,13 @@ def eventdedup_pipeline() -> None:
 
         from eventdedup import codec
         from eventdedup.ops.scheduling import BatchPlan
-        from eventdedup.ops.status import batch_metrics, committed_summary, log_batch_metrics
+        from eventdedup.ops.status import committed_summary, log_batch_metrics
 
         config = load_pipeline_config()
         store, batch_id = s3_store(config), codec.from_doc(BatchPlan, plan).batch_id
         summary = committed_summary(store, config, batch_id)
         log_batch_metrics(summary)
-        send_batch_metrics(batch_metrics(store, config, batch_id))
+        send_batch_metrics(store, config, batch_id)
         return summary  # small: counts only, never data
 
     plan = check_consistency()

@@ -197,13 +197,24 @@ def _already_alerted(batch_id: str, kind: str, run_id: str) -> bool:
     return previous is not None and previous.kind == kind and previous.run_id == run_id and bool(run_id)
 
 
-def send_batch_metrics(metrics: dict[str, dict[str, float]]) -> None:
-    """A batch's metrics (eventdedup.ops.status.batch_metrics) through Airflow's own metrics
-    configuration ([metrics] statsd_on or otel_on): what Airflow's dashboards already collect."""
-    from airflow.sdk.observability.stats import Stats
+def send_batch_metrics(store: S3Store, config: Config, batch_id: str) -> None:
+    """A committed batch's metrics (eventdedup.ops.status.batch_metrics) through Airflow's own
+    metrics configuration ([metrics] statsd_on or otel_on): what Airflow's dashboards already
+    collect. Best effort: the batch is committed and its output Asset due whatever a metric does,
+    so a failure is logged, not raised. Counters are sent again if the task is retried."""
+    try:
+        from airflow.sdk.observability.stats import Stats
+    except ImportError:  # Airflow 3.1 and 3.2 kept it here
+        from airflow.stats import Stats  # type: ignore[no-redef]
 
-    for name, value in metrics["counters"].items():
-        if value:
-            Stats.incr(name, count=int(value))
-    for name, value in metrics["gauges"].items():
-        Stats.gauge(name, value)
+    from eventdedup.ops.status import batch_metrics
+
+    try:
+        metrics = batch_metrics(store, config, batch_id)
+        for name, value in metrics["counters"].items():
+            if value:
+                Stats.incr(name, count=int(value))
+        for name, value in metrics["gauges"].items():
+            Stats.gauge(name, value)
+    except Exception:  # noqa: BLE001 - metrics never fail a committed batch's task
+        log.warning("batch %s: its metrics were not sent", batch_id, exc_info=True)

@@ -9,6 +9,7 @@ loads the plugin; each request reads one object.
 from __future__ import annotations
 
 import re
+from html import escape
 from typing import Any
 
 from airflow.api_fastapi.core_api.security import requires_access_dag
@@ -18,32 +19,41 @@ from fastapi.responses import HTMLResponse, Response
 
 URL_PREFIX = "/eventdedup"
 REPORT_DAG_ID = "eventdedup_maintenance"
-# A day's report or the latest one, as the maintenance DAG names them (eventdedup.report.publish_report).
-_REPORT_NAME = re.compile(r"^(latest|\d{4}-\d{2}-\d{2})\.(html|json)$")
+# The latest report, a day's, or a range's, as the maintenance DAG names them (eventdedup.report.report_name).
+_REPORT_NAME = re.compile(r"(latest|\d{4}-\d{2}-\d{2}|\d{8}T\d{6}Z-\d{8}T\d{6}Z)\.(html|json)")
 _MEDIA_TYPES = {"html": "text/html; charset=utf-8", "json": "application/json"}
+# The page is data, not an app: no request leaves it, nothing it holds can reach Airflow's origin
+# (a sandbox without same-origin), and browsers take its type as sent.
+_HEADERS = {"Content-Security-Policy": "sandbox allow-scripts; default-src 'none'; style-src 'unsafe-inline'; "
+                                       "script-src 'unsafe-inline'; img-src data:",
+            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
 
 
 def report_app() -> FastAPI:
-    app = FastAPI(title="eventdedup reports", dependencies=[Depends(requires_access_dag("GET",
-                                                                                          param_dag_id=REPORT_DAG_ID))])
+    # No /docs or /openapi.json: every route is behind the app's access check, and those are not routes.
+    app = FastAPI(title="eventdedup reports", docs_url=None, redoc_url=None, openapi_url=None,
+                  dependencies=[Depends(requires_access_dag("GET", param_dag_id=REPORT_DAG_ID))])
 
     @app.get("/reports/", response_class=HTMLResponse)
-    def report_index() -> str:
-        """Every report on the store: the latest, then each day's, newest first."""
-        days = sorted((n for n in _report_names() if n.endswith(".html") and n != "latest.html"), reverse=True)
-        names = ["latest.html", *days]
-        links = "".join(f'<li><a href="{name}">{name[:-5]}</a></li>' for name in names)
-        return f"<!doctype html><title>eventdedup reports</title><h1>eventdedup reports</h1><ul>{links}</ul>"
+    def report_index() -> HTMLResponse:
+        """Every report on the store: the latest, then the others, newest first (only names a report
+        can have: anything else under the prefix is not listed)."""
+        found = sorted((n for n in _report_names() if _REPORT_NAME.fullmatch(n) and n.endswith(".html")
+                        and n != "latest.html"), reverse=True)
+        links = "".join(f'<li><a href="{escape(name)}">{escape(name[:-5])}</a></li>'
+                        for name in ["latest.html", *found])
+        return HTMLResponse(f"<!doctype html><title>eventdedup reports</title><h1>eventdedup reports</h1><ul>{links}"
+                            "</ul>", headers=_HEADERS)
 
     @app.get("/reports/{name}")
     def report(name: str) -> Response:
-        matched = _REPORT_NAME.match(name)
+        matched = _REPORT_NAME.fullmatch(name)
         if matched is None:
-            raise HTTPException(404, f"{name} is not a report's name (latest.html, YYYY-MM-DD.html or .json)")
+            raise HTTPException(404, "not a report's name (latest.html, YYYY-MM-DD.html, a range's, or .json)")
         body = _read_report(name)
         if body is None:
             raise HTTPException(404, f"no report {name} yet: the eventdedup_maintenance DAG writes one a day")
-        return Response(body, media_type=_MEDIA_TYPES[matched.group(2)])
+        return Response(body, media_type=_MEDIA_TYPES[matched.group(2)], headers=_HEADERS)
 
     return app
 

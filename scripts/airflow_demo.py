@@ -73,13 +73,30 @@ def main() -> int:
                 return 1
         rows, mismatches = committed_rows(store, config, batches)
         table_line, table_problem = delta_table_summary(store, config)
+        report_line = write_report(store, config)
     print(format_batch_table(rows))
     for problem in mismatches + table_problem:
         print(f"MISMATCH: {problem}")
     print("all counts match the planted duplicates" if not mismatches else "counts do NOT match")
+    print(report_line)
     print(table_line)  # last: the output as readers of the table see it
     mismatches += table_problem
     return 0 if not mismatches else 1
+
+
+def write_report(store, config) -> str:  # type: ignore[no-untyped-def]
+    """The demo's report (every commit it made), as `eventdedup report` writes it: .demo/report.html."""
+    from datetime import timedelta
+
+    from eventdedup.report import build_report
+
+    report = build_report(store, config, datetime(2000, 1, 1, tzinfo=timezone.utc),
+                          datetime.now(timezone.utc) + timedelta(days=1))
+    page = PROJECT / ".demo" / "report.html"
+    page.write_text(report.html, encoding="utf-8")
+    figures = report.figures
+    return (f"report {page.relative_to(PROJECT)}: {figures['log']['batches']} batches, "
+            f"{figures['copy_lag']['copies']} copies; {figures['copy_lag']['verdict']}")
 
 
 def delta_table_summary(store, config) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]

@@ -35,5 +35,9 @@ def test_make_demo_prints_the_planted_counts_for_each_batch() -> None:
     if demo_command()[0] == "make":  # make demo ends with the output's Delta table, read with deltalake
         rows = sum(counts["output_rows"] for counts in expected.values())
         # A new store: table version 0 created before its first commit, then one version per batch.
+        # Before it, the report of the three batches: every duplicate the generator planted is a copy.
+        copies = sum(counts["in_batch_duplicates"] + counts["cross_batch_duplicates"] for counts in expected.values())
+        assert lines[-2].startswith(f"report .demo/report.html: 3 batches, {copies} copies; ")
+        assert (REPO / ".demo" / "report.html").read_text().count('<svg class="chart"') >= 8
         assert lines[-1].startswith("Delta table s3://") and lines[-1].endswith(
             f"/deduped: version 3, {rows} rows (read with deltalake), reflecting log version 3"), lines[-1]

@@ -9,8 +9,9 @@ values are written out here from the input lines and the documented rules.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -22,6 +23,7 @@ from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.ops.retract import retract_batch
+from eventdedup.report import build_report
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import NOW, commit_counts, committed_cache_entries, committed_rows, make_config, put_lines
@@ -176,6 +178,20 @@ def test_observing_outputs_every_event_audits_what_enforcing_drops_and_keeps_its
 
     # An observed batch recomputed after the switch is recomputed as it ran: observing.
     assert verify_rerun(observed, switched, "b2", spark) == []
+
+    # The report says what observing would have dropped, batch by batch under the mode each ran.
+    figures = build_report(observed, switched, datetime(2000, 1, 1, tzinfo=timezone.utc),
+                           datetime(2100, 1, 1, tzinfo=timezone.utc)).figures
+    assert [(b["batch_id"], b["mode"]) for b in figures["batches"]] == [
+        ("b1", "observe"), ("b2", "observe"), ("b3", "enforce")]
+    assert figures["settings"]["modes_in_range"] == {"observe": 2, "enforce": 1}
+    observed_actions = Counter(action for batch, _, _, action, _ in ENFORCED_AUDIT if batch != "b3")
+    totals = figures["totals"]
+    assert (totals["would_drop_in_batch"] + totals["would_drop_cross_batch"], totals["would_rename"]) == (
+        observed_actions["dropped"], observed_actions["renamed"])
+    assert totals["in_batch_duplicates"] + totals["cross_batch_duplicates"] == sum(
+        1 for batch, _, _, action, _ in ENFORCED_AUDIT if batch == "b3" and action == "dropped")
+    assert figures["copy_lag"]["copies"] == len(ENFORCED_AUDIT)  # found alike, whatever was done with them
 
     # Retracting an observed batch (and b3, which decided against it) takes its output and cache
     # entries away like any batch's.

@@ -22,10 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.view import committed_objects
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
+from eventdedup.ops.exclude import exclude_input
 from eventdedup.ops.pipeline import run_batch
+from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 from eventdedup.report import build_report
 from eventdedup.report.collect import collect
 from eventdedup.s3store import S3Store
@@ -40,9 +43,8 @@ WINDOW_HOURS = 72
 EVERYTHING = (datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
 
 
-def event(event_id: str, app: str, payload: str = "p") -> bytes:
-    return json.dumps({"event_id": event_id, "created_at": "2026-11-20T00:01:00Z", "app": app,
-                       "payload": payload}).encode()
+def event(event_id: str, app: str, payload: str = "p", at: str = "2026-11-20T00:01:00Z") -> bytes:
+    return json.dumps({"event_id": event_id, "created_at": at, "app": app, "payload": payload}).encode()
 
 
 @dataclass
@@ -56,6 +58,8 @@ class PlannedBatch:
     renamed: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     quarantined: Counter[str] = field(default_factory=Counter)
+    cross_hour: int = 0
+    excluded: list[str] = field(default_factory=list)  # input keys an operator excludes before its job
 
     def line(self, source: str, line: bytes) -> None:
         self.objects.setdefault(f"landing/{source}/{self.batch_id}.jsonl", []).append(line)
@@ -64,13 +68,24 @@ class PlannedBatch:
         self.line(source, event(event_id, app))
         self.new_events += 1
 
-    def copy(self, source: str, event_id: str, app: str, original: PlannedBatch, kind: str) -> None:
-        """A copy of an event `original` emitted: natural (same payload) or synthetic (renamed)."""
+    def copy(self, source: str, event_id: str, app: str, original: PlannedBatch, kind: str,
+             at: str | None = None) -> None:
+        """A copy of an event `original` emitted: natural (same payload) or synthetic (renamed); `at`:
+        another event time, in another hour (a synthetic copy found across hours)."""
         synthetic = kind.endswith("synthetic")
-        self.line(source, event(event_id, app, payload="changed" if synthetic else "p"))
+        self.line(source, event(event_id, app, payload="changed" if synthetic and at is None else "p",
+                                at=at or "2026-11-20T00:01:00Z"))
         self.copies.append((f"landing/{source}/", app, (self.as_of - original.as_of).total_seconds()))
         self.kinds[kind] += 1
         self.renamed += synthetic
+        self.cross_hour += at is not None
+
+    def exclude(self, source: str, lines: list[bytes]) -> None:
+        """An input object an operator excludes after staging: quarantined whole, as one line."""
+        key = f"landing/{source}/{self.batch_id}-excluded.jsonl"
+        self.objects[key] = lines
+        self.excluded.append(key)
+        self.quarantined["excluded_input"] += 1
 
     def bad(self, source: str, line: bytes, reason_class: str) -> None:
         self.line(source, line)
@@ -78,7 +93,7 @@ class PlannedBatch:
 
     @property
     def input_lines(self) -> int:
-        return sum(len(lines) for lines in self.objects.values())
+        return sum(1 if key in self.excluded else len(lines) for key, lines in self.objects.items())
 
     @property
     def output_rows(self) -> int:
@@ -101,10 +116,12 @@ def planned_workload() -> list[PlannedBatch]:
     b3.copy("app-a", "e5", "a", b1, "cross_batch_natural")
     b3.copy("app-a", "f1", "a", b2, "cross_batch_natural")
     b3.new("app-a", "g1", "a")
+    b3.copy("app-a", "e3", "a", b1, "cross_batch_synthetic", at="2026-11-20T01:30:00Z")
     b4.copy("app-b", "e6", "a", b1, "cross_batch_natural")  # a natural copy: its payload (app too) is the original's
     b4.bad("app-b", b'{"event_id": "broken', "malformed_json")
     b4.bad("app-b", b'{"created_at":"2026-11-20T00:01:00Z"}', "bad_id")
     b4.new("app-b", "g2", "b")
+    b4.exclude("app-b", [event("never-read", "b")])
     b5.copy("app-c", "e7", "b", b1, "cross_batch_natural")
     b5.copy("app-c", "e8", "b", b1, "cross_batch_natural")
     b5.new("app-c", "g3", "c")
@@ -131,7 +148,12 @@ def workload(s3_server, spark) -> Iterator[Workload]:  # type: ignore[no-untyped
         for key, lines in batch.objects.items():
             put_lines(store, key, lines)
         # Each batch takes the landing objects no earlier batch consumed (the ingestion ledger).
-        run_batch(store, config, batch.batch_id, InputSelector(input_prefix="landing/"), batch.as_of, lambda: spark)
+        selector = InputSelector(input_prefix="landing/")
+        if batch.excluded:
+            stage_planned_batch(store, config, BatchPlan(batch.batch_id, selector), batch.as_of)
+            for key in batch.excluded:
+                exclude_input(store, Layout(config.layout), batch.batch_id, key, "a producer bug", batch.as_of)
+        run_batch(store, config, batch.batch_id, selector, batch.as_of, lambda: spark)
     yield Workload(store, config, plan)
     s3_server.delete_bucket(name)
 
@@ -155,6 +177,7 @@ def test_every_batch_is_reported_with_its_planted_counts(workload: Workload) -> 
             batch.input_lines, batch.output_rows, sum(batch.quarantined.values()), batch.renamed), batch.batch_id
         assert {kind: counts[kind] for kind in batch.kinds} == dict(batch.kinds), batch.batch_id
         assert counts["in_batch_duplicates"] + counts["cross_batch_duplicates"] == natural
+        assert (counts["cross_hour_duplicates"], counts["inputs_excluded"]) == (batch.cross_hour, len(batch.excluded))
         assert rows[batch.batch_id]["as_of"] == batch.as_of.isoformat()
     assert figures["totals"]["input_lines"] == sum(b.input_lines for b in workload.plan)
     assert figures["quarantine_by_reason"] == dict(sum((b.quarantined for b in workload.plan), Counter()))
@@ -165,21 +188,22 @@ def test_the_copy_lag_distribution_is_the_planted_one(workload: Workload) -> Non
     lag = build_report(workload.store, workload.config, *EVERYTHING).figures["copy_lag"]
     lags = expected_lags(workload.plan)
     window = WINDOW_HOURS * 3600.0
-    assert lag["copies"] == len(lags) == 10
+    assert lag["copies"] == len(lags) == 11
     bounds = [0.0, 300.0, 900.0, 3600.0, 6 * 3600.0, 86400.0, 2 * 86400.0, 3 * 86400.0, 7 * 86400.0, 14 * 86400.0]
     expected_bins = [sum(1 for v in lags if (i == 0 and v == 0) or (i > 0 and bounds[i - 1] < v <= bounds[i]))
                      for i in range(len(bounds))] + [sum(1 for v in lags if v > bounds[-1])]
-    assert [b["copies"] for b in lag["histogram"]] == expected_bins == [3, 2, 0, 0, 2, 0, 1, 2, 0, 0, 0]
+    assert [b["copies"] for b in lag["histogram"]] == expected_bins == [3, 2, 0, 0, 3, 0, 1, 2, 0, 0, 0]
     assert lag["percentiles_seconds"] == {str(p): nearest_rank(lags, p) for p in (50, 90, 99, 99.9)}
     assert lag["max_seconds"] == max(lags) == 70 * 3600.0
     beyond = {name: sum(1 for v in lags if v > bound) for name, bound in
-              (("1h", 3600.0), ("1d", 86400.0), ("half_window", window / 2), ("window_last_tenth", 0.9 * window))}
+              (("1h", 3600.0), ("1d", 86400.0), ("half_window", window / 2), ("window_last_tenth", 0.9 * window),
+               ("window", window))}
     assert {name: v["copies"] for name, v in lag["beyond"].items()} == beyond == {
-        "1h": 5, "1d": 3, "half_window": 2, "window_last_tenth": 2}
-    assert lag["beyond"]["1d"]["share"] == pytest.approx(3 / 10)
+        "1h": 6, "1d": 3, "half_window": 2, "window_last_tenth": 2, "window": 0}
+    assert lag["beyond"]["1d"]["share"] == pytest.approx(3 / 11)
     # Two copies came 70 h after their originals, in the 72 h window's last tenth: too short, and
     # twice the longest lag (140 h) rounds up to whole days: 144 h.
-    assert lag["verdict"].startswith("The window may be too short: 2 of 10 copies (20.0%)")
+    assert lag["verdict"].startswith("The window may be too short: 2 of 11 copies (18.2%)")
     assert "144 h would hold twice the longest lag caught (2.9 d)" in lag["verdict"]
 
 
@@ -195,23 +219,65 @@ def test_top_sources_and_producers_rank_the_planted_copies(workload: Workload) -
 
     assert figures["top_sources"] == ranked(sources)
     assert figures["top_producers"] == ranked(producers)
-    assert [(t["name"], t["duplicates"]) for t in figures["top_producers"]] == [("a", 5), ("b", 3), ("c", 2)]
+    assert [(t["name"], t["duplicates"]) for t in figures["top_producers"]] == [("a", 6), ("b", 3), ("c", 2)]
 
 
 def test_health_comes_from_the_stores_own_times(workload: Workload) -> None:
+    """Latency and stages from the objects' own times on the store (read here with boto3), cache
+    bytes written from the commit records (read here as JSON), live cache from the folded state."""
     store, layout = workload.store, Layout(workload.config.layout)
-    listing = store.client.list_objects_v2(Bucket=store.bucket, Prefix=layout.settings.commit_log_prefix)
+    client, bucket = store.client, store.bucket
+    listing = client.list_objects_v2(Bucket=bucket, Prefix=layout.settings.commit_log_prefix)
     committed = {layout.version_of_commit_key(item["Key"]): item["LastModified"] for item in listing["Contents"]}
     figures = build_report(store, workload.config, *EVERYTHING).figures
+    stages: dict[str, list[float]] = {}
+    written: dict[str, dict[str, int]] = {}
     for row, batch in zip(figures["batches"], workload.plan, strict=True):
-        assert row["committed_at"] == committed[row["version"]].isoformat()
-        assert row["seconds"]["latency"] == (committed[row["version"]] - batch.as_of).total_seconds()
-        manifest = store.client.head_object(Bucket=store.bucket, Key=layout.batch_manifest(batch.batch_id))
-        assert row["seconds"]["staging"] == (manifest["LastModified"] - batch.as_of).total_seconds()
-    written = figures["health"]["cache_written_by_day"]
-    assert sum(day["objects"] for day in written.values()) > 0
-    # Every event's cache hour is 2026-11-20 00:00; no id guard is kept when... (guards have their own row)
-    assert "2026-11-20" in figures["health"]["live_cache_objects_by_day"]
+        record = json.loads(client.get_object(Bucket=bucket, Key=layout.commit(row["version"]))["Body"].read())
+        at = committed[row["version"]]
+        staged = client.head_object(Bucket=bucket, Key=layout.batch_manifest(batch.batch_id))["LastModified"]
+        first = next(o for o in record["objects"] if o["kind"] in ("audit", "data", "quarantine"))
+        copied = client.head_object(Bucket=bucket, Key=first["key"])["LastModified"]
+        expected = {"latency": (at - batch.as_of).total_seconds(), "staging": (staged - batch.as_of).total_seconds(),
+                    "dedup_job": (copied - staged).total_seconds(), "promotion": (at - copied).total_seconds()}
+        assert (row["committed_at"], row["seconds"]) == (at.isoformat(), expected)
+        for name, value in expected.items():
+            stages.setdefault(name, []).append(value)
+        day = written.setdefault(at.date().isoformat(), {"objects": 0, "bytes": 0})
+        cache = [o for o in record["objects"] if o["kind"] == "cache"]
+        day["objects"] += len(cache)
+        day["bytes"] += sum(o["size"] for o in cache)
+    assert figures["health"]["seconds"] == {name: {"median": sorted(v)[len(v) // 2], "max": max(v)}
+                                            for name, v in stages.items()}  # five batches: the middle one
+    assert figures["health"]["cache_written_by_day"] == written
+    state = load_committed_state(store, layout)
+    live = Counter(key.split("/")[0] if key[:4].isdigit() else "guards" for key in state.cache_heads
+                   for _ in range(1 + len(state.cache_bases.get(key, ()))))
+    assert figures["health"]["live_cache_objects_by_day"] == dict(sorted(live.items()))
+    assert set(live) == {"2026-11-20", "guards"}  # every event's hour is on the 20th; id guards apart
+
+
+def test_copies_of_batches_before_the_range_are_timed_from_their_commits(workload: Workload) -> None:
+    """The newest four commits: b1, whose copies b2..b5 hold, is outside; its time comes from its
+    commit record's head."""
+    figures = build_report(workload.store, workload.config, *EVERYTHING, last=4).figures
+    assert [row["batch_id"] for row in figures["batches"]] == ["b2", "b3", "b4", "b5"]
+    lags = sorted(lag for batch in workload.plan[1:] for _, _, lag in batch.copies)
+    assert figures["copy_lag"]["copies"] == len(lags) and figures["copy_lag"]["max_seconds"] == max(lags)
+    assert figures["copy_lag"]["percentiles_seconds"]["50"] == nearest_rank(lags, 50)
+
+
+def test_the_ingestion_lag_counts_what_waits_at_the_time_given(workload: Workload) -> None:
+    store = workload.store
+    put_lines(store, "landing/app-z/late.jsonl", [event("late", "z")])  # consumed by no batch
+    try:
+        landed = store.client.head_object(Bucket=store.bucket, Key="landing/app-z/late.jsonl")["LastModified"]
+        ingestion = build_report(store, workload.config, *EVERYTHING, now=landed + timedelta(minutes=1)).figures[
+            "health"]["ingestion"]
+        assert (ingestion["unconsumed"], ingestion["oldest_unconsumed"]) == (1, "landing/app-z/late.jsonl")
+        assert build_report(store, workload.config, *EVERYTHING).figures["health"]["ingestion"] is None
+    finally:
+        store.delete_keys(["landing/app-z/late.jsonl"])
 
 
 def test_a_range_holds_exactly_the_commits_made_in_it(workload: Workload) -> None:

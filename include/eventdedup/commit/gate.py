@@ -77,12 +77,16 @@ def refuse_if_retracted(state: CommittedState, batch_id: str) -> None:
 def refuse_if_mode_changed(job: JobResult, mode: str) -> None:
     """A batch's output and audit are its mode's (observing: every event, as it arrived), and its
     commit records that mode: promoting a job computed under another mode than the configured one
-    would commit what the configuration no longer asks for."""
+    would commit what the configuration no longer asks for. Refused loudly rather than committed:
+    an operator who switched to enforce must not get observed batches, duplicates and all, from a
+    job that reads another configuration than the promoter (EMR Serverless ships its own)."""
     change = job.change
     if isinstance(change, BatchChange) and change.mode != mode:
         raise StaleBatchError(
             f"batch {job.batch_id} was computed under [dedup] mode = {change.mode!r}, but the configured mode is "
-            f"{mode!r}; rerun the dedup step for {job.batch_id}")
+            f"{mode!r}; if the mode was just switched, rerun the dedup step for {job.batch_id}; if every batch is "
+            "refused so, the job reads another configuration than the promoter (e.g. the eventdedup.toml shipped "
+            "to EMR Serverless and EVENTDEDUP_CONFIG): make their [dedup] mode agree, then rerun the dedup step")
 
 
 def exclusions_changed(store: S3Store, layout: Layout, job: JobResult) -> list[str] | None:

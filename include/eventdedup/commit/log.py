@@ -10,10 +10,12 @@ it is written, a marker beside its manifest records its version.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 import orjson
 from botocore.exceptions import ClientError
@@ -42,6 +44,22 @@ def committed_record(store: S3Store, layout: Layout, version: int) -> CommitReco
         raise CorruptStateError(f"commit {store.uri(layout.commit(version))} is part of the folded log but missing; "
                                 "the log cannot be trusted")
     return record
+
+
+_AS_OF = re.compile(rb'"as_of": ?"([^"]+)"')
+_RECORD_HEAD_BYTES = 2048
+
+
+def commit_as_of(store: S3Store, layout: Layout, version: int) -> datetime:
+    """Commit `version`'s as_of, from the head of its record (the field is among its first few
+    hundred bytes, written in field order): one small ranged GET where the whole record names
+    hundreds of objects. A record laid out otherwise (format 1) is read whole."""
+    head = store.get_bytes(layout.commit(version), byte_range=(0, _RECORD_HEAD_BYTES))
+    version_at = head.find(b'"version": %d,' % version)
+    found = _AS_OF.search(head) if version_at >= 0 else None
+    if found is not None and found.start() > version_at:
+        return datetime.fromisoformat(found.group(1).decode())
+    return datetime.fromisoformat(committed_record(store, layout, version).as_of)
 
 
 def committed_version(store: S3Store, layout: Layout, state: CommittedState, batch_id: str) -> int | None:

@@ -8,6 +8,10 @@ kind of bad line through the parser and checks each lands in its class (tests/un
 from __future__ import annotations
 
 import re
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 # (class, pattern), first match wins: specific before general.
 _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
@@ -36,6 +40,24 @@ def reason_class(reason: str) -> str:
         if pattern.search(reason):
             return name
     return OTHER
+
+
+def reason_class_counts(reasons: pa.ChunkedArray | pa.Array) -> Counter[str]:
+    """Quarantine rows by class, vectorised: a producer gone bad quarantines a million lines a batch,
+    each reason worded with its own values, so classes are matched column-wise, first match wins."""
+    counts: Counter[str] = Counter()
+    unclassified = pc.fill_null(reasons, "")
+    for name, pattern in _CLASSES:
+        if len(unclassified) == 0:
+            break
+        matched = pc.match_substring_regex(unclassified, pattern.pattern)
+        hits = pc.sum(matched).as_py() or 0
+        if hits:
+            counts[name] += hits
+            unclassified = pc.filter(unclassified, pc.invert(matched))
+    if len(unclassified):
+        counts[OTHER] += len(unclassified)
+    return counts
 
 
 def reason_classes() -> tuple[str, ...]:

@@ -10,7 +10,7 @@ figure is computed and what a report reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -38,24 +38,39 @@ class Report:
 
 
 def build_report(store: S3Store, config: Config, since: datetime, until: datetime,
-                 now: datetime | None = None) -> Report:
-    """The report of the commits made in [since, until). `now`: also how many landing objects wait
-    for a batch at that time (the ingestion lag), which a report of a past range leaves out."""
+                 now: datetime | None = None, last: int | None = None) -> Report:
+    """The report of the commits made in [since, until), or of the newest `last` commits. `now`:
+    also how many landing objects wait for a batch at that time (the ingestion lag), which a report
+    of a past range leaves out."""
     def ingestion(state: CommittedState) -> dict[str, Any]:
         assert now is not None
         return ledger_lag(store, config, state, now)
 
-    return Report(report_figures(collect(store, config, since, until, ingestion if now is not None else None),
-                                 config))
+    return Report(report_figures(collect(store, config, since, until, ingestion if now is not None else None,
+                                         last), config))
 
 
-def publish_report(store: S3Store, config: Config, report: Report, day: str) -> list[str]:
-    """The report's page and JSON under the reports prefix, for `day` and as `latest` (what the
-    Airflow plugin links). Written after the figures are whole: a reader sees one report or the other."""
+def report_name(since: datetime, until: datetime) -> str:
+    """A report's name under the reports prefix: its day for a whole UTC day (the daily run), else
+    its range (an hourly schedule, a manual run), so no report overwrites another's."""
+    if until - since == timedelta(days=1) and since == since.replace(hour=0, minute=0, second=0, microsecond=0):
+        return f"{since:%Y-%m-%d}"
+    return f"{since:%Y%m%dT%H%M%SZ}-{until:%Y%m%dT%H%M%SZ}"
+
+
+def publish_report(store: S3Store, config: Config, report: Report, name: str) -> list[str]:
+    """The report's page and JSON under the reports prefix as `name`, and as `latest` (what the
+    Airflow plugin links) unless a report of a later range is already there (a rerun of an old
+    day). Each object is whole when it appears; the page and the JSON are two objects."""
     prefix = config.layout.reports_prefix
+    page, figures = report.html.encode(), report.json
+    names = [name]
+    latest = store.get_bytes_or_none(f"{prefix}latest.json")
+    if latest is None or orjson.loads(latest)["range"]["until"] <= report.figures["range"]["until"]:
+        names.append("latest")
     written = []
-    for name in (day, "latest"):
-        store.put_bytes(f"{prefix}{name}.json", report.json, content_type="application/json")
-        store.put_bytes(f"{prefix}{name}.html", report.html.encode(), content_type="text/html; charset=utf-8")
-        written += [f"{prefix}{name}.json", f"{prefix}{name}.html"]
+    for each in names:
+        store.put_bytes(f"{prefix}{each}.json", figures, content_type="application/json")
+        store.put_bytes(f"{prefix}{each}.html", page, content_type="text/html; charset=utf-8")
+        written += [f"{prefix}{each}.json", f"{prefix}{each}.html"]
     return written

@@ -2,26 +2,27 @@
 
 A report covers the commits made in [since, until): by their commit object's time on the store,
 which grows with the version (commit N+1 is created after commit N exists), so the range is found
-by a binary search of HEADs and one listing, never by reading the log from its start. Per commit
-in the range it reads:
+by a binary search of HEADs and one listing, never by reading the log from its start (or the
+newest `last` commits). Per commit in the range, in one task:
 
-- the commit record (counts, the earlier batches its duplicates were decided against, objects);
+- the commit record (counts, the earlier batches its duplicates were decided against, objects),
+  kept slim once read: its audit and quarantine objects, no cache heads, no ledger;
 - the batch manifest's HEAD (when staging finished) and one promoted object's HEAD (when the
   promotion's copies began);
-- the audit's short columns (source object, producer; kept_in_batch only for records written
-  before `decided_against` was), by byte range (eventdedup.report.ranged_parquet);
+- the audit's short columns (source object, producer; kept_in_batch only where `decided_against`
+  cannot tell copies' holders), by byte range (eventdedup.report.ranged_parquet);
 - the quarantine's `error` column, only for a batch that quarantined lines.
 
-Raw lines, output files and cache segments are never read. The holders of kept copies outside the
-range are read once each, for their time.
+Raw lines, output files and cache segments are never read. The earlier batches copies were decided
+against, outside the range, are read once each for their time: the head of their commit record.
 """
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -29,16 +30,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import ClientError
 
-from eventdedup.commit.changes import BatchChange
-from eventdedup.commit.log import committed_record, committed_version, load_committed_state
+from eventdedup.commit.changes import BatchChange, Change
+from eventdedup.commit.log import commit_as_of, committed_record, committed_version, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
-from eventdedup.parse.quarantine_reasons import reason_class
+from eventdedup.parse.quarantine_reasons import reason_class_counts
 from eventdedup.report.ranged_parquet import ReadCost, read_columns
-from eventdedup.s3store import S3Store
+from eventdedup.s3store import S3Store, is_changed_or_missing
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +47,21 @@ T = TypeVar("T")
 R = TypeVar("R")
 THREADS = 16
 UNREADABLE = "unreadable_file"  # quarantined lines of a committed file the report could not read
+# A batch's distinct producers (or sources) kept by name; the rest are summed under OTHER. A client
+# id as the producer field has tens of thousands a batch: the report ranks the top few.
+DISTINCT_PER_BATCH = 1000
+OTHER = "(others)"
 
 
 @dataclass(frozen=True)
 class CommitInRange:
-    record: CommitRecord
+    record: CommitRecord  # slim: its audit and quarantine objects only, no cache heads, no ledger
     committed_at: datetime
     staged_at: datetime | None = None  # the batch manifest written (staging finished)
     promoted_at: datetime | None = None  # the promotion's first copy (its job had finished)
     retracted: bool = False
+    cache_objects: int = 0  # cache objects (segments, guards) the commit wrote, and their bytes
+    cache_bytes: int = 0
 
 
 @dataclass
@@ -63,7 +70,7 @@ class AuditSummary:
 
     sources: Counter[str] = field(default_factory=Counter)
     producers: Counter[str | None] = field(default_factory=Counter)
-    holders: Counter[str] = field(default_factory=Counter)  # only read when the record lacks decided_against
+    holders: Counter[str] = field(default_factory=Counter)  # read only where decided_against cannot say
     unreadable: list[str] = field(default_factory=list)  # committed files that could not be read, and why
 
 
@@ -87,30 +94,44 @@ def parallel(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
 
 
 def collect(store: S3Store, config: Config, since: datetime, until: datetime,
-            ingestion: Callable[[CommittedState], dict[str, Any]] | None = None) -> Collected:
-    """Everything the report's figures are computed from (see the module's docstring)."""
+            ingestion: Callable[[CommittedState], dict[str, Any]] | None = None,
+            last: int | None = None) -> Collected:
+    """Everything the report's figures are computed from (see the module's docstring); `last`:
+    the newest `last` commits instead of those made in [since, until)."""
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
-    times = commit_times(store, layout, state.version, since, until)
-    records = parallel(lambda version: committed_record(store, layout, version), [v for v, _ in times])
-    commits = parallel(lambda pair: _with_stage_times(store, layout, pair[0], pair[1], state),
-                       list(zip(records, (t for _, t in times), strict=True)))
-    batches = [c.record for c in commits if isinstance(c.record.change, BatchChange)]
-    cost = ReadCost()  # each task counts its own reads: summed here, on one thread
-    audits: dict[str, AuditSummary] = {}
-    for record, (summary, spent) in zip(batches, parallel(lambda r: _audit_summary(store, config, r), batches),
-                                        strict=True):
-        audits[record.batch_id] = summary
+    times = (newest_commit_times(store, layout, state.version, last) if last is not None
+             else commit_times(store, layout, state.version, since, until))
+    read = parallel(lambda pair: _read_commit(store, config, layout, state, *pair), times)
+    commits, audits, quarantine, cost = [], {}, {}, ReadCost()
+    for commit, audit, reasons, spent in read:  # each task counted its own reads: summed on one thread
+        commits.append(commit)
         cost.add(spent)
-    quarantine: dict[str, Counter[str]] = {}
-    quarantined = [r for r in batches if r.counts.malformed]
-    for record, (reasons, spent) in zip(quarantined, parallel(lambda r: _quarantine_reasons(store, r), quarantined),
-                                        strict=True):
-        quarantine[record.batch_id] = reasons
-        cost.add(spent)
+        if audit is not None:
+            audits[commit.record.batch_id] = audit
+        if reasons is not None:
+            quarantine[commit.record.batch_id] = reasons
+    if last is not None and commits:
+        since, until = commits[0].committed_at, commits[-1].committed_at
     return Collected(since, until, state.version, commits, audits, quarantine,
-                     _holder_times(store, layout, state, batches, audits), _live_cache_by_day(state),
+                     _holder_times(store, layout, state, commits, audits), _live_cache_by_day(state),
                      None if ingestion is None else ingestion(state), cost)
+
+
+def copy_holders(record: CommitRecord, audit: AuditSummary | None) -> Mapping[str, int]:
+    """The earlier batches that hold the kept copies of a batch's cross-batch duplicates, and how
+    many of its copies each holds. `decided_against` says so, except in records from before it
+    existed and in a batch that emitted changelog updates (which it counts too, and which are new
+    versions, not copies): there the audit's `kept_in_batch`, which holds duplicates only."""
+    change = record.change
+    if isinstance(change, BatchChange) and change.decided_against is not None and not record.counts.updates:
+        return change.decided_against
+    return audit.holders if audit is not None else {}
+
+
+def _holders_from_audit(record: CommitRecord) -> bool:
+    change = record.change
+    return isinstance(change, BatchChange) and (change.decided_against is None or record.counts.updates > 0)
 
 
 # How far apart the store's clocks may date two commits against their order (commit N+1 is created
@@ -128,16 +149,26 @@ def commit_times(store: S3Store, layout: Layout, head: int, since: datetime,
     found: list[tuple[int, datetime]] = []
     if first > head:
         return found
+    for version, at in _listed_commits(store, layout, first):
+        if version > head or at >= until + CLOCK_SKEW:
+            break
+        if since <= at < until:
+            found.append((version, at))
+    return found
+
+
+def newest_commit_times(store: S3Store, layout: Layout, head: int, last: int) -> list[tuple[int, datetime]]:
+    """(version, commit time) of the newest `last` commits of 1..head, oldest first."""
+    first = max(1, head - last + 1)
+    return [(version, at) for version, at in _listed_commits(store, layout, first) if version <= head] if head else []
+
+
+def _listed_commits(store: S3Store, layout: Layout, first: int) -> Iterable[tuple[int, datetime]]:
     start_after = layout.commit(first - 1) if first > 1 else None
     for info in store.list(layout.settings.commit_log_prefix, start_after=start_after):
         version = layout.version_of_commit_key(info.key)
-        if version is None or info.last_modified is None:
-            continue
-        if version > head or info.last_modified >= until + CLOCK_SKEW:
-            break
-        if since <= info.last_modified < until:
-            found.append((version, info.last_modified))
-    return found
+        if version is not None and info.last_modified is not None:
+            yield version, info.last_modified
 
 
 def first_version_at_or_after(time_of: Callable[[int], datetime], head: int, since: datetime) -> int:
@@ -156,20 +187,40 @@ def first_version_at_or_after(time_of: Callable[[int], datetime], head: int, sin
 def _commit_time(store: S3Store, layout: Layout, version: int) -> datetime:
     info = store.head(layout.commit(version))
     if info is None or info.last_modified is None:
-        raise RuntimeError(f"commit {store.uri(layout.commit(version))} of the folded log has no time: missing?")
+        raise CorruptStateError(f"commit {store.uri(layout.commit(version))} of the folded log is missing")
     return info.last_modified
 
 
-def _with_stage_times(store: S3Store, layout: Layout, record: CommitRecord, committed_at: datetime,
-                      state: CommittedState) -> CommitInRange:
-    retracted = record.batch_id in state.retracted
+def _read_commit(store: S3Store, config: Config, layout: Layout, state: CommittedState, version: int,
+                 committed_at: datetime) -> tuple[CommitInRange, AuditSummary | None, Counter[str] | None, ReadCost]:
+    """One commit of the range: its slim record, stage times, audit and quarantine summaries."""
+    record = committed_record(store, layout, version)
+    cache = [o for o in record.objects if o.kind == "cache"]
+    commit = CommitInRange(_slim(record), committed_at, retracted=record.batch_id in state.retracted,
+                           cache_objects=len(cache), cache_bytes=sum(o.size for o in cache))
     if not isinstance(record.change, BatchChange):
-        return CommitInRange(record, committed_at, retracted=retracted)
+        return commit, None, None, ReadCost()
     manifest = store.head(layout.batch_manifest(record.batch_id))
     first = next((o for o in record.objects if o.kind in ("audit", "data", "quarantine")), None)
     copied = None if first is None else store.head(first.key)
-    return CommitInRange(record, committed_at, None if manifest is None else manifest.last_modified,
-                         None if copied is None else copied.last_modified, retracted)
+    commit = replace(commit, staged_at=None if manifest is None else manifest.last_modified,
+                     promoted_at=None if copied is None else copied.last_modified)
+    audit, cost = _audit_summary(store, config, record)
+    reasons = None
+    if record.counts.malformed:
+        reasons, spent = _quarantine_reasons(store, record, audit.unreadable)
+        cost.add(spent)
+    return commit, audit, reasons, cost
+
+
+def _slim(record: CommitRecord) -> CommitRecord:
+    """What the figures read of a record: a year-old store's records name hundreds of cache objects
+    and ledger inputs each, which 2,016 of them would hold in memory for nothing."""
+    change: Change = record.change
+    if isinstance(change, BatchChange):
+        change = replace(change, ledger_update=None, excluded_inputs=())
+    return replace(record, objects=tuple(o for o in record.objects if o.kind in ("audit", "quarantine")),
+                   cache_heads={}, cache_bases={}, change=change)
 
 
 def source_prefix(key: str, depth: int) -> str:
@@ -181,8 +232,7 @@ def source_prefix(key: str, depth: int) -> str:
 
 def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tuple[AuditSummary, ReadCost]:
     summary, cost = AuditSummary(), ReadCost()
-    change = record.change
-    needs_holders = isinstance(change, BatchChange) and change.decided_against is None
+    needs_holders = _holders_from_audit(record)
     columns = ["source_object", "producer"] + (["kept_in_batch"] if needs_holders else [])
     for audit in (o for o in record.objects if o.kind == "audit" and o.rows):
         table = _read_or_note(store, audit, columns, cost, summary.unreadable)
@@ -195,7 +245,18 @@ def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tupl
         if needs_holders:
             summary.holders.update({holder: n for holder, n in _value_counts(table.column("kept_in_batch"))
                                     if holder is not None and holder != record.batch_id})
+    summary.sources = _bounded(summary.sources)
+    summary.producers = _bounded(summary.producers)
     return summary, cost
+
+
+def _bounded(counter: Counter[Any]) -> Counter[Any]:
+    """The DISTINCT_PER_BATCH most frequent values by name, the rest summed under OTHER."""
+    if len(counter) <= DISTINCT_PER_BATCH:
+        return counter
+    kept = Counter(dict(sorted(counter.items(), key=lambda item: (-item[1], str(item[0])))[:DISTINCT_PER_BATCH]))
+    kept[OTHER] += sum(counter.values()) - sum(kept.values())
+    return kept
 
 
 def _value_counts(column: pa.ChunkedArray) -> list[tuple[str | None, int]]:
@@ -205,43 +266,46 @@ def _value_counts(column: pa.ChunkedArray) -> list[tuple[str | None, int]]:
 
 def _read_or_note(store: S3Store, obj: PromotedObject, columns: Sequence[str], cost: ReadCost,
                   unreadable: list[str]) -> pa.Table | None:
-    """The columns of a committed file, or None with why it could not be read (a report shows what
-    it could not count; `fsck` is the check that fails on it)."""
+    """The columns of a committed file, or None with why it could not be read: gone, replaced or
+    damaged (a report shows what it could not count; `fsck` is the check that fails on it). Any
+    other error (a throttled store) is raised: a report must not come out silently short."""
     try:
         return read_columns(store, obj.key, columns, etag=obj.etag, cost=cost)
-    except (ClientError, CorruptStateError, pa.ArrowException) as exc:
+    except ClientError as exc:
+        if not is_changed_or_missing(exc):
+            raise
         unreadable.append(f"{store.uri(obj.key)}: {exc}")
-        return None
+    except (CorruptStateError, pa.ArrowException) as exc:
+        unreadable.append(f"{store.uri(obj.key)}: {exc}")
+    return None
 
 
-def _quarantine_reasons(store: S3Store, record: CommitRecord) -> tuple[Counter[str], ReadCost]:
+def _quarantine_reasons(store: S3Store, record: CommitRecord,
+                        unreadable: list[str]) -> tuple[Counter[str], ReadCost]:
     reasons: Counter[str] = Counter()
     cost = ReadCost()
     for obj in (o for o in record.objects if o.kind == "quarantine" and o.rows):
-        table = _read_or_note(store, obj, ["error"], cost, [])
+        table = _read_or_note(store, obj, ["error"], cost, unreadable)
         if table is None:
             reasons[UNREADABLE] += obj.rows
             continue
-        for error, n in _value_counts(table.column("error")):
-            reasons[reason_class(error or "")] += n
+        reasons.update(reason_class_counts(table.column("error")))
     return reasons, cost
 
 
-def _holder_times(store: S3Store, layout: Layout, state: CommittedState, batches: Sequence[CommitRecord],
+def _holder_times(store: S3Store, layout: Layout, state: CommittedState, commits: Sequence[CommitInRange],
                   audits: dict[str, AuditSummary]) -> dict[str, datetime]:
-    """The as_of of every batch a duplicate in the range was decided against."""
+    """The as_of of every batch a copy in the range was decided against."""
+    batches = [c.record for c in commits if isinstance(c.record.change, BatchChange)]
     times = {r.batch_id: datetime.fromisoformat(r.as_of) for r in batches}
     holders: set[str] = set()
     for record in batches:
-        change = record.change
-        assert isinstance(change, BatchChange)
-        holders.update(change.decided_against if change.decided_against is not None
-                       else audits[record.batch_id].holders)
+        holders.update(copy_holders(record, audits.get(record.batch_id)))
     missing = sorted(holders - set(times))
 
     def time_of(batch_id: str) -> datetime | None:
         version = committed_version(store, layout, state, batch_id)
-        return None if version is None else datetime.fromisoformat(committed_record(store, layout, version).as_of)
+        return None if version is None else commit_as_of(store, layout, version)
 
     for batch_id, found in zip(missing, parallel(time_of, missing), strict=True):
         if found is not None:

@@ -5,8 +5,11 @@ The rules (docs/report.md says them for people):
 - batches: the commits of the range that are batches; a retracted one is listed and flagged but
   left out of every total and figure, as it is out of the committed view;
 - copy lag: each duplicate found is a copy; its lag is its batch's as_of minus the as_of of the
-  batch holding the kept copy (0 for a copy found in its original's batch). Batches arrive at
-  their as_of (an interval batch's is its interval's end), so lags are exact to a batch interval;
+  batch holding the kept copy (0 for a copy found in its original's batch, and for a manual batch
+  staged before the as_of of the batch it was decided against). Batches arrive at their as_of (an
+  interval batch's is its interval's end), so lags are exact to a batch interval. A changelog
+  update is a new version, not a copy: a batch that emitted updates has its holders read from the
+  audit, which holds duplicates only;
 - percentiles by nearest rank over every copy: the value at rank ceil(p/100 x copies);
 - a lag bin holds lags above the previous bound up to its own (the first holds 0 only).
 """
@@ -16,11 +19,12 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from fractions import Fraction
 from typing import Any
 
 from eventdedup.commit.changes import BatchChange
 from eventdedup.config import Config
-from eventdedup.report.collect import Collected, CommitInRange
+from eventdedup.report.collect import Collected, CommitInRange, copy_holders
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -33,7 +37,8 @@ PERCENTILES = (50, 90, 99, 99.9)
 DUPLICATE_KINDS = ("in_batch_natural", "in_batch_synthetic", "cross_batch_natural", "cross_batch_synthetic")
 SERIES_COUNTS = ("input_lines", "output_rows", "in_batch_duplicates", "cross_batch_duplicates", *DUPLICATE_KINDS,
                  "cross_hour_duplicates", "renamed", "kept_synthetic", "updates", "would_drop_in_batch",
-                 "would_drop_cross_batch", "would_rename", "would_keep", "malformed", "inputs_excluded")
+                 "would_drop_cross_batch", "would_rename", "would_keep", "would_update", "malformed",
+                 "inputs_excluded", "inputs_already_consumed", "populated")
 NOT_RECORDED = "(not recorded)"
 
 
@@ -42,12 +47,16 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
     live = [c for c in batches if not c.retracted]
     window = config.dedup.window_hours * HOUR
     lags = copy_lags(live, collected)
+    audits = collected.audits
     return {
         "range": {"since": collected.since.isoformat(), "until": collected.until.isoformat()},
         "log": {"head_version": collected.head_version, "commits_in_range": len(collected.commits),
                 "batches": len(live), "retracted_batches": sorted(c.record.batch_id for c in batches if c.retracted),
-                "operations": [_operation(c) for c in collected.commits if c not in batches]},
+                "operations": [_operation(c) for c in collected.commits
+                               if not isinstance(c.record.change, BatchChange)]},
         "settings": {"window_hours": config.dedup.window_hours, "mode": config.dedup.mode,
+                     # What the batches of the range ran under (each commit records its mode).
+                     "modes_in_range": dict(Counter(_mode(c) for c in live)),
                      "producer_field": config.report.producer_field,
                      "source_prefix_depth": config.report.source_prefix_depth},
         "totals": _totals(live),
@@ -55,16 +64,18 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
         "copy_lag": lag_figures(lags, window),
         "quarantine_by_reason": dict(_sum(collected.quarantine[c.record.batch_id] for c in live
                                           if c.record.batch_id in collected.quarantine).most_common()),
-        "top_sources": _top(_sum(collected.audits[c.record.batch_id].sources for c in live), config.report.top),
-        "top_producers": _top(_named(_sum(collected.audits[c.record.batch_id].producers for c in live)),
+        "top_sources": _top(_sum(audits[c.record.batch_id].sources for c in live if c.record.batch_id in audits),
+                            config.report.top),
+        "top_producers": _top(_named(_sum(audits[c.record.batch_id].producers for c in live
+                                          if c.record.batch_id in audits)),
                               config.report.top) if config.report.producer_field else [],
         "health": _health(live, collected),
         "read": {"requests_for_columns": collected.cost.requests, "column_bytes_read": collected.cost.bytes_read,
                  "audit_and_quarantine_bytes": collected.cost.object_bytes,
                  # Committed audit files that could not be read: their duplicates are missing from
                  # the sources and producers (run `eventdedup fsck`).
-                 "unreadable_files": sorted(problem for c in live if c.record.batch_id in collected.audits
-                                            for problem in collected.audits[c.record.batch_id].unreadable)},
+                 "unreadable_files": sorted(problem for c in live if c.record.batch_id in audits
+                                            for problem in audits[c.record.batch_id].unreadable)},
     }
 
 
@@ -76,8 +87,7 @@ def copy_lags(batches: Sequence[CommitInRange], collected: Collected) -> Counter
         record, change = commit.record, commit.record.change
         assert isinstance(change, BatchChange)
         lags[0.0] += record.counts.in_batch_natural + record.counts.in_batch_synthetic
-        holders = change.decided_against if change.decided_against is not None \
-            else collected.audits[record.batch_id].holders
+        holders = copy_holders(record, collected.audits.get(record.batch_id))
         at = datetime.fromisoformat(record.as_of)
         for holder, copies in holders.items():
             held_at = collected.holder_times.get(holder)
@@ -101,7 +111,7 @@ def lag_figures(lags: Mapping[float, int], window_seconds: float) -> dict[str, A
         lower = upper if upper is not None else lower
     beyond = {name: sum(n for lag, n in known if lag > bound) for name, bound in
               (("1h", HOUR), ("1d", DAY), ("half_window", window_seconds / 2),
-               ("window_last_tenth", 0.9 * window_seconds))}
+               ("window_last_tenth", 0.9 * window_seconds), ("window", window_seconds))}
     longest = known[-1][0] if known else None
     return {
         "copies": copies,
@@ -119,7 +129,8 @@ def nearest_rank(sorted_lags: Sequence[tuple[float, int]], percentile: float) ->
     copies = sum(n for _, n in sorted_lags)
     if not copies:
         return None
-    rank = max(1, math.ceil(percentile / 100 * copies))
+    # Exact: 99.9 / 100 is 0.9990000000000001 in binary floating point, one rank too many at 1,000 copies.
+    rank = max(1, math.ceil(Fraction(str(percentile)) * copies / 100))
     seen = 0
     for lag, n in sorted_lags:
         seen += n
@@ -159,8 +170,10 @@ def duration_text(seconds: float) -> str:
 def _batch_row(commit: CommitInRange) -> dict[str, Any]:
     record = commit.record
     as_of = datetime.fromisoformat(record.as_of)
+    change = record.change
     return {"version": record.version, "batch_id": record.batch_id, "as_of": as_of.isoformat(),
             "committed_at": commit.committed_at.isoformat(), "retracted": commit.retracted,
+            "mode": change.mode if isinstance(change, BatchChange) else None,
             "counts": {name: record.counts.get(name, 0) for name in SERIES_COUNTS},
             "seconds": _stages(commit, as_of)}
 
@@ -173,6 +186,11 @@ def _stages(commit: CommitInRange, as_of: datetime) -> dict[str, float | None]:
     return {"latency": between(as_of, commit.committed_at), "staging": between(as_of, commit.staged_at),
             "dedup_job": between(commit.staged_at, commit.promoted_at),
             "promotion": between(commit.promoted_at, commit.committed_at)}
+
+
+def _mode(commit: CommitInRange) -> str:
+    change = commit.record.change
+    return change.mode if isinstance(change, BatchChange) else "enforce"
 
 
 def _operation(commit: CommitInRange) -> dict[str, Any]:
@@ -193,9 +211,8 @@ def _health(batches: Sequence[CommitInRange], collected: Collected) -> dict[str,
     written: dict[str, dict[str, int]] = {}
     for commit in collected.commits:
         day = written.setdefault(commit.committed_at.date().isoformat(), {"objects": 0, "bytes": 0})
-        for obj in (o for o in commit.record.objects if o.kind == "cache"):
-            day["objects"] += 1
-            day["bytes"] += obj.size
+        day["objects"] += commit.cache_objects
+        day["bytes"] += commit.cache_bytes
     return {"seconds": {name: {"median": _median(values), "max": max(values)} for name, values in stages.items()},
             "cache_written_by_day": written, "live_cache_objects_by_day": collected.live_cache_by_day,
             "ingestion": collected.ingestion}

@@ -48,9 +48,12 @@ def render_page(figures: Mapping[str, Any]) -> str:
         _section("Input lines and output rows, per batch", charts.lines(
             "volume", labels, {"input lines": [c["counts"]["input_lines"] for c in columns],
                                "output rows": [c["counts"]["output_rows"] for c in columns]}, "No batches.")),
+        # An excluded input is one quarantine row (counted in malformed too): lines and objects apart.
         _section("Quarantined lines and excluded inputs, per batch", charts.stacked_bars(
-            "quarantine", labels, {"quarantined lines": [c["counts"]["malformed"] for c in columns],
-                                   "excluded inputs": [c["counts"]["inputs_excluded"] for c in columns]},
+            "quarantine", labels, {"quarantined lines": [c["counts"]["malformed"] - c["counts"]["inputs_excluded"]
+                                                         for c in columns],
+                                   "excluded inputs (whole objects)": [c["counts"]["inputs_excluded"]
+                                                                       for c in columns]},
             "Nothing was quarantined.")
                  + charts.horizontal_bars("quarantine_reasons", list(figures["quarantine_by_reason"].items()),
                                           "No quarantined lines.")),
@@ -88,12 +91,14 @@ def _section(title: str, body: str) -> str:
 
 def _header(figures: Mapping[str, Any]) -> str:
     log, totals = figures["log"], figures["totals"]
-    mode = figures["settings"]["mode"]
+    modes = figures["settings"]["modes_in_range"]
+    mode = ", ".join(f"{name} ({n} batches)" for name, n in modes.items()) if modes else figures["settings"]["mode"]
     rows = [("batches", log["batches"]), ("input lines", totals["input_lines"]),
             ("output rows", totals["output_rows"]),
             ("duplicates dropped", totals["in_batch_duplicates"] + totals["cross_batch_duplicates"]),
             ("duplicates observed (would drop)", totals["would_drop_in_batch"] + totals["would_drop_cross_batch"]),
-            ("quarantined lines", totals["malformed"]), ("excluded inputs", totals["inputs_excluded"])]
+            ("quarantined lines", totals["malformed"] - totals["inputs_excluded"]),
+            ("excluded inputs (whole objects)", totals["inputs_excluded"])]
     extra = "".join(f"<p class=sub>Retracted (left out of every figure): {escape(', '.join(log['retracted_batches']))}"
                     "</p>" for _ in [0] if log["retracted_batches"])
     unreadable = figures["read"]["unreadable_files"]
@@ -110,7 +115,7 @@ def _header(figures: Mapping[str, Any]) -> str:
 def _what_became_of_them(totals: Mapping[str, int]) -> str:
     rows = [(name.replace("_", " "), f"{totals[name]:,}") for name in
             ("in_batch_duplicates", "cross_batch_duplicates", "cross_hour_duplicates", "renamed", "kept_synthetic",
-             "updates", "would_drop_in_batch", "would_drop_cross_batch", "would_rename", "would_keep")
+             "updates", "would_drop_in_batch", "would_drop_cross_batch", "would_rename", "would_keep", "would_update")
             if totals.get(name)]
     return _table(("what became of them", "copies"), rows) if rows else ""
 

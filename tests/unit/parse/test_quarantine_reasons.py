@@ -10,7 +10,7 @@ from eventdedup.inputs.exclusions import EXCLUDED_REASON_PREFIX
 from eventdedup.parse.event_parser import InvalidEvent, parse_event
 from eventdedup.parse.id_time import NoIdTime, id_time_us
 from eventdedup.parse.input_lines import iter_input_lines
-from eventdedup.parse.quarantine_reasons import OTHER, reason_class, reason_classes
+from eventdedup.parse.quarantine_reasons import OTHER, reason_class, reason_class_counts, reason_classes
 from eventdedup.parse.table_lines import parquet_lines
 
 from .test_event_parser import RULES, rules_with
@@ -67,3 +67,18 @@ def test_an_id_that_carries_no_time_under_partition_time_id_is_its_own_class() -
 def test_an_unknown_reason_is_other_and_every_class_is_listed() -> None:
     assert reason_class("something no release wrote") == OTHER
     assert len(set(reason_classes())) == len(reason_classes())
+
+
+def test_a_column_of_reasons_is_classified_as_each_reason_would_be() -> None:
+    import pyarrow as pa
+
+    reasons = ["malformed JSON: unexpected end", "event_id is missing or null", None, "no release wrote this",
+               "created_at 'x' is not ISO-8601 or epoch seconds/milliseconds", EXCLUDED_REASON_PREFIX + "bug",
+               'partition_time = "id": id \'x\' is neither a UUID', "created_at 1e300 is outside the accepted range",
+               "blank line", "event_id is missing or null"]
+    expected: dict[str, int] = {}
+    for reason in reasons:
+        name = reason_class(reason or "")
+        expected[name] = expected.get(name, 0) + 1
+    assert reason_class_counts(pa.chunked_array([reasons[:4], reasons[4:]], pa.string())) == expected
+    assert reason_class_counts(pa.chunked_array([], pa.string())) == {}

@@ -30,6 +30,9 @@ def test_nearest_rank_takes_the_value_at_the_rank_ceil_p_percent_of_the_copies()
     lags = [(0.0, 3), (60.0, 1), (7200.0, 1)]  # 0, 0, 0, 60, 7200
     assert [nearest_rank(lags, p) for p in (1, 50, 60, 61, 80, 81, 100)] == [0.0, 0.0, 0.0, 60.0, 60.0, 7200.0, 7200.0]
     assert nearest_rank([], 50) is None
+    # 1,000 copies, lags 1..1000 s: p99.9 is rank 999 exactly (99.9 / 100 in binary is a hair over).
+    thousand = [(float(lag), 1) for lag in range(1, 1001)]
+    assert (nearest_rank(thousand, 99.9), nearest_rank(thousand, 99), nearest_rank(thousand, 50)) == (999.0, 990.0, 500.0)
 
 
 def test_bins_hold_lags_above_the_previous_bound_up_to_their_own() -> None:
@@ -80,13 +83,16 @@ def test_a_retracted_batch_is_listed_and_left_out_of_every_figure() -> None:
     audits = {"b1": AuditSummary(Counter({"landing/a/": 1}), Counter({"x": 1})),
               "b2": AuditSummary(Counter({"landing/b/": 1}), Counter({None: 1})),
               "b3": AuditSummary(Counter({"landing/c/": 4}), Counter({"y": 4}))}
-    commits = [CommitInRange(b1, T + timedelta(minutes=1)), CommitInRange(b2, T + timedelta(hours=2, minutes=1)),
-               CommitInRange(b3, T + timedelta(hours=3, minutes=1), retracted=True)]
+    commits = [CommitInRange(b1, T + timedelta(minutes=1), cache_objects=1, cache_bytes=100),
+               CommitInRange(b2, T + timedelta(hours=2, minutes=1), cache_objects=1, cache_bytes=100),
+               CommitInRange(b3, T + timedelta(hours=3, minutes=1), retracted=True, cache_objects=1, cache_bytes=100)]
     collected = Collected(T, T + timedelta(days=1), 3, commits, audits, {}, {"b1": T, "b2": T + timedelta(hours=2)},
                           {"2026-11-20": 4}, None)
     figures = report_figures(collected, CONFIG)
     assert figures["log"]["retracted_batches"] == ["b3"] and figures["log"]["batches"] == 2
     assert [b["retracted"] for b in figures["batches"]] == [False, False, True]
+    assert [b["mode"] for b in figures["batches"]] == ["enforce"] * 3
+    assert figures["settings"]["modes_in_range"] == {"enforce": 2}
     assert figures["totals"]["input_lines"] == 5 and figures["copy_lag"]["copies"] == 2
     assert figures["copy_lag"]["max_seconds"] == 2 * HOUR
     assert figures["top_sources"] == [{"name": "landing/a/", "duplicates": 1, "share": 0.5},
@@ -131,3 +137,15 @@ def test_the_range_holds_every_commit_made_in_it_even_when_clocks_disagree_a_lit
     assert commit_times(store, layout, 6, T, T + 100 * minute)[-1][0] == 6  # type: ignore[arg-type]
     assert commit_times(store, layout, 0, T, T + 100 * minute) == []  # type: ignore[arg-type]
     assert first_version_at_or_after(lambda v: times[v - 1], len(times), T + 100 * minute) == len(times) + 1
+
+
+def test_a_changelog_batchs_updates_are_not_copies_its_holders_come_from_the_audit() -> None:
+    """decided_against counts a changelog batch's updates too; the audit holds duplicates only."""
+    b1 = batch(1, "b1", T, {}, input_lines=1, output_rows=1)
+    b2 = batch(2, "b2", T + timedelta(hours=1), {"b1": 3}, input_lines=3, output_rows=2, updates=2,
+               cross_batch_duplicates=1, cross_batch_natural=1)
+    collected = Collected(T, T + timedelta(days=1), 2, [CommitInRange(b1, T), CommitInRange(b2, T)],
+                          {"b1": AuditSummary(), "b2": AuditSummary(holders=Counter({"b1": 1}))}, {},
+                          {"b1": T, "b2": T + timedelta(hours=1)}, {}, None)
+    lag = report_figures(collected, CONFIG)["copy_lag"]
+    assert lag["copies"] == 1 and lag["max_seconds"] == HOUR
