@@ -39,7 +39,7 @@ def report_app() -> FastAPI:
         """Every report on the store: the latest, then the others, newest first (only names a report
         can have: anything else under the prefix is not listed)."""
         found = sorted((n for n in _report_names() if _REPORT_NAME.fullmatch(n) and n.endswith(".html")
-                        and n != "latest.html"), reverse=True)
+                        and n != "latest.html"), key=_range_start, reverse=True)
         links = "".join(f'<li><a href="{escape(name)}">{escape(name[:-5])}</a></li>'
                         for name in ["latest.html", *found])
         return HTMLResponse(f"<!doctype html><title>eventdedup reports</title><h1>eventdedup reports</h1><ul>{links}"
@@ -56,6 +56,12 @@ def report_app() -> FastAPI:
         return Response(body, media_type=_MEDIA_TYPES[matched.group(2)], headers=_HEADERS)
 
     return app
+
+
+def _range_start(name: str) -> str:
+    """A report name's start, sortable: a day's 2026-11-25 is 20261125T000000Z."""
+    stem = name.split(".")[0]
+    return f"{stem.replace('-', '')}T000000Z" if len(stem) == 10 else stem.split("-")[0]
 
 
 def _store_and_prefix() -> tuple[Any, str]:

@@ -45,14 +45,14 @@ def test_maintenance_run_deletes_superseded_segments_and_passes_the_check(
         "check_consistency": "success",
         "fsck_committed_objects": "success", "write_report": "success",
         "sweep_unconsumed_inputs": "success", "process_sweep": "success"}
-    # The day's report: the commits made in the run's data interval, published as reports/<day>.*
-    # and as latest (what the plugin links). The interval held none of this test's commits (the
-    # store dates them by its own clock): its content is tests/integration/test_report.py's.
+    # The report: a manual run's data interval is a moment, so the day before it, published under its
+    # range's name and as latest (what the plugin links). That day held none of this test's commits
+    # (the store dates them by its own clock): a report's content is tests/integration/test_report.py's.
     latest = orjson.loads(store.get_bytes("reports/latest.json"))
-    since, until = (datetime.fromisoformat(latest["range"][end]) for end in ("since", "until"))
-    assert until - since == timedelta(days=1) and since <= now <= until + timedelta(days=1)
-    assert store.get_bytes(f"reports/{since:%Y-%m-%d}.json") == store.get_bytes("reports/latest.json")
-    assert b'<svg class="chart"' in store.get_bytes("reports/latest.html")
+    assert latest["range"] == {"since": (now - timedelta(days=1)).isoformat(), "until": now.isoformat()}
+    named = f"reports/{now - timedelta(days=1):%Y%m%dT%H%M%SZ}-{now:%Y%m%dT%H%M%SZ}"
+    assert store.get_bytes(f"{named}.json") == store.get_bytes("reports/latest.json")
+    assert b'<svg class="chart"' in store.get_bytes(f"{named}.html") == store.get_bytes("reports/latest.html")
     sweep_batch = f"sweep-{now - timedelta(hours=3):%Y%m%dT%H%M%SZ}"  # the log's time less the lookback
     alert = orjson.loads(store.get_bytes(f"alerts/{sweep_batch}.json"))
     assert alert["kind"] == "unconsumed_inputs" and f"s3://{bucket}/landing/late/old.jsonl" in alert["message"]

@@ -129,14 +129,24 @@ def test_three_intervals_commit_exactly_what_the_cli_commits_and_order_is_enforc
     # per name against the intervals' plan: 10 lines; "nope" quarantined; e1 copied within interval
     # 0; e2 (natural, dropped) and e3 v=2 (synthetic, renamed) in interval 1; e1 again in interval 2.
     counters: dict[str, int] = {}
+    gauges: dict[str, list[float]] = {}
     for name, value, kind in received:
         if kind == "c":
             counters[name] = counters.get(name, 0) + int(value)
+        elif kind == "g":
+            gauges.setdefault(name, []).append(float(value))
     assert {name: counters.get(f"airflow.eventdedup.{name}", 0) for name in (
         "input_lines", "malformed", "in_batch_duplicates", "cross_batch_duplicates", "cross_batch_natural",
         "cross_batch_synthetic", "renamed", "output_rows")} == {
         "input_lines": 10, "malformed": 1, "in_batch_duplicates": 1, "cross_batch_duplicates": 2,
         "cross_batch_natural": 2, "cross_batch_synthetic": 1, "renamed": 1, "output_rows": 6}
+    # Gauges per batch: intervals 1 and 2 decided copies against interval 0, which arrived the same
+    # hour (4-second intervals); each committed after its as_of.
+    assert gauges["airflow.eventdedup.copy_lag.earlier_batches"] == [0.0, 1.0, 1.0]
+    assert gauges["airflow.eventdedup.copy_lag.max_arrival_hours"] == [0.0, 0.0, 0.0]
+    assert gauges["airflow.eventdedup.copy_lag.copies_over_24_arrival_hours"] == [0.0, 0.0, 0.0]
+    assert len(gauges["airflow.eventdedup.batch.latency_seconds"]) == 3
+    assert all(seconds > 0 for seconds in gauges["airflow.eventdedup.batch.latency_seconds"])
     # The connection's credentials reached spark-submit's environment, never a command line or a log.
     assert scan["hits"] == [] and int(str(scan["witnessed"])) >= 1  # spark-submit's processes were read
     logged = capfd.readouterr()

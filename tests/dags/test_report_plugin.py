@@ -14,6 +14,8 @@ def report_client(airflow_db, airflow_connections, pipeline_config, s3_server, b
 
     store = S3Store(s3_server.client(), bucket)
     store.put_bytes("reports/2026-11-24.json", b"{}")  # a day's figures without its page: not listed
+    store.put_bytes("reports/20261125T060000Z-20261125T070000Z.html", b"<html>an hour</html>")
+    store.put_bytes('reports/<script>x.html', b"not a report's name: never listed, never served")
     store.put_bytes("reports/2026-11-23.html", b"<html>the 23rd</html>")
     store.put_bytes("reports/2026-11-25.html", b"<html>the 25th</html>")
     store.put_bytes("reports/latest.html", b"<html>the 25th</html>")
@@ -49,12 +51,18 @@ def test_a_logged_in_user_reads_the_latest_report_and_a_days(report_client) -> N
     latest = report_client.get("/eventdedup/reports/latest.html")
     assert latest.status_code == 200, latest.text
     assert latest.text == "<html>the 25th</html>" and latest.headers["content-type"].startswith("text/html")
+    # Served as data: sandboxed away from Airflow's origin, its type as sent.
+    assert latest.headers["content-security-policy"].startswith("sandbox allow-scripts; default-src 'none'")
+    assert latest.headers["x-content-type-options"] == "nosniff"
     assert report_client.get("/eventdedup/reports/latest.json").json() == {"range": {}}
     assert report_client.get("/eventdedup/reports/2026-11-24.html").status_code == 404
     assert report_client.get("/eventdedup/reports/2026-11-23.html").text == "<html>the 23rd</html>"
     assert report_client.get("/eventdedup/reports/..%2Fsecrets.html").status_code == 404
+    assert report_client.get("/eventdedup/reports/latest.html%0A").status_code == 404
+    assert report_client.get("/eventdedup/reports/20261125T060000Z-20261125T070000Z.html").text == "<html>an hour</html>"
+    assert report_client.get("/eventdedup/openapi.json").status_code == 404
     index = report_client.get("/eventdedup/reports/")
     assert index.status_code == 200
-    assert [link for link in index.text.split('href="')[1:]] == [
-        'latest.html">latest</a></li><li><a ', '2026-11-25.html">2026-11-25</a></li><li><a ',
-        '2026-11-23.html">2026-11-23</a></li></ul>']
+    assert [link.split('"')[0] for link in index.text.split('href="')[1:]] == [
+        "latest.html", "20261125T060000Z-20261125T070000Z.html", "2026-11-25.html", "2026-11-23.html"]
+    assert "script" not in index.text

@@ -122,7 +122,9 @@ def test_a_job_computed_under_another_mode_than_the_configured_one_is_not_promot
                                                                                    configured: str) -> None:
     job = JobResult("b7", 3, T0.isoformat(), BatchCounts(), (), BatchChange(mode=computed))
     with pytest.raises(StaleBatchError, match=f"computed under \\[dedup\\] mode = '{computed}', but the configured "
-                                              f"mode is '{configured}'; rerun the dedup step for b7"):
+                                              f"mode is '{configured}'; if the mode was just switched, rerun the dedup "
+                                              "step for b7; if every batch is refused so, the job reads another "
+                                              "configuration than the promoter"):
         refuse_if_mode_changed(job, configured)
     refuse_if_mode_changed(job, computed)
 
