@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--since", type=_timestamp, help="commits made at or after this (ISO-8601 with offset; "
                         "default: a day before --until)")
     report.add_argument("--until", type=_timestamp, help="commits made before this (default: now)")
+    report.add_argument("--last", type=int, help="the newest N commits instead of a time range")
     report.add_argument("--out", help="write the HTML page here (default: report.html)", default="report.html")
     report.add_argument("--json", action="store_true", help="print the figures as JSON instead of writing the page")
     check = command("fsck", _fsck, "check every committed object against the commit log (exists, size, ETag)")
@@ -277,8 +278,11 @@ def _report(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     now = datetime.now(timezone.utc)
     until = args.until or now
+    if args.last is not None and (args.last < 1 or args.since or args.until):
+        print("eventdedup: --last takes a positive count, without --since or --until", file=sys.stderr)
+        return 2
     report = build_report(_store(config), config, args.since or until - timedelta(days=1), until,
-                          now if args.until is None else None)
+                          now if args.until is None else None, args.last)
     if args.json:
         print(report.json.decode())
     else:

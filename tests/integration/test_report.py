@@ -386,3 +386,22 @@ def test_a_committed_audit_file_gone_is_named_and_the_rest_still_reported(s3_ser
     assert len(unreadable) == 1 and unreadable[0].startswith(store.uri(audits[0].key) + ": ")
     assert figures["totals"]["input_lines"] == 4 and figures["copy_lag"]["copies"] == 2
     assert sum(t["duplicates"] for t in figures["top_producers"]) == 2 - audits[0].rows
+
+
+def test_the_command_writes_the_page_or_prints_the_figures(workload: Workload, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from eventdedup.cli import main as cli_main
+
+    config = workload.config
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'[s3]\nbucket = "{config.s3.bucket}"\nendpoint_url = "{config.s3.endpoint_url}"\n'
+                    f'[dedup]\nwindow_hours = {WINDOW_HOURS}\n[report]\nproducer_field = "app"\n')
+    assert cli_main(["report", "--config", str(toml), "--json", "--last", "2"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [row["batch_id"] for row in printed["batches"]] == ["b4", "b5"]
+    out = tmp_path / "r.html"
+    assert cli_main(["report", "--config", str(toml), "--since", EVERYTHING[0].isoformat(),
+                     "--until", EVERYTHING[1].isoformat(), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"{out}: 5 batches committed from 2000-01-01T00:00:00+00:00") and "too short" in said
+    assert out.read_text().count('<svg class="chart"') == 10
+    assert cli_main(["report", "--config", str(toml), "--last", "0"]) == 2
