@@ -18,9 +18,11 @@ import pyarrow.parquet as pq
 from eventdedup.errors import CorruptStateError
 from eventdedup.s3store import S3Store
 
-TAIL_READ = 64 << 10
+# The footer of a file the job writes (one row group, ten columns) is a few KB, and the producer
+# chunk after `raw` a few more: 16 KiB holds both for a batch's audit file, in one GET.
+TAIL_READ = 16 << 10
 # Chunks closer than this are read in one range (a GET's overhead outweighs a few KB of bytes).
-_COALESCE_GAP = 64 << 10
+_COALESCE_GAP = 16 << 10
 
 
 @dataclass
