@@ -24,6 +24,12 @@ from airflow.sdk.exceptions import AirflowSkipException
 from eventdedup_airflow import store_pool
 
 
+def maintenance_id(context: Any) -> str:
+    """The name a run's alerts go under: its logical day, or (a manual run without a logical date)
+    the day it ran."""
+    return f"maintenance-{context.get('ds_nodash') or format(context['dag_run'].run_after, '%Y%m%d')}"
+
+
 @dag(
     dag_id="eventdedup_maintenance",
     schedule=os.environ.get("EVENTDEDUP_MAINTENANCE_SCHEDULE", "@daily"),
@@ -98,7 +104,7 @@ def eventdedup_maintenance() -> None:
 
         context = get_current_context()
         config = load_pipeline_config()
-        with alert_and_raise(f"maintenance-{context['ds_nodash']}", "pipeline_halted", context):
+        with alert_and_raise(maintenance_id(context), "pipeline_halted", context):
             consistency_gate(s3_store(config), config)
 
     @task(pool=store_pool())
@@ -109,7 +115,7 @@ def eventdedup_maintenance() -> None:
 
         context = get_current_context()
         config = load_pipeline_config()
-        with alert_and_raise(f"maintenance-{context['ds_nodash']}", "fsck_failed", context):
+        with alert_and_raise(maintenance_id(context), "fsck_failed", context):
             # The newest commits (default: a week of 5-minute batches), so the daily check stays
             # the same size however long the store has run; `eventdedup fsck` checks everything.
             last = int(os.environ.get("EVENTDEDUP_FSCK_LAST_COMMITS", "2016"))

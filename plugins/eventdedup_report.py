@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, Response
 URL_PREFIX = "/eventdedup"
 REPORT_DAG_ID = "eventdedup_maintenance"
 # The latest report, a day's, or a range's, as the maintenance DAG names them (eventdedup.report.report_name).
-_REPORT_NAME = re.compile(r"(latest|\d{4}-\d{2}-\d{2}|\d{8}T\d{6}Z-\d{8}T\d{6}Z)\.(html|json)")
+_REPORT_NAME = re.compile(r"(latest|\d{4}-\d{2}-\d{2}|\d{8}T\d{6}Z-\d{8}T\d{6}Z)\.(html|json)", re.ASCII)
 _MEDIA_TYPES = {"html": "text/html; charset=utf-8", "json": "application/json"}
 # The page is data, not an app: no request leaves it, nothing it holds can reach Airflow's origin
 # (a sandbox without same-origin), and browsers take its type as sent.

@@ -110,3 +110,20 @@ class BatchCounts(Mapping[str, int]):
 # Field order, found once: a batch adds one bucket's counts to its total per bucket.
 _NAMES: tuple[str, ...] = tuple(spec.name for spec in dataclasses.fields(BatchCounts))
 _NAME_SET = frozenset(_NAMES)
+
+
+# A batch's duplicates by input folder and by producer are recorded (and reported) for their most
+# frequent values; the rest are summed under OTHER_VALUES, so a producer field with a value per
+# client keeps a commit record small.
+RECORDED_VALUES = 100
+OTHER_VALUES = "(others)"
+
+
+def bounded_counts(counts: Mapping[str, int], limit: int = RECORDED_VALUES) -> dict[str, int]:
+    """The `limit` most frequent values by name (ties by name), the rest summed under OTHER_VALUES."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    kept = dict(ranked[:limit])
+    rest = sum(n for _, n in ranked[limit:])
+    if rest:
+        kept[OTHER_VALUES] = kept.get(OTHER_VALUES, 0) + rest
+    return kept

@@ -176,12 +176,30 @@ def test_every_batch_is_reported_with_its_planted_counts(workload: Workload) -> 
         assert (counts["input_lines"], counts["output_rows"], counts["malformed"], counts["renamed"]) == (
             batch.input_lines, batch.output_rows, sum(batch.quarantined.values()), batch.renamed), batch.batch_id
         assert {kind: counts[kind] for kind in batch.kinds} == dict(batch.kinds), batch.batch_id
+        assert (counts["in_batch_duplicates"], counts["cross_batch_duplicates"]) == (
+            batch.kinds["in_batch_natural"], batch.kinds["cross_batch_natural"])
         assert counts["in_batch_duplicates"] + counts["cross_batch_duplicates"] == natural
         assert (counts["cross_hour_duplicates"], counts["inputs_excluded"]) == (batch.cross_hour, len(batch.excluded))
         assert rows[batch.batch_id]["as_of"] == batch.as_of.isoformat()
-    assert figures["totals"]["input_lines"] == sum(b.input_lines for b in workload.plan)
-    assert figures["quarantine_by_reason"] == dict(sum((b.quarantined for b in workload.plan), Counter()))
-    assert figures["log"]["batches"] == len(workload.plan) and figures["log"]["retracted_batches"] == []
+    plan = workload.plan
+    kinds = sum((b.kinds for b in plan), Counter())
+    assert {name: figures["totals"][name] for name in (
+        "input_lines", "output_rows", "malformed", "renamed", "cross_hour_duplicates", "inputs_excluded",
+        "in_batch_duplicates", "cross_batch_duplicates", *kinds)} == {
+        "input_lines": sum(b.input_lines for b in plan), "output_rows": sum(b.output_rows for b in plan),
+        "malformed": sum(sum(b.quarantined.values()) for b in plan), "renamed": sum(b.renamed for b in plan),
+        "cross_hour_duplicates": sum(b.cross_hour for b in plan),
+        "inputs_excluded": sum(len(b.excluded) for b in plan),
+        # Natural copies are dropped (synthetic ones renamed), in their batch or across batches.
+        "in_batch_duplicates": kinds["in_batch_natural"], "cross_batch_duplicates": kinds["cross_batch_natural"],
+        **kinds}
+    assert all(figures["totals"][name] == 0 for name in (
+        "kept_synthetic", "updates", "would_drop_in_batch", "would_drop_cross_batch", "would_rename", "would_keep",
+        "would_update", "populated"))
+    assert figures["quarantine_by_reason"] == dict(sum((b.quarantined for b in plan), Counter()))
+    assert figures["log"] == {"head_version": len(plan), "commits_in_range": len(plan), "batches": len(plan),
+                              "retracted_batches": [], "operations": []}
+    assert figures["settings"]["modes_in_range"] == {"enforce": len(plan)}
 
 
 def test_the_copy_lag_distribution_is_the_planted_one(workload: Workload) -> None:
@@ -200,7 +218,9 @@ def test_the_copy_lag_distribution_is_the_planted_one(workload: Workload) -> Non
                ("window", window))}
     assert {name: v["copies"] for name, v in lag["beyond"].items()} == beyond == {
         "1h": 6, "1d": 3, "half_window": 2, "window_last_tenth": 2, "window": 0}
-    assert lag["beyond"]["1d"]["share"] == pytest.approx(3 / 11)
+    assert {name: v["share"] for name, v in lag["beyond"].items()} == pytest.approx(
+        {name: n / len(lags) for name, n in beyond.items()})
+    assert (lag["window_hours"], lag["unknown_holder"]) == (WINDOW_HOURS, 0)
     # Two copies came 70 h after their originals, in the 72 h window's last tenth: too short, and
     # twice the longest lag (140 h) rounds up to whole days: 144 h.
     assert lag["verdict"].startswith("The window may be too short: 2 of 11 copies (18.2%)")
@@ -257,11 +277,31 @@ def test_health_comes_from_the_stores_own_times(workload: Workload) -> None:
     assert set(live) == {"2026-11-20", "guards"}  # every event's hour is on the 20th; id guards apart
 
 
+def test_what_was_read_is_counted(workload: Workload) -> None:
+    """The commits record their duplicates by folder and producer, and the copies' holders: no
+    audit file is read. Each quarantine file of a batch that quarantined lines is read once; every
+    one here is smaller than the first ranged read, so it comes whole in one GET."""
+    store, layout = workload.store, Layout(workload.config.layout)
+    read = []
+    for version in range(1, len(workload.plan) + 1):
+        record = json.loads(store.client.get_object(Bucket=store.bucket, Key=layout.commit(version))["Body"].read())
+        read += [o for o in record["objects"]
+                 if o.get("rows") and o["kind"] == "quarantine" and record["counts"]["malformed"]]
+    figures = build_report(store, workload.config, *EVERYTHING).figures
+    assert all(o["size"] < 16 << 10 for o in read)
+    assert figures["read"] == {"requests_for_columns": len(read), "column_bytes_read": sum(o["size"] for o in read),
+                               "audit_and_quarantine_bytes": sum(o["size"] for o in read), "unreadable_files": []}
+
+
 def test_copies_of_batches_before_the_range_are_timed_from_their_commits(workload: Workload) -> None:
     """The newest four commits: b1, whose copies b2..b5 hold, is outside; its time comes from its
     commit record's head."""
-    figures = build_report(workload.store, workload.config, *EVERYTHING, last=4).figures
+    store, layout = workload.store, Layout(workload.config.layout)
+    figures = build_report(store, workload.config, *EVERYTHING, last=4).figures
     assert [row["batch_id"] for row in figures["batches"]] == ["b2", "b3", "b4", "b5"]
+    listing = store.client.list_objects_v2(Bucket=store.bucket, Prefix=layout.settings.commit_log_prefix)
+    committed = {layout.version_of_commit_key(item["Key"]): item["LastModified"] for item in listing["Contents"]}
+    assert figures["range"] == {"since": committed[2].isoformat(), "until": committed[5].isoformat()}
     lags = sorted(lag for batch in workload.plan[1:] for _, _, lag in batch.copies)
     assert figures["copy_lag"]["copies"] == len(lags) and figures["copy_lag"]["max_seconds"] == max(lags)
     assert figures["copy_lag"]["percentiles_seconds"]["50"] == nearest_rank(lags, 50)
@@ -373,19 +413,41 @@ def test_columns_are_read_by_range_not_whole(s3_server, bucket) -> None:  # type
         "producer").to_pylist() == [None] * rows
 
 
-def test_a_committed_audit_file_gone_is_named_and_the_rest_still_reported(s3_server, bucket, spark) -> None:  # type: ignore[no-untyped-def]
+def as_recorded_before_2026_11_26(store: S3Store, layout: Layout, version: int) -> None:
+    """Rewrite commit `version` as a release before 2026-11-26 wrote it: without decided_against and
+    the duplicates by folder and producer (a test's stand-in for an old store)."""
+    key = layout.commit(version)
+    doc = json.loads(store.get_bytes(key))
+    for name in ("decided_against", "duplicates_by_folder", "duplicates_by_producer"):
+        doc["change"].pop(name, None)
+    store.put_bytes(key, json.dumps(doc).encode())
+
+
+def test_older_commits_are_reported_from_their_audit_and_a_file_gone_is_named(s3_server, bucket, spark) -> None:  # type: ignore[no-untyped-def]
     config = make_config(s3_server.endpoint_url, bucket, report={"producer_field": "app"})
-    store = S3Store(s3_server.client(), bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
     put_lines(store, "landing/x/1.jsonl", [event("a", "p"), event("a", "p"), event("b", "q"), event("b", "q")])
-    run_batch(store, config, "only", InputSelector(input_prefix="landing/"), T0, lambda: spark)
-    audits = list(committed_objects(store, Layout(config.layout), "audit"))
-    assert len(audits) >= 1
+    run_batch(store, config, "one", InputSelector(input_prefix="landing/"), T0, lambda: spark)
+    put_lines(store, "landing/y/2.jsonl", [event("a", "p"), event("c", "r")])
+    run_batch(store, config, "two", InputSelector(input_prefix="landing/"), T0 + timedelta(hours=1), lambda: spark)
+    recorded = build_report(store, config, *EVERYTHING).figures
+    assert recorded["read"]["requests_for_columns"] == 0
+    assert [(t["name"], t["duplicates"]) for t in recorded["top_sources"]] == [("landing/x/", 2), ("landing/y/", 1)]
+    assert [(t["name"], t["duplicates"]) for t in recorded["top_producers"]] == [("p", 2), ("q", 1)]
+    assert [b["copies"] for b in recorded["copy_lag"]["histogram"][:5]] == [2, 0, 0, 1, 0]  # a's copy an hour on
+    for version in (1, 2):
+        as_recorded_before_2026_11_26(store, layout, version)
+    older = build_report(store, config, *EVERYTHING).figures
+    audits = sorted(committed_objects(store, layout, "audit"), key=lambda o: o.key)
+    assert older["read"]["requests_for_columns"] == len(audits) > 0
+    for figure in ("top_sources", "top_producers", "copy_lag", "totals"):
+        assert older[figure] == recorded[figure], figure
     store.delete_keys([audits[0].key])  # a lifecycle rule, say
     figures = build_report(store, config, *EVERYTHING).figures
     unreadable = figures["read"]["unreadable_files"]
     assert len(unreadable) == 1 and unreadable[0].startswith(store.uri(audits[0].key) + ": ")
-    assert figures["totals"]["input_lines"] == 4 and figures["copy_lag"]["copies"] == 2
-    assert sum(t["duplicates"] for t in figures["top_producers"]) == 2 - audits[0].rows
+    assert figures["totals"]["input_lines"] == 6
+    assert sum(t["duplicates"] for t in figures["top_producers"]) == 3 - audits[0].rows
 
 
 def test_the_command_writes_the_page_or_prints_the_figures(workload: Workload, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -405,3 +467,37 @@ def test_the_command_writes_the_page_or_prints_the_figures(workload: Workload, t
     assert said.startswith(f"{out}: 5 batches committed from 2000-01-01T00:00:00+00:00") and "too short" in said
     assert out.read_text().count('<svg class="chart"') == 10
     assert cli_main(["report", "--config", str(toml), "--last", "0"]) == 2
+
+
+def test_the_latest_report_only_moves_forward_and_a_day_is_named_by_its_date(s3_server, bucket) -> None:  # type: ignore[no-untyped-def]
+    from eventdedup.report import publish_report, report_name
+
+    config = make_config(s3_server.endpoint_url, bucket)
+    store = S3Store(s3_server.client(), bucket)
+    day = datetime(2026, 11, 25, tzinfo=timezone.utc)
+    assert report_name(day, day + timedelta(days=1)) == "2026-11-25"
+    assert report_name(day + timedelta(hours=6), day + timedelta(hours=7)) == "20261125T060000Z-20261125T070000Z"
+    berlin = timezone(timedelta(hours=1))
+    assert report_name(day.astimezone(berlin), (day + timedelta(days=1)).astimezone(berlin)) == "2026-11-25"
+    newer = build_report(store, config, day, day + timedelta(days=1))
+    older = build_report(store, config, day - timedelta(days=1), day)
+    publish_report(store, config, newer, "2026-11-25")
+    assert publish_report(store, config, older, "2026-11-24") == ["reports/2026-11-24.json", "reports/2026-11-24.html"]
+    assert store.get_bytes("reports/latest.json") == newer.json  # a rerun of an older day leaves latest alone
+    store.put_bytes("reports/latest.json", b"{not json")
+    assert "reports/latest.json" in publish_report(store, config, older, "2026-11-24")  # unreadable: replaced
+
+
+def test_a_holders_time_is_read_whole_when_its_records_head_does_not_hold_it(s3_server, bucket) -> None:  # type: ignore[no-untyped-def]
+    from eventdedup.commit.log import commit_as_of
+    from eventdedup.commit.records import CommitRecord
+    from eventdedup.counts import BatchCounts
+
+    config = make_config(s3_server.endpoint_url, bucket)
+    store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
+    at = "2026-11-20T00:05:00+00:00"
+    short = CommitRecord(1, "b1", None, "t", at, BatchCounts(), (), {})
+    long = CommitRecord(2, "b2", "b1", "t" * 3000, at, BatchCounts(), (), {})  # as_of past the first 2 KiB
+    for record in (short, long):
+        store.put_bytes(layout.commit(record.version), record.to_bytes())
+    assert commit_as_of(store, layout, 1) == commit_as_of(store, layout, 2) == datetime.fromisoformat(at)

@@ -60,6 +60,13 @@ class BatchChange:
     # would have done). A rerun recomputes under it; promotion refuses a job computed under another
     # mode than the configured one (eventdedup.commit.gate).
     mode: str = "enforce"
+    # The batch's duplicates found (its audit's rows) by the folder of their input object, and by
+    # their [report] producer_field value ("" where it recorded none): each its RECORDED_VALUES most
+    # frequent values, the rest under "(others)" (eventdedup.counts.bounded_counts). What
+    # `eventdedup report` ranks without reading the audit; None in records written before
+    # 2026-11-26 (there the report reads the audit's columns).
+    duplicates_by_folder: Mapping[str, int] | None = None
+    duplicates_by_producer: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)

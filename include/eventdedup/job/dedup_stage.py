@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 from botocore.exceptions import ClientError
 
 from eventdedup.cache.epochs import BucketEpochs
@@ -218,13 +219,38 @@ def dedup_partition(ctx: DedupContext, cache_chains: Mapping[str, tuple[str, ...
                               malformed=sum(len(part.raw) for part in findings))
         table = received.events()
         holders: Counter[str] = Counter()
+        found = DuplicatesFound()
         if table.num_rows:
-            decided, holders, bucket_writes = _dedup_rows(ctx, store, cache_chains, partition, table, numbers, pool)
+            decided, holders, found, bucket_writes = _dedup_rows(ctx, store, cache_chains, partition, table, numbers,
+                                                                 pool)
             counts += decided
             writes.extend(bucket_writes)
         staged = [write.result() for write in writes]
     yield from (record for record in staged if record is not None)
-    yield PartitionCounts(counts, dict(sorted(holders.items())))
+    yield PartitionCounts(counts, dict(sorted(holders.items())), dict(found.folders), dict(found.producers))
+
+
+@dataclass
+class DuplicatesFound:
+    """A partition's audit rows by input folder and by producer ("": none)."""
+
+    folders: Counter[str] = field(default_factory=Counter)
+    producers: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, audited: pa.Table) -> DuplicatesFound:
+        found = cls()
+        for table_column, counter, name in ((audited.column("source_object"), found.folders, _folder),
+                                            (audited.column("producer"), found.producers, lambda v: v or "")):
+            counted = pc.value_counts(table_column)
+            for value, n in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
+                                strict=True):
+                counter[name(value)] += n
+        return found
+
+
+def _folder(key: str | None) -> str:
+    return (key or "").rpartition("/")[0] + "/" if "/" in (key or "") else ""
 
 
 @dataclass
@@ -267,7 +293,8 @@ class _Received:
 
 def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tuple[str, ...]], partition: int,
                 table: pa.Table, numbers: LineNumbers,
-                pool: ThreadPoolExecutor) -> tuple[BatchCounts, Counter[str], list[Future[StagedObject | None]]]:
+                pool: ThreadPoolExecutor) -> tuple[BatchCounts, Counter[str], DuplicatesFound,
+                                                   list[Future[StagedObject | None]]]:
     """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
     copied once, into the output and audit files (in input order) at the end."""
     rules = ctx.rules
@@ -313,12 +340,14 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
         data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour)
         writes.append(pool.submit(_stage_data, store, ctx, partition, int(hour), data))
     audit_rows, audit = _in_input_order(audits)
+    found = DuplicatesFound()
     if len(audit_rows):
         located = _with_location(ctx, audit, narrow.column("seq").to_numpy()[audit_rows], numbers)
         audited = _with_raw(located, table, audit_rows)
         audited = audited.append_column("producer", producer_values(audited.column("raw"), ctx.producer_field))
+        found = DuplicatesFound.of(audited)
         writes.append(pool.submit(_stage_audit, store, ctx, partition, audited))
-    return counts, holders, writes
+    return counts, holders, found, writes
 
 
 def _with_location(ctx: DedupContext, audit: pa.Table, seqs: npt.NDArray[np.int64], numbers: LineNumbers) -> pa.Table:

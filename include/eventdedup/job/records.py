@@ -89,6 +89,9 @@ class PartitionCounts:
 
     counts: BatchCounts
     decided_against: Mapping[str, int] = field(default_factory=dict)
+    # Its duplicates by input folder and by producer ("": none recorded); BatchChange's, summed.
+    duplicates_by_folder: Mapping[str, int] = field(default_factory=dict)
+    duplicates_by_producer: Mapping[str, int] = field(default_factory=dict)
 
 
 DriverRecord = StagedObject | PartitionCounts

@@ -136,7 +136,10 @@ def batch_metrics(store: S3Store, config: Config, batch_id: str) -> dict[str, di
         latency = committed.last_modified - datetime.fromisoformat(record.as_of)
         gauges[f"{METRIC_PREFIX}batch.latency_seconds"] = latency.total_seconds()
     change, arrival = record.change, state.arrivals.get(batch_id)
-    if isinstance(change, BatchChange) and change.decided_against is not None and arrival is not None:
+    # decided_against counts a changelog batch's updates too, which are new versions, not copies:
+    # then no copy-lag gauge is sent (the daily report reads such a batch's holders from its audit).
+    if (isinstance(change, BatchChange) and change.decided_against is not None and arrival is not None
+            and not record.counts.updates):
         hours = [(arrival - state.arrivals[holder], copies) for holder, copies in change.decided_against.items()
                  if holder in state.arrivals]
         gauges[f"{METRIC_PREFIX}copy_lag.max_arrival_hours"] = float(max((h for h, _ in hours), default=0))

@@ -10,7 +10,7 @@ figure is computed and what a report reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
@@ -50,9 +50,19 @@ def build_report(store: S3Store, config: Config, since: datetime, until: datetim
                                          last), config))
 
 
+def _is_latest(latest: bytes | None, report: Report) -> bool:
+    """Whether `report` ends no earlier than the latest one published (an unreadable latest: yes)."""
+    try:
+        until = datetime.fromisoformat(orjson.loads(latest or b"")["range"]["until"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return True
+    return until <= datetime.fromisoformat(report.figures["range"]["until"])
+
+
 def report_name(since: datetime, until: datetime) -> str:
     """A report's name under the reports prefix: its day for a whole UTC day (the daily run), else
     its range (an hourly schedule, a manual run), so no report overwrites another's."""
+    since, until = since.astimezone(timezone.utc), until.astimezone(timezone.utc)
     if until - since == timedelta(days=1) and since == since.replace(hour=0, minute=0, second=0, microsecond=0):
         return f"{since:%Y-%m-%d}"
     return f"{since:%Y%m%dT%H%M%SZ}-{until:%Y%m%dT%H%M%SZ}"
@@ -65,8 +75,7 @@ def publish_report(store: S3Store, config: Config, report: Report, name: str) ->
     prefix = config.layout.reports_prefix
     page, figures = report.html.encode(), report.json
     names = [name]
-    latest = store.get_bytes_or_none(f"{prefix}latest.json")
-    if latest is None or orjson.loads(latest)["range"]["until"] <= report.figures["range"]["until"]:
+    if _is_latest(store.get_bytes_or_none(f"{prefix}latest.json"), report):
         names.append("latest")
     written = []
     for each in names:

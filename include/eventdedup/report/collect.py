@@ -9,8 +9,10 @@ newest `last` commits). Per commit in the range, in one task:
   kept slim once read: its audit and quarantine objects, no cache heads, no ledger;
 - the batch manifest's HEAD (when staging finished) and one promoted object's HEAD (when the
   promotion's copies began);
-- the audit's short columns (source object, producer; kept_in_batch only where `decided_against`
-  cannot tell copies' holders), by byte range (eventdedup.report.ranged_parquet);
+- nothing more for its duplicates by source and producer, which the record holds (records from
+  before 2026-11-26: the audit's short columns, source object and producer, by byte range,
+  eventdedup.report.ranged_parquet); the audit's kept_in_batch only where `decided_against`
+  cannot tell copies' holders;
 - the quarantine's `error` column, only for a batch that quarantined lines.
 
 Raw lines, output files and cache segments are never read. The earlier batches copies were decided
@@ -35,6 +37,7 @@ from eventdedup.commit.log import commit_as_of, committed_record, committed_vers
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
+from eventdedup.counts import OTHER_VALUES, bounded_counts
 from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
 from eventdedup.parse.quarantine_reasons import reason_class_counts
@@ -47,10 +50,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 THREADS = 16
 UNREADABLE = "unreadable_file"  # quarantined lines of a committed file the report could not read
-# A batch's distinct producers (or sources) kept by name; the rest are summed under OTHER. A client
-# id as the producer field has tens of thousands a batch: the report ranks the top few.
-DISTINCT_PER_BATCH = 1000
-OTHER = "(others)"
 
 
 @dataclass(frozen=True)
@@ -231,32 +230,43 @@ def source_prefix(key: str, depth: int) -> str:
 
 
 def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tuple[AuditSummary, ReadCost]:
-    summary, cost = AuditSummary(), ReadCost()
-    needs_holders = _holders_from_audit(record)
-    columns = ["source_object", "producer"] + (["kept_in_batch"] if needs_holders else [])
+    """A batch's duplicates by source and producer, as its commit records them (no request) or, in a
+    record from before they were recorded, from its audit's columns; and, where decided_against
+    cannot say, its copies' holders from the audit's kept_in_batch."""
+    change = record.change
+    assert isinstance(change, BatchChange)
+    summary = AuditSummary()
+    recorded = change.duplicates_by_folder is not None and change.duplicates_by_producer is not None
+    if recorded:
+        for folder, n in (change.duplicates_by_folder or {}).items():
+            depth = config.report.source_prefix_depth
+            summary.sources[folder if folder == OTHER_VALUES else source_prefix(folder, depth)] += n
+        summary.producers.update({value or None: n for value, n in (change.duplicates_by_producer or {}).items()})
+    columns = ([] if recorded else ["source_object", "producer"]) + (
+        ["kept_in_batch"] if _holders_from_audit(record) else [])
+    cost = ReadCost()
+    if columns:
+        _read_audit(store, config, record, columns, summary, cost)
+    return summary, cost
+
+
+def _read_audit(store: S3Store, config: Config, record: CommitRecord, columns: Sequence[str],
+                summary: AuditSummary, cost: ReadCost) -> None:
     for audit in (o for o in record.objects if o.kind == "audit" and o.rows):
         table = _read_or_note(store, audit, columns, cost, summary.unreadable)
         if table is None:
             continue
-        # Counted per distinct value (a batch's duplicates come from a few objects and producers).
-        for value, n in _value_counts(table.column("source_object")):
-            summary.sources[source_prefix(value or "", config.report.source_prefix_depth)] += n
-        summary.producers.update(dict(_value_counts(table.column("producer"))))
-        if needs_holders:
+        if "source_object" in columns:  # counted per distinct value: a batch's duplicates come from few objects
+            for value, n in _value_counts(table.column("source_object")):
+                summary.sources[source_prefix(value or "", config.report.source_prefix_depth)] += n
+            summary.producers.update(dict(_value_counts(table.column("producer"))))
+        if "kept_in_batch" in columns:
             summary.holders.update({holder: n for holder, n in _value_counts(table.column("kept_in_batch"))
                                     if holder is not None and holder != record.batch_id})
-    summary.sources = _bounded(summary.sources)
-    summary.producers = _bounded(summary.producers)
-    return summary, cost
-
-
-def _bounded(counter: Counter[Any]) -> Counter[Any]:
-    """The DISTINCT_PER_BATCH most frequent values by name, the rest summed under OTHER."""
-    if len(counter) <= DISTINCT_PER_BATCH:
-        return counter
-    kept = Counter(dict(sorted(counter.items(), key=lambda item: (-item[1], str(item[0])))[:DISTINCT_PER_BATCH]))
-    kept[OTHER] += sum(counter.values()) - sum(kept.values())
-    return kept
+    if "source_object" in columns:  # bounded as a commit records them
+        summary.sources = Counter(bounded_counts(summary.sources))
+        producers = bounded_counts({value or "": n for value, n in summary.producers.items()})
+        summary.producers = Counter({value or None: n for value, n in producers.items()})
 
 
 def _value_counts(column: pa.ChunkedArray) -> list[tuple[str | None, int]]:

@@ -88,6 +88,9 @@ def copy_lags(batches: Sequence[CommitInRange], collected: Collected) -> Counter
         assert isinstance(change, BatchChange)
         lags[0.0] += record.counts.in_batch_natural + record.counts.in_batch_synthetic
         holders = copy_holders(record, collected.audits.get(record.batch_id))
+        # Copies whose holder could not be read (an audit file gone, where the holders come from it).
+        unknown += max(0, record.counts.cross_batch_natural + record.counts.cross_batch_synthetic
+                       - sum(holders.values()))
         at = datetime.fromisoformat(record.as_of)
         for holder, copies in holders.items():
             held_at = collected.holder_times.get(holder)
@@ -96,7 +99,7 @@ def copy_lags(batches: Sequence[CommitInRange], collected: Collected) -> Counter
                 continue
             lags[max(0.0, (at - held_at).total_seconds())] += copies
     if unknown:
-        lags[math.nan] = unknown  # holders no longer in the log (never, unless it was damaged): shown apart
+        lags[math.nan] = unknown  # holders not in the log, or unread (an audit gone): shown apart
     return lags
 
 

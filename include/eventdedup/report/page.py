@@ -127,7 +127,9 @@ def _lag_section(lag: Mapping[str, Any]) -> str:
               for name, v in lag["beyond"].items()]
     body = (f'<p class="verdict{warn}">{escape(lag["verdict"])}</p>'
             + charts.histogram("copy_lag", [(b["label"], b["copies"]) for b in lag["histogram"]], "No copies.")
-            + _table(("copies", f"{lag['copies']:,}"), percentiles + beyond))
+            + _table(("copies", f"{lag['copies']:,}"), percentiles + beyond
+                     + ([("copies whose original's batch could not be timed", f"{lag['unknown_holder']:,}")]
+                        if lag["unknown_holder"] else [])))
     return _section("Copy lag: how long after its original each copy arrived", body)
 
 

@@ -9,6 +9,7 @@ for each run of needed chunks not in it, instead of every byte of the file.
 from __future__ import annotations
 
 import io
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,12 +61,13 @@ def read_columns(store: S3Store, key: str, columns: Sequence[str], *, etag: str 
         spent.requests, spent.bytes_read = spent.requests + 1, spent.bytes_read + stop - start
     if cost is not None:
         cost.add(spent)
-    # The fetched ranges at their offsets in a buffer of the object's size, read by Arrow in C++:
-    # bytes never fetched stay zero, and the footer names none of them for these columns.
-    whole = bytearray(size) if len(pieces) > 1 or min(pieces) > 0 else None
-    if whole is None:
+    # The fetched ranges at their offsets in an anonymous map of the object's size, read by Arrow in
+    # C++: pages never written are never allocated (a 57 MB file read for 20 KB costs 20 KB), and the
+    # footer names none of the bytes never fetched for these columns.
+    if min(pieces) == 0:
         source = pa.BufferReader(pieces[0])
     else:
+        whole = mmap.mmap(-1, size)
         for start, piece in pieces.items():
             whole[start:start + len(piece)] = piece
         source = pa.BufferReader(pa.py_buffer(whole))

@@ -149,3 +149,34 @@ def test_a_changelog_batchs_updates_are_not_copies_its_holders_come_from_the_aud
                           {"b1": T, "b2": T + timedelta(hours=1)}, {}, None)
     lag = report_figures(collected, CONFIG)["copy_lag"]
     assert lag["copies"] == 1 and lag["max_seconds"] == HOUR
+
+
+def test_a_batchs_distinct_values_are_bounded_the_rest_counted_together() -> None:
+    from eventdedup.counts import OTHER_VALUES, RECORDED_VALUES, bounded_counts
+
+    many = {f"client-{i:05d}": 1 for i in range(RECORDED_VALUES + 50)}
+    many["client-big"] = 10
+    bounded = bounded_counts(many)
+    assert len(bounded) == RECORDED_VALUES + 1 and bounded["client-big"] == 10
+    assert bounded[OTHER_VALUES] == 51 and sum(bounded.values()) == sum(many.values())
+    assert bounded_counts({"a": 1}) == {"a": 1}
+
+
+def test_operations_are_listed_and_copies_without_a_timed_holder_counted_apart() -> None:
+    from eventdedup.commit.changes import Retraction
+
+    b1 = batch(1, "b1", T, {}, input_lines=1, output_rows=1)
+    # b2: three cross-batch copies; decided_against names one holder the log no longer has (gone)
+    # and says nothing of a third copy (a record short of its copies): both counted apart.
+    b2 = batch(2, "b2", T + timedelta(hours=1), {"b1": 1, "gone": 1}, input_lines=3, cross_batch_duplicates=3,
+               cross_batch_natural=3)
+    undo = CommitRecord(3, "undo", "b2", "t", (T + timedelta(hours=2)).isoformat(), BatchCounts(), (), {},
+                        Retraction(("b0",), "test"))
+    collected = Collected(T, T + timedelta(days=1), 3, [CommitInRange(b1, T), CommitInRange(b2, T),
+                                                        CommitInRange(undo, T + timedelta(hours=2))],
+                          {}, {}, {"b1": T, "b2": T + timedelta(hours=1)}, {}, None)
+    figures = report_figures(collected, CONFIG)
+    assert figures["log"]["operations"] == [{"version": 3, "batch_id": "undo", "kind": "retraction",
+                                             "committed_at": (T + timedelta(hours=2)).isoformat()}]
+    assert figures["log"]["batches"] == 2
+    assert (figures["copy_lag"]["copies"], figures["copy_lag"]["unknown_holder"]) == (1, 2)
