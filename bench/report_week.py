@@ -6,15 +6,19 @@ records (`CommitRecord`, `BatchChange`, folded and checkpointed by `CommittedSta
 does): per batch, its commit (as large as a production batch's: 304 cache heads, 12 data files,
 100 consumed inputs), its manifest and 4 audit files whose rows are the batch's duplicates (columns as the job writes them: ~300-byte raw lines, 40 producers, 12 source
 folders, holders drawn so that 60 % of copies are in-batch and the rest lag geometrically, some by
-days). Nothing is run through Spark: the report reads only what promotion leaves, and its cost is
-requests and column bytes, which the bench counts. Timed: `build_report` (figures and page) in
-this process, median of --runs, and once `eventdedup report --json` in a new process.
+days). Two stores: records as this release writes them (duplicates by folder and producer, and the
+copies' holders, in the record: no audit read) and as releases before 2026-11-26 wrote them (the
+audit's columns read by range). Nothing is run through Spark: the report reads only what promotion
+leaves, and its cost is requests and column bytes, which the bench counts. Timed: `build_report`
+(figures and page) in this process, median of --runs, the last day's 288 commits alone (the daily
+report), and once `eventdedup report --json` in a new process.
 
-    .venv/bin/python bench/report_week.py [--batches 2016] [--audit-rows 500,5000] [--runs 3]
+    .venv/bin/python bench/report_week.py [--batches 2016] [--audit-rows 5000] [--records current,older] [--runs 3]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -38,7 +42,7 @@ from eventdedup.commit.log import write_checkpoint_if_due, write_commit  # noqa:
 from eventdedup.commit.records import CommitRecord, PromotedObject  # noqa: E402
 from eventdedup.commit.state import CommittedState  # noqa: E402
 from eventdedup.config import Config, config_from_mapping  # noqa: E402
-from eventdedup.counts import BatchCounts  # noqa: E402
+from eventdedup.counts import BatchCounts, bounded_counts  # noqa: E402
 from eventdedup.keys import hour_index_at  # noqa: E402
 from eventdedup.layout import Layout  # noqa: E402
 from eventdedup.report import build_report  # noqa: E402
@@ -73,8 +77,10 @@ def audit_table(index: int, rows: int, rng: np.random.Generator) -> pa.Table:
     folders = rng.integers(0, 12, rows)
     as_of = T0 + STEP * (index + 1)
     ids = [f"{index:06d}-{i:07d}-{rng.integers(1 << 62):016x}" for i in range(rows)]
+    # ~300-byte lines that compress as events do (~2x), not as a run of one letter would.
     raw = [json.dumps({"event_id": ids[i], "app_id": f"app-{apps[i]:02d}", "created_at": as_of.isoformat(),
-                       "payload": "x" * 200}) for i in range(rows)]
+                       "payload": hashlib.blake2b(ids[i].encode(), digest_size=48).hexdigest() * 2})
+           for i in range(rows)]
     return pa.table({
         "event_id": ids,
         "event_time": pa.array(np.full(rows, int(as_of.timestamp() * 1e6)), UTC_MICROS),
@@ -89,8 +95,10 @@ def audit_table(index: int, rows: int, rng: np.random.Generator) -> pa.Table:
     }, schema=AUDIT_SCHEMA)
 
 
-def write_week(store: S3Store, config: Config, batches: int, audit_rows: int) -> int:
-    """The week's commits; returns the audit bytes written."""
+def write_week(store: S3Store, config: Config, batches: int, audit_rows: int, older: bool = False) -> int:
+    """The week's commits; returns the audit bytes written. `older`: records as releases before
+    2026-11-26 wrote them (no decided_against, no duplicates by folder and producer): the report
+    reads the audit's columns instead."""
     layout, rng = Layout(config.layout), np.random.default_rng(42)
     state, audit_bytes = CommittedState(), 0
     pool = ThreadPoolExecutor(16)
@@ -124,9 +132,13 @@ def write_week(store: S3Store, config: Config, batches: int, audit_rows: int) ->
         inputs = tuple(ObjectInfo(f"landing/{as_of:%Y/%m/%d/%H}/firehose-{bid}-{n:03d}.gz", 3 << 20, f'"{n:032x}"')
                        for n in range(100))
         ledger = LedgerUpdate(inputs, retain_from_hour=hour - 3 - 168 - 1, dated_hours=(hour,) * len(inputs))
+        folders = Counter(key.rpartition("/")[0] + "/" for key in table.column("source_object").to_pylist())
         change = BatchChange(window_start_hour=hour - 168, retain_from_hour=hour - 336, partitions=AUDIT_FILES,
-                             interval=True, arrival_hour=hour, decided_against=dict(sorted(held.items())),
-                             ledger_update=ledger)
+                             interval=True, arrival_hour=hour, ledger_update=ledger,
+                             decided_against=None if older else dict(sorted(held.items())),
+                             duplicates_by_folder=None if older else bounded_counts(folders),
+                             duplicates_by_producer=None if older else bounded_counts(
+                                 Counter(table.column("producer").to_pylist())))
         record = CommitRecord(index + 1, bid, state.last_batch_id, f"bench-{index}", as_of.isoformat(), counts,
                               objects, segments, change)
         write_commit(store, layout, record)
@@ -135,15 +147,15 @@ def write_week(store: S3Store, config: Config, batches: int, audit_rows: int) ->
     return audit_bytes
 
 
-def measure(server: LocalS3Process, batches: int, audit_rows: int, runs: int) -> dict:
-    bucket = f"report-week-{audit_rows}"
+def measure(server: LocalS3Process, batches: int, audit_rows: int, runs: int, older: bool) -> dict:
+    bucket = f"report-week-{audit_rows}-{'older' if older else 'current'}"
     server.client().create_bucket(Bucket=bucket)
     config = config_from_mapping({"s3": {"bucket": bucket, "endpoint_url": server.endpoint_url},
                                   "dedup": {"buckets": 16, "window_hours": 168, "checkpoint_interval": 10},
                                   "report": {"producer_field": "app_id", "source_prefix_depth": 2}})
     store = S3Store(server.client(), bucket)
     started = time.perf_counter()
-    audit_bytes = write_week(store, config, batches, audit_rows)
+    audit_bytes = write_week(store, config, batches, audit_rows, older)
     seeded = time.perf_counter() - started
     seconds, figures = [], {}
     for _ in range(runs):
@@ -158,7 +170,8 @@ def measure(server: LocalS3Process, batches: int, audit_rows: int, runs: int) ->
         build_report(store, config, *EVERYTHING, last=min(288, batches)).html  # noqa: B018 - rendered, as published
         daily.append(time.perf_counter() - started)
     cli = cli_seconds(server, bucket)
-    return {"batches": batches, "audit_rows_per_batch": audit_rows, "seed_seconds": round(seeded, 1),
+    return {"batches": batches, "audit_rows_per_batch": audit_rows, "records": "older" if older else "current",
+            "seed_seconds": round(seeded, 1),
             "report_seconds": [round(s, 2) for s in seconds], "median_seconds": round(statistics.median(seconds), 2),
             "cli_json_seconds": round(cli, 2), "page_bytes": len(page),
             "day_of_288_median_seconds": round(statistics.median(daily), 2),
@@ -185,23 +198,26 @@ def cli_seconds(server: LocalS3Process, bucket: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batches", type=int, default=2016)
-    parser.add_argument("--audit-rows", default="500,5000", help="duplicates per batch, comma-separated")
+    parser.add_argument("--audit-rows", default="5000", help="duplicates per batch, comma-separated")
+    parser.add_argument("--records", default="current,older",
+                        help="current (duplicates by folder and producer recorded) and/or older (read from the audit)")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     use_local_credentials()
     results = []
     with LocalS3Process() as server:
         for rows in (int(r) for r in args.audit_rows.split(",")):
-            results.append(measure(server, args.batches, rows, args.runs))
-            print(json.dumps(results[-1]), flush=True)
+            for kind in args.records.split(","):
+                results.append(measure(server, args.batches, rows, args.runs, kind == "older"))
+                print(json.dumps(results[-1]), flush=True)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "report-week-latest.json"
     out.write_text(json.dumps({"measured_at": datetime.now(timezone.utc).isoformat(), "cpus": os.cpu_count(),
                                "results": results}, indent=2))
-    print(f"{'duplicates/batch':>16} {'week s':>7} {'new process s':>13} {'last day s':>10} {'column GETs':>11} "
-          f"{'bytes read':>11} {'of audit':>9}")
+    print(f"{'duplicates/batch':>16} {'records':>8} {'week s':>7} {'new process s':>13} {'last day s':>10} "
+          f"{'column GETs':>11} {'bytes read':>11} {'of audit':>9}")
     for r in results:
-        print(f"{r['audit_rows_per_batch']:>16} {r['median_seconds']:>7} {r['cli_json_seconds']:>13} "
+        print(f"{r['audit_rows_per_batch']:>16} {r['records']:>8} {r['median_seconds']:>7} {r['cli_json_seconds']:>13} "
               f"{r['day_of_288_median_seconds']:>10} {r['column_requests']:>11} {r['column_bytes_read']:>11} "
               f"{r['share_of_audit_bytes_read']:>9.2%}")
     return 0
