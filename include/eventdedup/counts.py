@@ -117,13 +117,38 @@ _NAME_SET = frozenset(_NAMES)
 # client keeps a commit record small.
 RECORDED_VALUES = 100
 OTHER_VALUES = "(others)"
+# A value is recorded to this many characters (a producer field may hold a payload: the record stays small).
+RECORDED_VALUE_CHARS = 128
 
 
 def bounded_counts(counts: Mapping[str, int], limit: int = RECORDED_VALUES) -> dict[str, int]:
-    """The `limit` most frequent values by name (ties by name), the rest summed under OTHER_VALUES."""
-    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    """The `limit` most frequent values by name (ties by name), each cut to RECORDED_VALUE_CHARS
+    (values alike to there add up), the rest summed under OTHER_VALUES."""
+    cut: dict[str, int] = {}
+    for value, n in counts.items():
+        short = value if len(value) <= RECORDED_VALUE_CHARS else value[:RECORDED_VALUE_CHARS - 1] + "…"
+        cut[short] = cut.get(short, 0) + n
+    ranked = sorted(cut.items(), key=lambda item: (-item[1], item[0]))
     kept = dict(ranked[:limit])
     rest = sum(n for _, n in ranked[limit:])
     if rest:
         kept[OTHER_VALUES] = kept.get(OTHER_VALUES, 0) + rest
     return kept
+
+
+def rolled_up_folders(counts: Mapping[str, int], limit: int = RECORDED_VALUES) -> dict[str, int]:
+    """Input folders ("a/b/c/") and their counts, at most `limit` of them: while there are more, the
+    deepest folders are counted in their parent's ("a/b/"), level by level, so the sum under every
+    prefix of the levels kept is exact (a report by the first N folders adds up whatever was
+    rolled up below them); past the top level, the least frequent go to OTHER_VALUES."""
+    folders = dict(counts)
+    while len(folders) > limit:
+        deepest = max(folder.count("/") for folder in folders)
+        if deepest <= 1:
+            break
+        rolled: dict[str, int] = {}
+        for folder, n in folders.items():
+            parent = folder.rsplit("/", 2)[0] + "/" if folder.count("/") == deepest else folder
+            rolled[parent] = rolled.get(parent, 0) + n
+        folders = rolled
+    return bounded_counts(folders, limit)

@@ -159,6 +159,12 @@ def test_observing_outputs_every_event_audits_what_enforcing_drops_and_keeps_its
         record = read_commit(observed, layout, version)
         assert record is not None and record.batch_change is not None
         modes[record.batch_id] = record.batch_change.mode
+        # What the report ranks and times copies by is recorded alike: the same duplicates were found.
+        enforced_change = read_commit(enforced, layout, version).batch_change  # type: ignore[union-attr]
+        assert enforced_change is not None
+        for name in ("duplicates_by_folder", "duplicates_by_producer", "copies_decided_against",
+                     "quarantined_by_reason", "decided_against"):
+            assert getattr(record.batch_change, name) == getattr(enforced_change, name), (version, name)
     assert modes == {"b1": "observe", "b2": "observe", "b3": "enforce"}
 
     # (d) The cache observing built is enforcing's: switched, b3 comes out as in the enforced store.

@@ -33,7 +33,7 @@ from eventdedup.report import build_report
 from eventdedup.report.collect import collect
 from eventdedup.s3store import S3Store
 
-from ..support.helpers import make_config, put_lines
+from ..support.helpers import committed_rows, make_config, put_lines
 
 # The planted workload is built once per worker that runs this module's tests: keep them on one.
 pytestmark = pytest.mark.xdist_group("report")
@@ -277,20 +277,28 @@ def test_health_comes_from_the_stores_own_times(workload: Workload) -> None:
     assert set(live) == {"2026-11-20", "guards"}  # every event's hour is on the 20th; id guards apart
 
 
-def test_what_was_read_is_counted(workload: Workload) -> None:
-    """The commits record their duplicates by folder and producer, and the copies' holders: no
-    audit file is read. Each quarantine file of a batch that quarantined lines is read once; every
-    one here is smaller than the first ranged read, so it comes whole in one GET."""
-    store, layout = workload.store, Layout(workload.config.layout)
-    read = []
-    for version in range(1, len(workload.plan) + 1):
-        record = json.loads(store.client.get_object(Bucket=store.bucket, Key=layout.commit(version))["Body"].read())
-        read += [o for o in record["objects"]
-                 if o.get("rows") and o["kind"] == "quarantine" and record["counts"]["malformed"]]
-    figures = build_report(store, workload.config, *EVERYTHING).figures
-    assert all(o["size"] < 16 << 10 for o in read)
-    assert figures["read"] == {"requests_for_columns": len(read), "column_bytes_read": sum(o["size"] for o in read),
-                               "audit_and_quarantine_bytes": sum(o["size"] for o in read), "unreadable_files": []}
+def test_each_commit_records_what_its_audit_and_quarantine_hold_and_no_file_is_read(workload: Workload) -> None:
+    """The commits record their duplicates by folder and producer, their copies' holders and their
+    quarantined lines by class: each map is what the batch's committed audit and quarantine files
+    hold (read here in full), and the report reads none of those files."""
+    from eventdedup.counts import bounded_counts, rolled_up_folders
+    from eventdedup.parse.quarantine_reasons import reason_class
+
+    store, config, layout = workload.store, workload.config, Layout(workload.config.layout)
+    audit, quarantine = committed_rows(store, config, "audit"), committed_rows(store, config, "quarantine")
+    for version, batch in enumerate(workload.plan, 1):
+        change = json.loads(store.get_bytes(layout.commit(version)))["change"]
+        rows = [r for r in audit if r["batch_id"] == batch.batch_id]
+        assert change["duplicates_by_folder"] == rolled_up_folders(
+            Counter(r["source_object"].rpartition("/")[0] + "/" for r in rows))
+        assert change["duplicates_by_producer"] == bounded_counts(Counter(r["producer"] or "" for r in rows))
+        assert change["copies_decided_against"] == dict(Counter(
+            r["kept_in_batch"] for r in rows if r["kept_in_batch"] != batch.batch_id))
+        assert change["quarantined_by_reason"] == dict(Counter(
+            reason_class(r["error"]) for r in quarantine if r["batch_id"] == batch.batch_id)) == dict(batch.quarantined)
+    figures = build_report(store, config, *EVERYTHING).figures
+    assert figures["read"] == {"requests_for_columns": 0, "column_bytes_read": 0, "audit_and_quarantine_bytes": 0,
+                               "unreadable_files": []}
 
 
 def test_copies_of_batches_before_the_range_are_timed_from_their_commits(workload: Workload) -> None:
@@ -418,20 +426,26 @@ def as_recorded_before_2026_11_26(store: S3Store, layout: Layout, version: int) 
     the duplicates by folder and producer (a test's stand-in for an old store)."""
     key = layout.commit(version)
     doc = json.loads(store.get_bytes(key))
-    for name in ("decided_against", "duplicates_by_folder", "duplicates_by_producer"):
+    for name in ("decided_against", "duplicates_by_folder", "duplicates_by_producer", "copies_decided_against",
+                 "quarantined_by_reason"):
         doc["change"].pop(name, None)
     store.put_bytes(key, json.dumps(doc).encode())
 
 
 def test_older_commits_are_reported_from_their_audit_and_a_file_gone_is_named(s3_server, bucket, spark) -> None:  # type: ignore[no-untyped-def]
     config = make_config(s3_server.endpoint_url, bucket, report={"producer_field": "app"})
+    by_top_folder = make_config(s3_server.endpoint_url, bucket, report={"producer_field": "app",
+                                                                        "source_prefix_depth": 1})
     store, layout = S3Store(s3_server.client(), bucket), Layout(config.layout)
-    put_lines(store, "landing/x/1.jsonl", [event("a", "p"), event("a", "p"), event("b", "q"), event("b", "q")])
+    put_lines(store, "landing/x/1.jsonl", [event("a", "p"), event("a", "p"), event("b", "q"), event("b", "q"), b"{"])
     run_batch(store, config, "one", InputSelector(input_prefix="landing/"), T0, lambda: spark)
     put_lines(store, "landing/y/2.jsonl", [event("a", "p"), event("c", "r")])
     run_batch(store, config, "two", InputSelector(input_prefix="landing/"), T0 + timedelta(hours=1), lambda: spark)
     recorded = build_report(store, config, *EVERYTHING).figures
+    recorded_top = build_report(store, by_top_folder, *EVERYTHING).figures
     assert recorded["read"]["requests_for_columns"] == 0
+    assert recorded["quarantine_by_reason"] == {"malformed_json": 1}
+    assert [(t["name"], t["duplicates"]) for t in recorded_top["top_sources"]] == [("landing/", 3)]
     assert [(t["name"], t["duplicates"]) for t in recorded["top_sources"]] == [("landing/x/", 2), ("landing/y/", 1)]
     assert [(t["name"], t["duplicates"]) for t in recorded["top_producers"]] == [("p", 2), ("q", 1)]
     assert [b["copies"] for b in recorded["copy_lag"]["histogram"][:5]] == [2, 0, 0, 1, 0]  # a's copy an hour on
@@ -439,14 +453,16 @@ def test_older_commits_are_reported_from_their_audit_and_a_file_gone_is_named(s3
         as_recorded_before_2026_11_26(store, layout, version)
     older = build_report(store, config, *EVERYTHING).figures
     audits = sorted(committed_objects(store, layout, "audit"), key=lambda o: o.key)
-    assert older["read"]["requests_for_columns"] == len(audits) > 0
-    for figure in ("top_sources", "top_producers", "copy_lag", "totals"):
+    quarantined = list(committed_objects(store, layout, "quarantine"))
+    assert older["read"]["requests_for_columns"] == len(audits) + len(quarantined) > 1
+    for figure in ("top_sources", "top_producers", "copy_lag", "totals", "quarantine_by_reason"):
         assert older[figure] == recorded[figure], figure
+    assert build_report(store, by_top_folder, *EVERYTHING).figures["top_sources"] == recorded_top["top_sources"]
     store.delete_keys([audits[0].key])  # a lifecycle rule, say
     figures = build_report(store, config, *EVERYTHING).figures
     unreadable = figures["read"]["unreadable_files"]
     assert len(unreadable) == 1 and unreadable[0].startswith(store.uri(audits[0].key) + ": ")
-    assert figures["totals"]["input_lines"] == 6
+    assert figures["totals"]["input_lines"] == 7
     assert sum(t["duplicates"] for t in figures["top_producers"]) == 3 - audits[0].rows
 
 

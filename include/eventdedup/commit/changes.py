@@ -67,6 +67,12 @@ class BatchChange:
     # 2026-11-26 (there the report reads the audit's columns).
     duplicates_by_folder: Mapping[str, int] | None = None
     duplicates_by_producer: Mapping[str, int] | None = None
+    # decided_against without the batches its changelog updates supersede: the holders of its
+    # copies (its audit's kept_in_batch, other than itself). None in records before 2026-11-26.
+    copies_decided_against: Mapping[str, int] | None = None
+    # Its quarantined lines by reason class (eventdedup.parse.quarantine_reasons). None in records
+    # before 2026-11-26 (the report reads the quarantine's `error` column).
+    quarantined_by_reason: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)

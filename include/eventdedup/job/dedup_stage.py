@@ -34,6 +34,7 @@ from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, Ra
 from eventdedup.keys import DIGEST_DTYPE, CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.parse.producers import producer_values
+from eventdedup.parse.quarantine_reasons import reason_class_counts
 from eventdedup.s3store import S3Store, is_not_found, process_client
 from eventdedup.sorting import distinct_sorted, unique_inverse
 from eventdedup.tables import (
@@ -217,6 +218,7 @@ def dedup_partition(ctx: DedupContext, cache_chains: Mapping[str, tuple[str, ...
         findings = [part for parts in received.findings.values() for part in parts]
         counts += BatchCounts(input_lines=sum(part.lines for part in findings),
                               malformed=sum(len(part.raw) for part in findings))
+        reasons = reason_class_counts(pa.array([error for part in findings for error in part.errors], pa.string()))
         table = received.events()
         holders: Counter[str] = Counter()
         found = DuplicatesFound()
@@ -227,15 +229,18 @@ def dedup_partition(ctx: DedupContext, cache_chains: Mapping[str, tuple[str, ...
             writes.extend(bucket_writes)
         staged = [write.result() for write in writes]
     yield from (record for record in staged if record is not None)
-    yield PartitionCounts(counts, dict(sorted(holders.items())), dict(found.folders), dict(found.producers))
+    yield PartitionCounts(counts, dict(sorted(holders.items())), dict(found.folders), dict(found.producers),
+                          dict(sorted(found.holders.items())), dict(reasons))
 
 
 @dataclass
 class DuplicatesFound:
-    """A partition's audit rows by input folder and by producer ("": none)."""
+    """A partition's audit rows by input folder, by producer ("": none) and by the earlier batch
+    holding their kept copy."""
 
     folders: Counter[str] = field(default_factory=Counter)
     producers: Counter[str] = field(default_factory=Counter)
+    holders: Counter[str] = field(default_factory=Counter)
 
     @classmethod
     def of(cls, audited: pa.Table) -> DuplicatesFound:
@@ -308,6 +313,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
     writes: list[Future[StagedObject | None]] = []
     counts = BatchCounts()
     holders: Counter[str] = Counter()  # earlier batches holding kept copies -> rows decided against them
+    copy_holders: Counter[str] = Counter()  # the same, less the batches updates supersede
     # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
     # as its loads land, and its segments are written while the next is decided.
     loader = _CacheLoader(store, cache_chains, pool, LocalCopies(ctx.local_copies))
@@ -319,8 +325,10 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
     for bucket, rows in groups.items():
         result = decide_bucket(rules, bucket, narrow.take(pa.array(rows)), loader)
         counts += result.counts
-        holders.update(holder for holder in result.audit.column("kept_in_batch").to_pylist()
-                       if holder is not None and holder != ctx.batch_id)
+        copies = [holder for holder in result.audit.column("kept_in_batch").to_pylist()
+                  if holder is not None and holder != ctx.batch_id]
+        holders.update(copies)
+        copy_holders.update(copies)
         holders.update(holder for holder, op in zip(result.output.column("supersedes_batch").to_pylist(),
                                                     result.output.column("op").to_pylist(), strict=True)
                        if op == "update" and holder is not None and holder != ctx.batch_id)
@@ -347,6 +355,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
         audited = audited.append_column("producer", producer_values(audited.column("raw"), ctx.producer_field))
         found = DuplicatesFound.of(audited)
         writes.append(pool.submit(_stage_audit, store, ctx, partition, audited))
+    found.holders = copy_holders
     return counts, holders, found, writes
 
 

@@ -29,7 +29,7 @@ from eventdedup.commit.ledger import LedgerReader, inputs_to_read, ledger_update
 from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
-from eventdedup.counts import BatchCounts, bounded_counts
+from eventdedup.counts import BatchCounts, bounded_counts, rolled_up_folders
 from eventdedup.dedup.bucket import BucketRules
 from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
@@ -173,12 +173,16 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
     decided_against: Counter[str] = Counter()
     folders: Counter[str] = Counter()
     producers: Counter[str] = Counter()
+    copy_holders: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
     for record in records:
         if isinstance(record, PartitionCounts):
             counts += record.counts
             decided_against.update(record.decided_against)
             folders.update(record.duplicates_by_folder)
             producers.update(record.duplicates_by_producer)
+            copy_holders.update(record.copies_decided_against)
+            reasons.update(record.quarantined_by_reason)
         else:
             objects.append(record)
     counts.check_balance()
@@ -188,7 +192,9 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
                          ledger_update(config, manifest, consumed, state.ledger, floor), partitions, tuple(excluded),
                          interval=manifest.interval is not None,
                          arrival_hour=history.arrival_hour, decided_against=dict(sorted(decided_against.items())),
-                         mode=batch_mode(config, history), duplicates_by_folder=bounded_counts(folders),
-                         duplicates_by_producer=bounded_counts(producers))
+                         mode=batch_mode(config, history), duplicates_by_folder=rolled_up_folders(folders),
+                         duplicates_by_producer=bounded_counts(producers),
+                         copies_decided_against=dict(sorted(copy_holders.items())),
+                         quarantined_by_reason=dict(sorted(reasons.items())))
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), counts, tuple(objects),
                      change)

@@ -92,6 +92,8 @@ class PartitionCounts:
     # Its duplicates by input folder and by producer ("": none recorded); BatchChange's, summed.
     duplicates_by_folder: Mapping[str, int] = field(default_factory=dict)
     duplicates_by_producer: Mapping[str, int] = field(default_factory=dict)
+    copies_decided_against: Mapping[str, int] = field(default_factory=dict)
+    quarantined_by_reason: Mapping[str, int] = field(default_factory=dict)
 
 
 DriverRecord = StagedObject | PartitionCounts

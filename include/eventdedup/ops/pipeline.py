@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from eventdedup.cache.claims import GuardEntries, cache_claim_differences, lacking_from_guard, own_guard_entries
 from eventdedup.cache.guard import decode_guard
 from eventdedup.cache.identity import check_cache_identity
+from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import needs_dedup_job
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state
@@ -92,7 +93,25 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
     # A count this version adds (e.g. inputs_excluded) is absent, i.e. 0, in older commit records.
     if job.counts.results() != record.counts.results():
         problems.append(f"counts differ: committed {dict(record.counts)}, rerun {dict(job.counts)}")
-    return problems
+    return problems + _change_differences(job, record)
+
+
+# What a batch's change records of its own decisions, compared where the commit has it (records
+# written before a field existed say nothing). Not duplicates_by_producer: it follows [report]
+# producer_field as set when the batch ran, as the audit's producer column does.
+_DECIDED_FIELDS = ("decided_against", "copies_decided_against", "duplicates_by_folder", "quarantined_by_reason")
+
+
+def _change_differences(job: JobResult, record: CommitRecord) -> list[str]:
+    committed, rerun = record.change, job.change
+    if not isinstance(committed, BatchChange) or not isinstance(rerun, BatchChange):
+        return []
+    differences = []
+    for name in _DECIDED_FIELDS:
+        held, recomputed = getattr(committed, name), getattr(rerun, name)
+        if held is not None and dict(held) != dict(recomputed or {}):
+            differences.append(f"{name} differs: committed {dict(held)}, rerun {dict(recomputed or {})}")
+    return differences
 
 
 def _same_audit_decisions(store: S3Store, committed_key: str, recomputed_key: str) -> bool:

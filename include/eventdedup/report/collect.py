@@ -13,7 +13,8 @@ newest `last` commits). Per commit in the range, in one task:
   before 2026-11-26: the audit's short columns, source object and producer, by byte range,
   eventdedup.report.ranged_parquet); the audit's kept_in_batch only where `decided_against`
   cannot tell copies' holders;
-- the quarantine's `error` column, only for a batch that quarantined lines.
+- nothing more for its quarantined lines by reason class, which the record holds (records from
+  before 2026-11-26 that quarantined lines: the quarantine's `error` column).
 
 Raw lines, output files and cache segments are never read. The earlier batches copies were decided
 against, outside the range, are read once each for their time: the head of their commit record.
@@ -119,10 +120,12 @@ def collect(store: S3Store, config: Config, since: datetime, until: datetime,
 
 def copy_holders(record: CommitRecord, audit: AuditSummary | None) -> Mapping[str, int]:
     """The earlier batches that hold the kept copies of a batch's cross-batch duplicates, and how
-    many of its copies each holds. `decided_against` says so, except in records from before it
-    existed and in a batch that emitted changelog updates (which it counts too, and which are new
-    versions, not copies): there the audit's `kept_in_batch`, which holds duplicates only."""
+    many of its copies each holds: as its record says (`copies_decided_against`; or, in a record
+    that predates it, `decided_against` when the batch emitted no changelog update, which it counts
+    too: an update is a new version, not a copy), else from its audit's `kept_in_batch`."""
     change = record.change
+    if isinstance(change, BatchChange) and change.copies_decided_against is not None:
+        return change.copies_decided_against
     if isinstance(change, BatchChange) and change.decided_against is not None and not record.counts.updates:
         return change.decided_against
     return audit.holders if audit is not None else {}
@@ -130,7 +133,8 @@ def copy_holders(record: CommitRecord, audit: AuditSummary | None) -> Mapping[st
 
 def _holders_from_audit(record: CommitRecord) -> bool:
     change = record.change
-    return isinstance(change, BatchChange) and (change.decided_against is None or record.counts.updates > 0)
+    return isinstance(change, BatchChange) and change.copies_decided_against is None and (
+        change.decided_against is None or record.counts.updates > 0)
 
 
 # How far apart the store's clocks may date two commits against their order (commit N+1 is created
@@ -207,8 +211,12 @@ def _read_commit(store: S3Store, config: Config, layout: Layout, state: Committe
     audit, cost = _audit_summary(store, config, record)
     reasons = None
     if record.counts.malformed:
-        reasons, spent = _quarantine_reasons(store, record, audit.unreadable)
-        cost.add(spent)
+        recorded = record.change.quarantined_by_reason
+        if recorded is not None:
+            reasons = Counter(recorded)
+        else:
+            reasons, spent = _quarantine_reasons(store, record, audit.unreadable)
+            cost.add(spent)
     return commit, audit, reasons, cost
 
 
@@ -217,7 +225,8 @@ def _slim(record: CommitRecord) -> CommitRecord:
     and ledger inputs each, which 2,016 of them would hold in memory for nothing."""
     change: Change = record.change
     if isinstance(change, BatchChange):
-        change = replace(change, ledger_update=None, excluded_inputs=())
+        change = replace(change, ledger_update=None, excluded_inputs=(), duplicates_by_folder=None,
+                         duplicates_by_producer=None, quarantined_by_reason=None)
     return replace(record, objects=tuple(o for o in record.objects if o.kind in ("audit", "quarantine")),
                    cache_heads={}, cache_bases={}, change=change)
 

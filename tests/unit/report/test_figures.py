@@ -160,6 +160,26 @@ def test_a_batchs_distinct_values_are_bounded_the_rest_counted_together() -> Non
     assert len(bounded) == RECORDED_VALUES + 1 and bounded["client-big"] == 10
     assert bounded[OTHER_VALUES] == 51 and sum(bounded.values()) == sum(many.values())
     assert bounded_counts({"a": 1}) == {"a": 1}
+    # A value is recorded to 128 characters: a producer field holding a payload keeps records small.
+    assert bounded_counts({"x" * 500: 1, "x" * 127 + "y": 2}) == {"x" * 127 + "…": 1, "x" * 127 + "y": 2}
+
+
+def test_more_folders_than_recorded_are_rolled_up_to_their_parents_keeping_every_prefixs_sum() -> None:
+    from eventdedup.counts import OTHER_VALUES, rolled_up_folders
+
+    folders = {f"landing/client-{c:03d}/2026/11/": 1 for c in range(300)} | {"landing/big/2026/11/": 50, "top/": 2}
+    rolled = rolled_up_folders(folders, limit=100)
+    assert len(rolled) <= 100 and sum(rolled.values()) == sum(folders.values())
+    # Rolled up to each client's folder, then to landing/: the first folder's sums stay exact.
+    by_first: Counter[str] = Counter()
+    for folder, n in rolled.items():
+        by_first[folder.split("/")[0]] += n
+    assert dict(by_first) == {"landing": 350, "top": 2}
+    assert rolled == {"landing/": 350, "top/": 2}
+    few = {"a/b/": 3, "a/c/": 1}
+    assert rolled_up_folders(few) == few  # within the limit: as they are
+    assert OTHER_VALUES not in rolled_up_folders({f"t{i}/": 1 for i in range(100)})
+    assert rolled_up_folders({f"t{i:03d}/": 1 for i in range(150)})[OTHER_VALUES] == 50
 
 
 def test_operations_are_listed_and_copies_without_a_timed_holder_counted_apart() -> None:
