@@ -45,3 +45,10 @@ def normalize_prefix(prefix: str, *, what: str = "prefix", allow_empty: bool = F
                 f"{what} {prefix!r} contains a space, control or non-ASCII character in {segment!r}"
             )
     return stripped + "/"
+
+
+def key_folder(key: str) -> str:
+    """The folder an object key lies in, with its trailing '/' ("landing/a/1.jsonl" -> "landing/a/";
+    a key at the top level: "")."""
+    folder, slash, _ = key.rpartition("/")
+    return folder + slash

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 from botocore.exceptions import ClientError
 
 from eventdedup.cache.epochs import BucketEpochs
@@ -33,6 +32,7 @@ from eventdedup.job.read_units import LineNumbers
 from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, RangeFindings, RangeLines, ShuffleRecord
 from eventdedup.keys import DIGEST_DTYPE, CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
+from eventdedup.naming import key_folder
 from eventdedup.parse.producers import producer_values
 from eventdedup.parse.quarantine_reasons import reason_class_counts
 from eventdedup.s3store import S3Store, is_not_found, process_client
@@ -45,6 +45,7 @@ from eventdedup.tables import (
     ipc_to_table,
     repeated_text,
     table_to_parquet,
+    value_counts,
 )
 
 IO_THREADS = 16
@@ -243,19 +244,14 @@ class DuplicatesFound:
     holders: Counter[str] = field(default_factory=Counter)
 
     @classmethod
-    def of(cls, audited: pa.Table) -> DuplicatesFound:
-        found = cls()
-        for table_column, counter, name in ((audited.column("source_object"), found.folders, _folder),
-                                            (audited.column("producer"), found.producers, lambda v: v or "")):
-            counted = pc.value_counts(table_column)
-            for value, n in zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(),
-                                strict=True):
-                counter[name(value)] += n
+    def of(cls, audited: pa.Table | None, holders: Counter[str]) -> DuplicatesFound:
+        found = cls(holders=holders)
+        if audited is not None:
+            for key, n in value_counts(audited.column("source_object")):
+                found.folders[key_folder(key or "")] += n
+            for producer, n in value_counts(audited.column("producer")):
+                found.producers[producer or ""] += n
         return found
-
-
-def _folder(key: str | None) -> str:
-    return (key or "").rpartition("/")[0] + "/" if "/" in (key or "") else ""
 
 
 @dataclass
@@ -348,15 +344,13 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
         data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour)
         writes.append(pool.submit(_stage_data, store, ctx, partition, int(hour), data))
     audit_rows, audit = _in_input_order(audits)
-    found = DuplicatesFound()
+    audited = None
     if len(audit_rows):
         located = _with_location(ctx, audit, narrow.column("seq").to_numpy()[audit_rows], numbers)
         audited = _with_raw(located, table, audit_rows)
         audited = audited.append_column("producer", producer_values(audited.column("raw"), ctx.producer_field))
-        found = DuplicatesFound.of(audited)
         writes.append(pool.submit(_stage_audit, store, ctx, partition, audited))
-    found.holders = copy_holders
-    return counts, holders, found, writes
+    return counts, holders, DuplicatesFound.of(audited, copy_holders), writes
 
 
 def _with_location(ctx: DedupContext, audit: pa.Table, seqs: npt.NDArray[np.int64], numbers: LineNumbers) -> pa.Table:

@@ -30,7 +30,6 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from botocore.exceptions import ClientError
 
 from eventdedup.commit.changes import BatchChange, Change
@@ -41,9 +40,11 @@ from eventdedup.config import Config
 from eventdedup.counts import OTHER_VALUES, bounded_counts
 from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
+from eventdedup.naming import key_folder
 from eventdedup.parse.quarantine_reasons import reason_class_counts
 from eventdedup.report.ranged_parquet import ReadCost, read_columns
 from eventdedup.s3store import S3Store, is_changed_or_missing
+from eventdedup.tables import value_counts
 
 log = logging.getLogger(__name__)
 
@@ -120,21 +121,23 @@ def collect(store: S3Store, config: Config, since: datetime, until: datetime,
 
 def copy_holders(record: CommitRecord, audit: AuditSummary | None) -> Mapping[str, int]:
     """The earlier batches that hold the kept copies of a batch's cross-batch duplicates, and how
-    many of its copies each holds: as its record says (`copies_decided_against`; or, in a record
-    that predates it, `decided_against` when the batch emitted no changelog update, which it counts
-    too: an update is a new version, not a copy), else from its audit's `kept_in_batch`."""
-    change = record.change
-    if isinstance(change, BatchChange) and change.copies_decided_against is not None:
-        return change.copies_decided_against
-    if isinstance(change, BatchChange) and change.decided_against is not None and not record.counts.updates:
-        return change.decided_against
+    many of its copies each holds: as its record says, else from its audit's `kept_in_batch`."""
+    recorded = _recorded_copy_holders(record)
+    if recorded is not None:
+        return recorded
     return audit.holders if audit is not None else {}
 
 
-def _holders_from_audit(record: CommitRecord) -> bool:
+def _recorded_copy_holders(record: CommitRecord) -> Mapping[str, int] | None:
+    """The copies' holders as a batch's record says them: `copies_decided_against`; in a record that
+    predates it, `decided_against` when the batch emitted no changelog update (it counts the batches
+    updates supersede too: an update is a new version, not a copy); None where the record cannot say."""
     change = record.change
-    return isinstance(change, BatchChange) and change.copies_decided_against is None and (
-        change.decided_against is None or record.counts.updates > 0)
+    if not isinstance(change, BatchChange):
+        return None
+    if change.copies_decided_against is not None:
+        return change.copies_decided_against
+    return change.decided_against if not record.counts.updates else None
 
 
 # How far apart the store's clocks may date two commits against their order (commit N+1 is created
@@ -233,9 +236,10 @@ def _slim(record: CommitRecord) -> CommitRecord:
 
 def source_prefix(key: str, depth: int) -> str:
     """The part of an input key that names its source: its folder (depth 0), or its first `depth` folders."""
-    folders = key.split("/")[:-1]
-    kept = folders if depth == 0 else folders[:depth]
-    return "".join(f"{folder}/" for folder in kept)
+    folder = key_folder(key)
+    if depth == 0:
+        return folder
+    return "".join(f"{name}/" for name in folder.split("/")[:-1][:depth])
 
 
 def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tuple[AuditSummary, ReadCost]:
@@ -252,7 +256,7 @@ def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tupl
             summary.sources[folder if folder == OTHER_VALUES else source_prefix(folder, depth)] += n
         summary.producers.update({value or None: n for value, n in (change.duplicates_by_producer or {}).items()})
     columns = ([] if recorded else ["source_object", "producer"]) + (
-        ["kept_in_batch"] if _holders_from_audit(record) else [])
+        ["kept_in_batch"] if _recorded_copy_holders(record) is None else [])
     cost = ReadCost()
     if columns:
         _read_audit(store, config, record, columns, summary, cost)
@@ -266,21 +270,16 @@ def _read_audit(store: S3Store, config: Config, record: CommitRecord, columns: S
         if table is None:
             continue
         if "source_object" in columns:  # counted per distinct value: a batch's duplicates come from few objects
-            for value, n in _value_counts(table.column("source_object")):
+            for value, n in value_counts(table.column("source_object")):
                 summary.sources[source_prefix(value or "", config.report.source_prefix_depth)] += n
-            summary.producers.update(dict(_value_counts(table.column("producer"))))
+            summary.producers.update(dict(value_counts(table.column("producer"))))
         if "kept_in_batch" in columns:
-            summary.holders.update({holder: n for holder, n in _value_counts(table.column("kept_in_batch"))
+            summary.holders.update({holder: n for holder, n in value_counts(table.column("kept_in_batch"))
                                     if holder is not None and holder != record.batch_id})
     if "source_object" in columns:  # bounded as a commit records them
         summary.sources = Counter(bounded_counts(summary.sources))
         producers = bounded_counts({value or "": n for value, n in summary.producers.items()})
         summary.producers = Counter({value or None: n for value, n in producers.items()})
-
-
-def _value_counts(column: pa.ChunkedArray) -> list[tuple[str | None, int]]:
-    counted = pc.value_counts(column)
-    return list(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True))
 
 
 def _read_or_note(store: S3Store, obj: PromotedObject, columns: Sequence[str], cost: ReadCost,
