@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -10,7 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from eventdedup.errors import CorruptStateError
 from eventdedup.keys import KEY_DIGEST_BYTES
+from eventdedup.s3store import S3Store
 
 UTC_MICROS = pa.timestamp("us", tz="UTC")
 
@@ -123,3 +126,32 @@ def table_to_parquet(table: pa.Table) -> bytes:
 
 def parquet_to_table(data: bytes) -> pa.Table:
     return pq.read_table(io.BytesIO(data))
+
+
+@dataclass(frozen=True)
+class ParquetTail:
+    """A Parquet object's footer, read from its end: the bytes read (`data`, starting at `start`)
+    hold the whole footer; `requests` GETs received `received` bytes for them."""
+
+    metadata: pq.FileMetaData
+    data: bytes
+    start: int
+    size: int
+    requests: int
+    received: int
+
+
+def read_parquet_tail(store: S3Store, key: str, length: int, *, etag: str | None = None,
+                      what: str = "") -> ParquetTail:
+    """The object's last `length` bytes and its footer, parsed: one GET, or a second when the footer
+    is longer. `etag`: only that version (else a 412). `what` names the object in the error."""
+    data, size = store.get_tail(key, length, if_match=etag)
+    requests, received = 1, len(data)
+    if len(data) < 12 or data[-4:] != b"PAR1":
+        raise CorruptStateError(f"{what}{' ' if what else ''}{store.uri(key)} is not a Parquet file")
+    footer = int.from_bytes(data[-8:-4], "little") + 8
+    if len(data) < footer <= size:
+        data, _ = store.get_tail(key, footer, if_match=etag)
+        requests, received = requests + 1, received + len(data)
+    metadata = pq.read_metadata(pa.BufferReader(data[-footer:]))
+    return ParquetTail(metadata, data, size - len(data), size, requests, received)

@@ -22,7 +22,7 @@ from eventdedup.commit.records import PromotedObject
 from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
-from eventdedup.tables import OUTPUT_SCHEMA
+from eventdedup.tables import OUTPUT_SCHEMA, read_parquet_tail
 
 PARTITION_COLUMNS = ("date", "hour")
 TABLE_SCHEMA = OUTPUT_SCHEMA.append(pa.field("date", pa.date32())).append(pa.field("hour", pa.int32()))
@@ -54,13 +54,7 @@ def partition_values(path: str) -> dict[str, str | None]:
 
 def file_statistics(store: S3Store, key: str, etag: str) -> str:
     """Delta's `stats` of one data file, from its footer (the version the commit names, by ETag)."""
-    tail, size = store.get_tail(key, FOOTER_READ, if_match=etag)
-    if len(tail) < 12 or tail[-4:] != b"PAR1":
-        raise CorruptStateError(f"data file {store.uri(key)} is not a Parquet file")
-    footer = int.from_bytes(tail[-8:-4], "little") + 8
-    if footer > len(tail) and footer <= size:
-        tail, _ = store.get_tail(key, footer, if_match=etag)
-    metadata = pq.read_metadata(pa.BufferReader(b"PAR1" + tail[-footer:]))
+    metadata = read_parquet_tail(store, key, FOOTER_READ, etag=etag, what="data file").metadata
     return json.dumps(statistics_of(metadata), separators=(",", ":"), sort_keys=True)
 
 

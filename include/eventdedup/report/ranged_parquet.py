@@ -8,7 +8,6 @@ for each run of needed chunks not in it, instead of every byte of the file.
 """
 from __future__ import annotations
 
-import io
 import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,8 +15,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventdedup.errors import CorruptStateError
 from eventdedup.s3store import S3Store
+from eventdedup.tables import read_parquet_tail
 
 # The footer of a file the job writes (one row group, ten columns) is a few KB, and the producer
 # chunk after `raw` a few more: 16 KiB holds both for a batch's audit file, in one GET.
@@ -44,19 +43,12 @@ def read_columns(store: S3Store, key: str, columns: Sequence[str], *, etag: str 
                  cost: ReadCost | None = None) -> pa.Table:
     """The named columns of the object's every row group (a column the file lacks comes back null:
     files written before it existed). `etag`: only that version of the object."""
-    tail, size = store.get_tail(key, TAIL_READ, if_match=etag)
-    spent = ReadCost(1, len(tail), size)
-    if len(tail) < 12 or tail[-4:] != b"PAR1":
-        raise CorruptStateError(f"{store.uri(key)} is not a Parquet file")
-    footer_length = int.from_bytes(tail[-8:-4], "little") + 8
-    pieces = {size - len(tail): tail}
-    if footer_length > len(tail):
-        footer = store.get_bytes(key, if_match=etag, byte_range=(size - footer_length, size))
-        spent.requests, spent.bytes_read = spent.requests + 1, spent.bytes_read + len(footer)
-        pieces = {size - footer_length: footer}
-    metadata = pq.read_metadata(io.BytesIO(pieces[min(pieces)][-footer_length:]))
+    tail = read_parquet_tail(store, key, TAIL_READ, etag=etag)
+    size, metadata = tail.size, tail.metadata
+    spent = ReadCost(tail.requests, tail.received, size)
+    pieces = {tail.start: tail.data}
     present = [name for name in columns if name in metadata.schema.names]
-    for start, stop in _missing_ranges(metadata, present, min(pieces)):
+    for start, stop in _missing_ranges(metadata, present, tail.start):
         pieces[start] = store.get_bytes(key, if_match=etag, byte_range=(start, stop))
         spent.requests, spent.bytes_read = spent.requests + 1, spent.bytes_read + stop - start
     if cost is not None:
@@ -64,8 +56,8 @@ def read_columns(store: S3Store, key: str, columns: Sequence[str], *, etag: str 
     # The fetched ranges at their offsets in an anonymous map of the object's size, read by Arrow in
     # C++: pages never written are never allocated (a 57 MB file read for 20 KB costs 20 KB), and the
     # footer names none of the bytes never fetched for these columns.
-    if min(pieces) == 0:
-        source = pa.BufferReader(pieces[0])
+    if tail.start == 0:  # the first read held the whole object: nothing else was fetched
+        source = pa.BufferReader(tail.data)
     else:
         whole = mmap.mmap(-1, size)
         for start, piece in pieces.items():
