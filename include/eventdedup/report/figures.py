@@ -16,9 +16,10 @@ The rules (docs/report.md says them for people):
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
@@ -48,6 +49,7 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
     window = config.dedup.window_hours * HOUR
     lags = copy_lags(live, collected)
     audits = collected.audits
+    rows = [_batch_row(c) for c in batches]
     return {
         "range": {"since": collected.since.isoformat(), "until": collected.until.isoformat()},
         "log": {"head_version": collected.head_version, "commits_in_range": len(collected.commits),
@@ -60,7 +62,7 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
                      "producer_field": config.report.producer_field,
                      "source_prefix_depth": config.report.source_prefix_depth},
         "totals": _totals(live),
-        "batches": [_batch_row(c) for c in batches],
+        "batches": rows,
         "copy_lag": lag_figures(lags, window),
         "quarantine_by_reason": dict(_sum(collected.quarantine[c.record.batch_id] for c in live
                                           if c.record.batch_id in collected.quarantine).most_common()),
@@ -69,7 +71,7 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
         "top_producers": _top(_named(_sum(audits[c.record.batch_id].producers for c in live
                                           if c.record.batch_id in audits)),
                               config.report.top) if config.report.producer_field else [],
-        "health": _health(live, collected),
+        "health": _health([row for row in rows if not row["retracted"]], collected),
         "read": {"requests_for_columns": collected.cost.requests, "column_bytes_read": collected.cost.bytes_read,
                  "audit_and_quarantine_bytes": collected.cost.object_bytes,
                  # Committed audit files that could not be read: their duplicates are missing from
@@ -173,10 +175,9 @@ def duration_text(seconds: float) -> str:
 def _batch_row(commit: CommitInRange) -> dict[str, Any]:
     record = commit.record
     as_of = datetime.fromisoformat(record.as_of)
-    change = record.change
     return {"version": record.version, "batch_id": record.batch_id, "as_of": as_of.isoformat(),
             "committed_at": commit.committed_at.isoformat(), "retracted": commit.retracted,
-            "mode": change.mode if isinstance(change, BatchChange) else None,
+            "mode": _mode(commit),
             "counts": {name: record.counts.get(name, 0) for name in SERIES_COUNTS},
             "seconds": _stages(commit, as_of)}
 
@@ -205,10 +206,11 @@ def _totals(batches: Sequence[CommitInRange]) -> dict[str, int]:
     return {name: sum(c.record.counts.get(name, 0) for c in batches) for name in SERIES_COUNTS}
 
 
-def _health(batches: Sequence[CommitInRange], collected: Collected) -> dict[str, Any]:
+def _health(rows: Sequence[Mapping[str, Any]], collected: Collected) -> dict[str, Any]:
+    """From the batches' rows (their stage times) and every commit of the range (cache written)."""
     stages: dict[str, list[float]] = {}
-    for commit in batches:
-        for name, seconds in _stages(commit, datetime.fromisoformat(commit.record.as_of)).items():
+    for row in rows:
+        for name, seconds in row["seconds"].items():
             if seconds is not None:
                 stages.setdefault(name, []).append(seconds)
     written: dict[str, dict[str, int]] = {}
@@ -216,15 +218,10 @@ def _health(batches: Sequence[CommitInRange], collected: Collected) -> dict[str,
         day = written.setdefault(commit.committed_at.date().isoformat(), {"objects": 0, "bytes": 0})
         day["objects"] += commit.cache_objects
         day["bytes"] += commit.cache_bytes
-    return {"seconds": {name: {"median": _median(values), "max": max(values)} for name, values in stages.items()},
+    return {"seconds": {name: {"median": statistics.median(values), "max": max(values)}
+                        for name, values in stages.items()},
             "cache_written_by_day": written, "live_cache_objects_by_day": collected.live_cache_by_day,
             "ingestion": collected.ingestion}
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _sum(counters: Iterable[Counter[Any]]) -> Counter[Any]:
@@ -242,8 +239,3 @@ def _top(counter: Counter[str], top: int) -> list[dict[str, Any]]:
     total = sum(counter.values())
     ranked = sorted(counter.items(), key=lambda item: (-item[1], item[0]))[:top]
     return [{"name": name, "duplicates": n, "share": n / total} for name, n in ranked]
-
-
-def since_default(until: datetime) -> datetime:
-    """A report's default range: the day before `until`."""
-    return until - timedelta(days=1)
