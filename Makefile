@@ -11,7 +11,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 
 .PHONY: venv demo airflow test check lint typecheck soak bench bench-scale redis-server lock check-java clean package stack stack-stop test-stack ci postgres chromium
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed $(VENV)/.native
 
 # Bytecode is compiled at install: uv does not by default, and where PYTHONDONTWRITEBYTECODE is set
 # (this machine's image) every process, Spark's Python workers included, would compile every module
@@ -24,6 +24,15 @@ $(VENV)/.installed: pyproject.toml devtools/pyproject.toml requirements.lock
 	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -e . -e devtools
 	$(PY) -m compileall -q include devtools/eventdedup_dev >/dev/null
 	touch $@
+
+# The compiled parse core (native/parse_core.cpp, eventdedup_dev.native), built in place with this
+# machine's g++ and Debian's libxxhash-dev (installed here when missing, as root). Without them the
+# build says what is missing and the pure-Python parser runs; the stamp is written only once built.
+$(VENV)/.native: native/parse_core.cpp devtools/eventdedup_dev/native.py $(VENV)/.installed
+	@[ -e /usr/include/xxhash.h ] || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || { \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q libxxhash-dev >/dev/null \
+	    || { apt-get update -q >/dev/null && apt-get install -y -q libxxhash-dev >/dev/null; } || true; }
+	$(PY) -m eventdedup_dev.native --stamp $@
 
 # Spark 4 needs Java 17+: the library's own check, with its message (eventdedup.spark.session);
 # then, once per virtualenv (~30 s), the driver JVM's class-data archive: local sessions start ~2 s faster.
@@ -111,7 +120,7 @@ postgres:
 # in production"). Rebuilt only when the code or the job's locked dependencies change (~15 s).
 package: dist/job/manifest.json
 
-dist/job/manifest.json: $(VENV)/.installed packaging/job-requirements.lock pyproject.toml spark_jobs/dedup_batch.py \
+dist/job/manifest.json: $(VENV)/.installed $(VENV)/.native native/parse_core.cpp packaging/job-requirements.lock pyproject.toml spark_jobs/dedup_batch.py \
 		$(shell find include -name '*.py' -o -name '*.toml')
 	$(PY) -m eventdedup_dev.package --out dist/job
 

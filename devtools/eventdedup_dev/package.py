@@ -70,6 +70,14 @@ def build_job_venv(venv: Path) -> None:
     subprocess.run([*uv, "--no-deps", "--reinstall-package", "eventdedup", str(PROJECT)], check=True)
 
 
+def native_core_loads(venv: Path | None) -> bool:
+    """Whether the compiled parse core imports in the job's environment (None: this one). Built for
+    this machine's platform; executors of the same platform load it, any other runs pure Python."""
+    python = str(venv / "bin" / "python") if venv else sys.executable
+    probe = "from eventdedup.parse import native_core; raise SystemExit(0 if native_core.available() else 1)"
+    return subprocess.run([python, "-c", probe], cwd=venv or PROJECT, check=False).returncode == 0
+
+
 def pack(venv: Path, archive: Path) -> None:
     partial = archive.with_name("partial-" + archive.name)
     subprocess.run([tool("venv-pack"), "--prefix", str(venv), "--output", str(partial),
@@ -91,6 +99,10 @@ def build_package(out: Path, work: Path) -> dict[str, object]:
     out.mkdir(parents=True, exist_ok=True)
     venv = work / "job-venv"
     build_job_venv(venv)
+    native = native_core_loads(venv)
+    if native_core_loads(None) and not native:
+        raise SystemExit("the compiled parse core is built here but did not reach the job's environment "
+                         "(package-data in pyproject.toml)")
     archive = out / ARCHIVE_NAME
     pack(venv, archive)
     shutil.copy2(ENTRY_POINT, out / ENTRY_POINT.name)
@@ -98,7 +110,7 @@ def build_package(out: Path, work: Path) -> dict[str, object]:
         "archive": ARCHIVE_NAME, "sha256": sha256_of(archive), "bytes": archive.stat().st_size,
         "eventdedup": version("eventdedup"), "python": sys.version.split()[0],
         "interpreter": base_interpreter(), "entry_point": ENTRY_POINT.name,
-        "build_seconds": round(time.monotonic() - started, 1),
+        "native_parse_core": native, "build_seconds": round(time.monotonic() - started, 1),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -35,6 +35,7 @@ from eventdedup.keys import (
     hashed_key_digests,
     key_digest,
 )
+from eventdedup.parse import native_core
 from eventdedup.parse.event_parser import (
     EPOCH_MILLIS_THRESHOLD,
     InvalidEvent,
@@ -181,7 +182,28 @@ def _rows_table(rows: list[ParsedRow]) -> pa.Table:
 
 def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
                  rules: ParseRules) -> tuple[pa.Table, list[int]]:
-    """The rows the fast path vouches for, and the offsets of the pieces it defers."""
+    """The rows the fast paths vouch for, in input order, and the offsets of the pieces they defer:
+    the compiled core first (where it is built), then the Python fast path for what it left."""
+    line_numbers = np.arange(first_number, first_number + len(pieces), dtype=np.int64)
+    if not native_core.supports(rules):
+        return _parse_chunk_python(pieces, line_numbers, input_index, rules)
+    scanned = native_core.scan(pieces, rules)
+    table = scanned.table(line_numbers, input_index)
+    left = scanned.deferred()
+    if not len(left):
+        return table, []
+    left_list = left.tolist()
+    rest, deferred = _parse_chunk_python([pieces[i] for i in left_list], line_numbers[left], input_index, rules)
+    if rest.num_rows:
+        table = pa.concat_tables([table, rest])
+        table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
+    return table, [left_list[i] for i in deferred]
+
+
+def _parse_chunk_python(pieces: Sequence[bytes], line_numbers: np.ndarray, input_index: int,
+                        rules: ParseRules) -> tuple[pa.Table, list[int]]:
+    """The rows the Python fast path vouches for, and the offsets of the pieces it defers;
+    `line_numbers[i]` is piece i's line."""
     loads, dumps = orjson.loads, orjson.dumps
     decode_error, encode_error = orjson.JSONDecodeError, orjson.JSONEncodeError
     limit = rules.max_line_bytes
@@ -209,7 +231,7 @@ def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
     everything = len(rows) == len(events)  # the common case: no per-row selection below
     row_list = rows.tolist()
     chosen = events if everything else [events[i] for i in row_list]
-    numbers = np.asarray(candidates, np.int64)[rows] + first_number
+    numbers = line_numbers[np.asarray(candidates, np.int64)[rows]]
     table = pa.table({
         "seq": pa.array(make_seq(np.full(len(numbers), input_index, np.int64), numbers), pa.int64()),
         "event_id": keys.texts_of(rows),

@@ -1,0 +1,118 @@
+"""The compiled parse core (native/parse_core.cpp), when it is built: a chunk's lines in, the
+CHUNK_SCHEMA rows it vouches for out, in one pass per line with no Python object per field.
+
+It vouches for a line only when the line is exactly what `orjson.dumps` writes of its own parse
+(the rule the Python fast path applies with a `dumps` per line) and its key and time take shapes
+it knows; for those, every field of parse_event's row is derived from the line's bytes, the
+fingerprint from its members reordered into canonical JSON. Every other line is left to the
+Python paths (object_parser), which give its row or its quarantine reason. Lines of a batch whose
+survivor policy compares a field (`min:`/`max:`) are not scanned here: their order keys come
+from the parsed event.
+
+`make venv` builds it (eventdedup_dev.native). Where it is not built the Python parser runs, and
+the first chunk of the process logs one warning saying so.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from eventdedup.keys import KEY_DIGEST_BYTES
+from eventdedup.parse.event_parser import ParseRules
+from eventdedup.tables import CHUNK_SCHEMA, make_seq
+
+log = logging.getLogger(__name__)
+
+# The fingerprint hashes the core computes, by FingerprintRules.algorithm.
+_ALGORITHMS = {"blake2b-64": 0, "xxh3-64": 1}
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    try:
+        from eventdedup.parse import _parse_core
+    except ImportError as exc:
+        return None, str(exc)
+    return _parse_core, ""
+
+
+_CORE, _WHY_NOT = _load()
+_warned = False
+
+
+def available() -> bool:
+    return _CORE is not None
+
+
+def why_not() -> str:
+    """Why the core is not loaded ('' when it is)."""
+    return _WHY_NOT
+
+
+def supports(rules: ParseRules) -> bool:
+    """Whether the core scans lines under these rules (the built core, no field-comparing survivor)."""
+    if _CORE is None:
+        _warn_once()
+        return False
+    return rules.survivor_field is None and _algorithm(rules) in _ALGORITHMS
+
+
+def _algorithm(rules: ParseRules) -> str:
+    return str(getattr(rules.fingerprint, "algorithm", "blake2b-64"))
+
+
+def _warn_once() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning("eventdedup's compiled parse core is not built (%s): lines are parsed in pure Python, several "
+                    "times slower. Build it with `make venv` (a C++ compiler and libxxhash-dev), or "
+                    "`python -m eventdedup_dev.native`", _WHY_NOT)
+
+
+@dataclass(frozen=True)
+class NativeScan:
+    """The rows the core vouched for in a chunk of `pieces` lines."""
+
+    offsets: npt.NDArray[np.int64]  # which pieces, ascending
+    table_without_seq: pa.Table  # CHUNK_SCHEMA columns but seq, one row per offset
+    pieces: int
+
+    def deferred(self) -> npt.NDArray[np.int64]:
+        """The offsets of the pieces the core left to the Python parsers."""
+        left = np.ones(self.pieces, bool)
+        left[self.offsets] = False
+        return np.flatnonzero(left).astype(np.int64)
+
+    def table(self, line_numbers: npt.NDArray[np.int64], input_index: int) -> pa.Table:
+        """The rows, numbered: `line_numbers[i]` is piece i's line."""
+        numbers = line_numbers[self.offsets]
+        seq = make_seq(np.full(len(numbers), input_index, np.int64), numbers)
+        return self.table_without_seq.add_column(0, CHUNK_SCHEMA.field("seq"), pa.array(seq, pa.int64()))
+
+
+def scan(pieces: Sequence[bytes], rules: ParseRules) -> NativeScan:
+    """The core's rows for a chunk of lines; `supports(rules)` must hold."""
+    assert _CORE is not None
+    fingerprint = rules.fingerprint
+    (offsets, digests, fingerprints, times, key_offsets, key_data, raw_offsets, raw_data) = _CORE.scan(
+        pieces, [name.encode() for name in rules.key_fields], rules.time_field.encode(), rules.min_time_us,
+        rules.max_time_us, rules.max_line_bytes, [name.encode() for name in fingerprint.fields],
+        [name.encode() for name in fingerprint.exclude], rules.trim, rules.lower, _ALGORITHMS[_algorithm(rules)])
+    rows = len(offsets) // 8
+    buffer = pa.py_buffer
+    table = pa.table({
+        "event_id": pa.StringArray.from_buffers(rows, buffer(key_offsets), buffer(key_data)),
+        "key_digest": pa.FixedSizeBinaryArray.from_buffers(pa.binary(KEY_DIGEST_BYTES), rows, [None, buffer(digests)]),
+        "fingerprint": pa.Array.from_buffers(pa.uint64(), rows, [None, buffer(fingerprints)]),
+        "event_time": pa.Array.from_buffers(pa.int64(), rows, [None, buffer(times)])
+        .cast(CHUNK_SCHEMA.field("event_time").type),
+        "raw": pa.StringArray.from_buffers(rows, buffer(raw_offsets), buffer(raw_data)),
+        "order_key": pa.nulls(rows, pa.binary()),
+    }, schema=pa.schema([field for field in CHUNK_SCHEMA if field.name != "seq"]))
+    return NativeScan(np.frombuffer(offsets, np.int64), table, len(pieces))
