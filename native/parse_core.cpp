@@ -133,6 +133,10 @@ struct Node {
     uint32_t start, end;          // the value's bytes in the line
     uint32_t key_start, key_end;  // a member's key, inside its quotes (objects' children only)
     int32_t first_child, next_sibling;
+    // An object whose members are out of key order: its members sorted, at order[order_at...]
+    // (order_at < 0 for one in order).
+    int32_t order_at;
+    uint32_t members;
     Kind kind;
     bool escaped;  // a string holding a backslash escape
     bool sorted;   // an object or array whose canonical form is its own bytes
@@ -143,8 +147,9 @@ constexpr int kMaxDepth = 200;  // deeper lines go the reference way (it refuses
 struct Scanner {
     const uint8_t* s;
     size_t n;
-    size_t i = 0;
+    size_t i;
     std::vector<Node>* nodes;
+    std::vector<int32_t>* order;  // the sorted members of objects out of order (Node::order_at)
 
     bool at(char c) const { return i < n && s[i] == static_cast<uint8_t>(c); }
 
@@ -295,7 +300,7 @@ struct Scanner {
     int32_t value(int depth) {
         if (i >= n || depth > kMaxDepth) return -1;
         int32_t index = static_cast<int32_t>(nodes->size());
-        nodes->push_back(Node{static_cast<uint32_t>(i), 0, 0, 0, -1, -1, Kind::Literal, false, true});
+        nodes->push_back(Node{static_cast<uint32_t>(i), 0, 0, 0, -1, -1, -1, 0, Kind::Literal, false, true});
         uint8_t c = s[i];
         bool ok;
         if (c == '{') {
@@ -360,7 +365,9 @@ struct Scanner {
         }
         int32_t previous = -1;
         bool sorted = true, in_order = true;
+        uint32_t members = 0;
         while (true) {
+            ++members;
             if (!at('"')) return false;
             uint32_t key_start = static_cast<uint32_t>(i + 1);
             bool escaped;
@@ -385,26 +392,29 @@ struct Scanner {
             if (at('}')) {
                 ++i;
                 (*nodes)[index].sorted = sorted && in_order;
-                return in_order || !repeats_a_key(index);
+                (*nodes)[index].members = members;
+                return in_order || sort_members(index);
             }
             if (!at(',')) return false;
             ++i;
         }
     }
 
-    // Whether an object's members, out of order, hold one key twice (the reference quarantines
-    // the line, whatever part of it the fingerprint covers).
-    bool repeats_a_key(int32_t index) {
-        std::vector<int32_t> keys;
+    // The members of an object out of order, sorted into `order`; false when two share a key (a
+    // repeated key: the reference quarantines the line, whatever part the fingerprint covers).
+    bool sort_members(int32_t index) {
+        size_t base = order->size();
         for (int32_t child = (*nodes)[index].first_child; child >= 0; child = (*nodes)[child].next_sibling) {
-            keys.push_back(child);
+            order->push_back(child);
         }
-        std::sort(keys.begin(), keys.end(),
+        auto begin = order->begin() + static_cast<std::ptrdiff_t>(base);
+        std::sort(begin, order->end(),
                   [&](int32_t a, int32_t b) { return compare_keys((*nodes)[a], (*nodes)[b]) < 0; });
-        for (size_t k = 1; k < keys.size(); ++k) {
-            if (compare_keys((*nodes)[keys[k - 1]], (*nodes)[keys[k]]) == 0) return true;
+        for (auto it = begin + 1; it < order->end(); ++it) {
+            if (compare_keys((*nodes)[*(it - 1)], (*nodes)[*it]) == 0) return false;
         }
-        return false;
+        (*nodes)[index].order_at = static_cast<int32_t>(base);
+        return true;
     }
 
     // orjson's OPT_SORT_KEYS order: the keys' UTF-8 bytes (code point order).
@@ -422,8 +432,8 @@ struct Scanner {
 struct Canonical {
     const uint8_t* s;
     const std::vector<Node>& nodes;
+    const std::vector<int32_t>& order;
     std::string& out;
-    std::vector<int32_t>& members;  // a stack of the objects' members being written, reused
 
     void value(int32_t index) {
         const Node& node = nodes[index];
@@ -441,33 +451,28 @@ struct Canonical {
         }
     }
 
-    // An object's members in key order (its keys are distinct: the scan refused repeats);
-    // `keep(member)` filters the top level's for the fingerprint's fields.
+    // An object's members in key order (the scan sorted those out of order and refused repeated
+    // keys); `keep(member)` filters the top level's for the fingerprint's fields.
     template <typename Keep>
     void object(int32_t index, const Keep& keep) {
-        size_t base = members.size();
-        for (int32_t child = nodes[index].first_child; child >= 0; child = nodes[child].next_sibling) {
-            if (keep(nodes[child])) members.push_back(child);
-        }
-        size_t end = members.size();
-        std::sort(members.begin() + static_cast<std::ptrdiff_t>(base), members.end(),
-                  [&](int32_t a, int32_t b) { return key_less(nodes[a], nodes[b]); });
+        const Node& node = nodes[index];
         out.push_back('{');
-        for (size_t k = base; k < end; ++k) {  // by position: nested objects push above `end`
-            if (k != base) out.push_back(',');
-            const Node& member = nodes[members[k]];
+        bool first = true;
+        auto write = [&](int32_t child) {
+            const Node& member = nodes[child];
+            if (!keep(member)) return;
+            if (!first) out.push_back(',');
+            first = false;
             // The member's key with its quotes, the colon, then its value.
             out.append(reinterpret_cast<const char*>(s + member.key_start - 1), member.key_end - member.key_start + 3);
-            value(members[k]);
+            value(child);
+        };
+        if (node.order_at >= 0) {
+            for (uint32_t k = 0; k < node.members; ++k) write(order[static_cast<size_t>(node.order_at) + k]);
+        } else {
+            for (int32_t child = node.first_child; child >= 0; child = nodes[child].next_sibling) write(child);
         }
         out.push_back('}');
-        members.resize(base);
-    }
-
-    bool key_less(const Node& a, const Node& b) const {
-        size_t la = a.key_end - a.key_start, lb = b.key_end - b.key_start;
-        int c = std::memcmp(s + a.key_start, s + b.key_start, std::min(la, lb));
-        return c < 0 || (c == 0 && la < lb);
     }
 };
 
@@ -700,11 +705,11 @@ struct LineScanner {
     std::vector<Node> nodes;
     std::string canonical;
     std::string text;
-    std::vector<int32_t> members;
+    std::vector<int32_t> order;
 
     uint64_t fingerprint(const uint8_t* s) {
         canonical.clear();
-        Canonical writer{s, nodes, canonical, members};
+        Canonical writer{s, nodes, order, canonical};
         if (rules.fp_fields.empty() && rules.fp_exclude.empty()) {
             writer.value(0);
         } else {
@@ -730,7 +735,8 @@ struct LineScanner {
     bool line(const uint8_t* s, size_t n, int64_t row, Output& out) {
         if (n == 0 || static_cast<int64_t>(n) > rules.max_line_bytes || n > UINT32_MAX || s[0] != '{') return false;
         nodes.clear();
-        Scanner scanner{s, n, 0, &nodes};
+        order.clear();
+        Scanner scanner{s, n, 0, &nodes, &order};
         if (scanner.value(1) != 0 || scanner.i != n) return false;
         text.clear();
         bool one_field = rules.key_fields.size() == 1;
@@ -831,6 +837,7 @@ PyObject* scan(PyObject*, PyObject* args) {
     if (fast == nullptr) return nullptr;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
     std::vector<std::pair<const uint8_t*, size_t>> lines(static_cast<size_t>(count));
+    size_t total = 0;
     for (Py_ssize_t k = 0; k < count; ++k) {
         PyObject* item = PySequence_Fast_GET_ITEM(fast, k);
         if (!PyBytes_Check(item)) {
@@ -840,8 +847,18 @@ PyObject* scan(PyObject*, PyObject* args) {
         }
         lines[k] = {reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(item)),
                     static_cast<size_t>(PyBytes_GET_SIZE(item))};
+        total += lines[k].second;
     }
-    Output out;
+    Output out;  // sized for every line vouched for: no growth while scanning
+    size_t rows = static_cast<size_t>(count);
+    out.rows.reserve(rows);
+    out.digests.reserve(rows * 16);
+    out.fingerprints.reserve(rows);
+    out.times.reserve(rows);
+    out.key_offsets.reserve(rows + 1);
+    out.raw_offsets.reserve(rows + 1);
+    out.key_data.reserve(rows * 40);
+    out.raw_data.reserve(std::min<size_t>(total, INT32_MAX));
     // `fast` holds the pieces (a new tuple, or the list with a reference): bytes are immutable, and
     // a list is only read here, with the GIL held for the whole scan (lists can change without it).
     LineScanner scanner{rules, {}, {}, {}, {}};
