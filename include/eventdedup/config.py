@@ -104,6 +104,15 @@ def parse_survivor(text: str) -> tuple[str, str | None]:
 # first batch.
 NEW_CACHE_BUCKETS = 16
 
+# The fingerprint hash (eventdedup.parse.fingerprints) is part of the cache identity: a cache's
+# entries hold the fingerprints of the events it saw, and a retransmission is natural only if it
+# is fingerprinted alike. Identities recorded before the hash was one name none: those caches were
+# built with 64-bit BLAKE2b and keep it. A new cache gets XXH3-64 (~0.1 us a line, BLAKE2b ~0.7).
+FINGERPRINT_BLAKE2B = "blake2b-64"
+FINGERPRINT_XXH3 = "xxh3-64"
+FINGERPRINT_HASHES = (FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3)
+NEW_STORE_FINGERPRINT = FINGERPRINT_XXH3
+
 
 @dataclass(frozen=True)
 class DedupSettings:
@@ -119,6 +128,9 @@ class DedupSettings:
     fingerprint_fields: tuple[str, ...] = ()
     # Volatile fields left out of the fingerprint (e.g. a collector timestamp).
     fingerprint_exclude: tuple[str, ...] = ()
+    # "" (unset): the cache's own fingerprint hash, recorded by its first batch; a new cache records
+    # NEW_STORE_FINGERPRINT. Set ("blake2b-64" or "xxh3-64"), it must equal the cache's.
+    fingerprint_hash: str = ""
     synthetic: str = "rename"
     survivor: str = "first"
     changelog: bool = False
@@ -146,6 +158,11 @@ class DedupSettings:
     def new_cache_buckets(self) -> int:
         """The count a first batch records: the configured one, else NEW_CACHE_BUCKETS."""
         return self.buckets or NEW_CACHE_BUCKETS
+
+    @property
+    def new_store_fingerprint_hash(self) -> str:
+        """The fingerprint hash a first batch records: the configured one, else NEW_STORE_FINGERPRINT."""
+        return self.fingerprint_hash or NEW_STORE_FINGERPRINT
 
     @property
     def survivor_field(self) -> str | None:
@@ -226,6 +243,7 @@ class Config:
             "normalize": list(self.dedup.normalize),
             "fingerprint_fields": list(self.dedup.fingerprint_fields),
             "fingerprint_exclude": list(self.dedup.fingerprint_exclude),
+            "fingerprint_hash": self.dedup.new_store_fingerprint_hash,
             "time_field": self.events.time_field,
         }
         if self.dedup.partition_time != "event":  # absent from identities recorded before it existed
@@ -377,6 +395,9 @@ def _validate_semantics(dedup: DedupSettings, source: str) -> None:
     if dedup.synthetic not in SYNTHETIC_POLICIES:
         raise ConfigError(
             f"{source}: [dedup] synthetic must be one of {list(SYNTHETIC_POLICIES)}, got {dedup.synthetic!r}")
+    if dedup.fingerprint_hash and dedup.fingerprint_hash not in FINGERPRINT_HASHES:
+        raise ConfigError(f"{source}: [dedup] fingerprint_hash must be one of {list(FINGERPRINT_HASHES)} (or unset: "
+                          f"the cache's own), got {dedup.fingerprint_hash!r}")
     if dedup.partition_time not in PARTITION_TIMES:
         raise ConfigError(f"{source}: [dedup] partition_time must be one of {list(PARTITION_TIMES)}, "
                           f"got {dedup.partition_time!r}")

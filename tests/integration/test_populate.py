@@ -1,7 +1,8 @@
 """Cold start (`eventdedup populate`): an existing dataset committed to the cache, emitting nothing.
 
 Expected rows and cache entries are computed here from the documented rules: a key is BLAKE2b-16
-of the id (none of these ids is a UUID), a fingerprint BLAKE2b-8 of the event as canonical JSON.
+of the id (none of these ids is a UUID), a fingerprint XXH3-64 of the event as canonical JSON (a
+new store's hash).
 """
 from __future__ import annotations
 

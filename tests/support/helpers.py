@@ -11,6 +11,8 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
+import xxhash
+
 from eventdedup.cache.segment import decode_segment
 from eventdedup.commit.log import committed_version, load_committed_state, read_commit
 from eventdedup.commit.view import committed_objects
@@ -64,18 +66,31 @@ def bucket_listing(store: S3Store) -> dict[str, str]:
 
 # Written out from the documented rule, independently of eventdedup.keys: UUIDv5 in the
 # project's namespace over "<original key>\n<fingerprint as 16 hex digits>", the fingerprint
-# being 8-byte BLAKE2b of the event as compact JSON with sorted keys.
+# being the cache's hash of the event as compact JSON with sorted keys: XXH3-64 (seed 0) for a cache
+# a test creates, 8-byte BLAKE2b for one made before the hash was part of the cache identity.
 _RENAME_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/eventdedup/synthetic-duplicate")
+NEW_STORE_HASH, OLD_STORE_HASH = "xxh3-64", "blake2b-64"
 
 
-def expected_fingerprint(event: dict[str, Any] | bytes) -> int:
+def expected_fingerprint(event: dict[str, Any] | bytes, fingerprint_hash: str = NEW_STORE_HASH) -> int:
     doc = json.loads(event) if isinstance(event, bytes) else event
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    return int.from_bytes(hashlib.blake2b(canonical, digest_size=8).digest(), "big")
+    if fingerprint_hash == OLD_STORE_HASH:
+        return int.from_bytes(hashlib.blake2b(canonical, digest_size=8).digest(), "big")
+    assert fingerprint_hash == NEW_STORE_HASH, fingerprint_hash
+    return xxhash.xxh3_64(canonical, seed=0).intdigest()
 
 
-def expected_renamed_id(original_key: str, event: dict[str, Any] | bytes) -> str:
-    return str(uuid.uuid5(_RENAME_NAMESPACE, f"{original_key}\n{expected_fingerprint(event):016x}"))
+def expected_renamed_id(original_key: str, event: dict[str, Any] | bytes, fingerprint_hash: str = NEW_STORE_HASH) -> str:
+    return str(uuid.uuid5(_RENAME_NAMESPACE, f"{original_key}\n{expected_fingerprint(event, fingerprint_hash):016x}"))
+
+
+def recorded_fingerprint_hash(store: S3Store, config: Config) -> str:
+    """The fingerprint hash the store's cache identity records, read as the documented format says
+    (an identity that names none: BLAKE2b-64, the hash of caches made before it was; no identity
+    yet, so nothing committed: a new store's)."""
+    data = store.get_bytes_or_none(Layout(config.layout).cache_identity())
+    return NEW_STORE_HASH if data is None else str(json.loads(data).get("fingerprint_hash", OLD_STORE_HASH))
 
 
 def committed_cache_entries(store: S3Store, config: Config) -> list[tuple[str, bytes, int]]:

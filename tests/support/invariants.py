@@ -15,7 +15,7 @@ from eventdedup.parse.fingerprints import FingerprintRules
 from eventdedup.s3store import S3Store
 from eventdedup.tables import parquet_to_table
 
-from .helpers import committed_cache_entries, committed_rows
+from .helpers import committed_cache_entries, committed_rows, recorded_fingerprint_hash
 
 
 def assert_commits_are_whole(store: S3Store, config: Config) -> None:
@@ -46,7 +46,8 @@ def assert_commits_are_whole(store: S3Store, config: Config) -> None:
 def assert_seen_ids_match_output(store: S3Store, config: Config) -> None:
     """A (key, fingerprint) is marked seen in a committed cache exactly when a committed batch output it."""
     seen = {(key, fp) for _, key, fp in committed_cache_entries(store, config)}
-    fingerprints = FingerprintRules(config.dedup.fingerprint_fields, config.dedup.fingerprint_exclude)
+    fingerprints = FingerprintRules(config.dedup.fingerprint_fields, config.dedup.fingerprint_exclude,
+                                    recorded_fingerprint_hash(store, config))
     output = {
         (key_digest(row["original_event_id"] or row["event_id"]), fingerprints.fingerprint(orjson.loads(row["raw"])))
         for row in committed_rows(store, config, "data")

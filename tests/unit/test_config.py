@@ -36,7 +36,16 @@ def test_dedup_semantics_read_as_documented_and_key_fields_default_to_the_id_fie
     assert config.dedup.fingerprint_exclude == ("collector_tstamp",) and config.dedup.changelog is True
     assert config.cache_identity() == {
         "buckets": 16, "key_fields": ["user_id", "insert_id"], "normalize": ["trim", "lower"],
-        "fingerprint_fields": [], "fingerprint_exclude": ["collector_tstamp"], "time_field": "created_at"}
+        "fingerprint_fields": [], "fingerprint_exclude": ["collector_tstamp"], "fingerprint_hash": "xxh3-64",
+        "time_field": "created_at"}
+
+
+def test_a_new_cache_records_xxh3_64_unless_the_configuration_names_its_fingerprint_hash(tmp_path: Path) -> None:
+    unset = load_config(write(tmp_path, '[s3]\nbucket = "events"\n'), environ={})
+    assert (unset.dedup.fingerprint_hash, unset.cache_identity()["fingerprint_hash"]) == ("", "xxh3-64")
+    named = load_config(write(tmp_path, '[s3]\nbucket = "events"\n[dedup]\nfingerprint_hash = "blake2b-64"\n'),
+                        environ={})
+    assert named.cache_identity()["fingerprint_hash"] == "blake2b-64"
 
 
 def test_environment_overrides_file_values_with_typed_values(tmp_path: Path) -> None:
@@ -68,6 +77,8 @@ def test_environment_overrides_file_values_with_typed_values(tmp_path: Path) -> 
     ('[s3]\nbucket = "events"\n[dedup]\nkey_fields = "user_id"\n', "key_fields must be a list of non-empty strings"),
     ('[s3]\nbucket = "events"\n[dedup]\nkey_fields = ["a", "a"]\n', "lists a name twice"),
     ('[s3]\nbucket = "events"\n[dedup]\nchangelog = "yes"\n', "changelog must be true or false"),
+    ('[s3]\nbucket = "events"\n[dedup]\nfingerprint_hash = "xxh3"\n',
+     "fingerprint_hash must be one of ['blake2b-64', 'xxh3-64'] (or unset"),
 ])
 def test_invalid_configuration_is_refused_with_a_precise_message(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:

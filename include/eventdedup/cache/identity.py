@@ -1,20 +1,24 @@
 """Bind the cache to the settings that decide what its entries mean.
 
-Buckets, key fields, normalisation and fingerprint fields decide which 24-byte entry an event
-maps to. Change one of them under an existing cache and every retransmission looks new: the
-duplicates leak silently. So the first batch records them (create-if-absent, so two first
-batches cannot record different ones) and every later batch must match them. Buckets may only
-grow, by a reshard committed to the log (eventdedup.cache.epochs, eventdedup.ops.reshard).
+Buckets, key fields, normalisation, fingerprint fields and the fingerprint hash decide which
+24-byte entry an event maps to. Change one of them under an existing cache and every
+retransmission looks new: the duplicates leak silently. So the first batch records them
+(create-if-absent, so two first batches cannot record different ones) and every later batch must
+match them. Buckets may only grow, by a reshard committed to the log (eventdedup.cache.epochs,
+eventdedup.ops.reshard). The bucket count and the fingerprint hash may be left unset in the
+configuration: the cache's are taken. An identity recorded before the hash was part of it names
+none; that cache was built with BLAKE2b-64 and keeps it (its identity is never rewritten).
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from eventdedup.cache.epochs import BucketEpochs, Cutover
-from eventdedup.config import Config
+from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_HASHES, Config
 from eventdedup.errors import ConfigError
 from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
@@ -23,12 +27,20 @@ from eventdedup.s3store import S3Store
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class CacheIdentity:
+    """What a batch takes from its cache's recorded identity where the configuration may defer to it."""
+
+    epochs: BucketEpochs
+    fingerprint_hash: str  # the hash the cache's fingerprints were made with (FingerprintRules.algorithm)
+
+
 def check_cache_identity(store: S3Store, layout: Layout, config: Config,
-                         cutovers: tuple[Cutover, ...] = ()) -> BucketEpochs:
+                         cutovers: tuple[Cutover, ...] = ()) -> CacheIdentity:
     """Record this configuration's cache identity if none is recorded; refuse a different one.
     The identity holds the first bucket count; reshards (`cutovers`, from the commit log) change
     it from an hour on, and a configured count must be the current one (unset, the cache's count
-    is taken). Returns the epochs."""
+    is taken). A configured fingerprint hash must be the cache's (unset, the cache's is taken)."""
     wanted = config.cache_identity()
     key = layout.cache_identity()
     data = store.get_bytes_or_none(key)
@@ -38,18 +50,14 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
             data = _encode(wanted)
         else:
             data = store.get_bytes(key)  # another first batch recorded it a moment ago
-    recorded = orjson.loads(data)
+    recorded = {"fingerprint_hash": FINGERPRINT_BLAKE2B, **orjson.loads(data)}  # absent: recorded before it was
     epochs = BucketEpochs(int(recorded["buckets"]), cutovers)
-    changed = sorted(name for name in set(recorded) | set(wanted)
-                     if name != "buckets" and recorded.get(name) != wanted.get(name))
-    if changed:
-        raise ConfigError(
-            "the dedup cache was built with other settings for " + ", ".join(changed) + ": recorded "
-            + ", ".join(f"{name}={recorded.get(name)!r}" for name in changed) + "; configured "
-            + ", ".join(f"{name}={wanted.get(name)!r}" for name in changed)
-            + f" ({store.uri(key)}). Changing them would let every retransmission through as new; restore "
-              "the recorded values or start a new cache (new cache and state prefixes)"
-        )
+    followed = {"buckets"} | (set() if config.dedup.fingerprint_hash else {"fingerprint_hash"})
+    _refuse_changes(recorded, wanted, followed, store.uri(key))
+    if recorded["fingerprint_hash"] not in FINGERPRINT_HASHES:
+        raise ConfigError(f"the dedup cache's fingerprint hash {recorded['fingerprint_hash']!r} ({store.uri(key)}) "
+                          f"is none this release computes ({', '.join(FINGERPRINT_HASHES)}): run the release "
+                          "that made the cache")
     if config.dedup.buckets and config.dedup.buckets != epochs.current:
         since = f" since {hour_text(cutovers[-1][0])} (reshard)" if cutovers else ""
         raise ConfigError(
@@ -58,7 +66,24 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
             "Changing the count in the configuration alone would let every retransmission through as new; grow it "
             "with `eventdedup reshard`"
         )
-    return epochs
+    return CacheIdentity(epochs, str(recorded["fingerprint_hash"]))
+
+
+def _refuse_changes(recorded: dict[str, Any], wanted: dict[str, Any], followed: set[str], where: str) -> None:
+    """Refuse settings that differ from the recorded ones, but for those the configuration leaves
+    to the cache (`followed`)."""
+    changed = sorted(name for name in set(recorded) | set(wanted)
+                     if name not in followed and recorded.get(name) != wanted.get(name))
+    if not changed:
+        return
+    follow = " (or leave [dedup] fingerprint_hash unset to follow the cache)" if "fingerprint_hash" in changed else ""
+    raise ConfigError(
+        "the dedup cache was built with other settings for " + ", ".join(changed) + ": recorded "
+        + ", ".join(f"{name}={recorded.get(name)!r}" for name in changed) + "; configured "
+        + ", ".join(f"{name}={wanted.get(name)!r}" for name in changed)
+        + f" ({where}). Changing them would let every retransmission through as new; restore the recorded "
+          f"values{follow} or start a new cache (new cache and state prefixes)"
+    )
 
 
 def _encode(identity: dict[str, Any]) -> bytes:

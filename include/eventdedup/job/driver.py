@@ -17,10 +17,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from eventdedup import errors
-from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.heads import ChainPolicy
 from eventdedup.cache.history import BatchHistory, history_for_batch
-from eventdedup.cache.identity import check_cache_identity
+from eventdedup.cache.identity import CacheIdentity, check_cache_identity
 from eventdedup.cache.local_copies import LocalCopySettings
 from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted
@@ -55,7 +54,7 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     layout = Layout(config.layout)
     manifest = load_batch_manifest(store, layout, batch_id)
     state = load_committed_state(store, layout)
-    epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
+    identity = check_cache_identity(store, layout, config, state.bucket_cutovers)
     refuse_if_retracted(state, batch_id)
     history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours,
                                 manifest.interval is not None)
@@ -69,10 +68,10 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     to_read = inputs_to_read(LedgerReader(store, state.ledger, layout), history.base_version, manifest,
                              history.recorded_inputs)
     partitions = history.recorded_partitions or dedup_partitions(
-        config.spark.partitions, epochs.coarse, sc.defaultParallelism,
+        config.spark.partitions, identity.epochs.coarse, sc.defaultParallelism,
         sum(info.size for _, info in to_read))
     records = (_run_spark(sc, store, config, layout, manifest, state, history, exclusions, to_read, partitions,
-                          epochs) if to_read else [])
+                          identity) if to_read else [])
     result = _assemble_result(store, config, manifest, state, history, records, exclusions, to_read, partitions)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, history.base_version,
@@ -82,10 +81,10 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
 
 def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout, manifest: BatchManifest,
                state: CommittedState, history: BatchHistory, exclusions: Mapping[str, ExcludedInput],
-               inputs: list[tuple[int, ObjectInfo]], partitions: int, epochs: BucketEpochs) -> list[DriverRecord]:
-    batch_id = manifest.batch_id
+               inputs: list[tuple[int, ObjectInfo]], partitions: int, identity: CacheIdentity) -> list[DriverRecord]:
+    batch_id, epochs = manifest.batch_id, identity.epochs
     excluded = {i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions}
-    rules = ParseRules.for_batch(config, manifest.as_of)
+    rules = ParseRules.for_batch(config, manifest.as_of, fingerprint_hash=identity.fingerprint_hash)
     read_ctx = ReadContext(batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, rules=rules,
                            buckets=epochs.coarse, partitions=partitions, excluded=excluded,
                            populate=manifest.selector.populate)

@@ -170,7 +170,7 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, sc: SparkContext
                 "recompute"]
     job = run_dedup_job(sc, config, batch_id)
     try:
-        epochs = check_cache_identity(store, layout, config, state.bucket_cutovers)
+        epochs = check_cache_identity(store, layout, config, state.bucket_cutovers).epochs
         return differences_from_commit(store, layout, job, record, state.cache_chains(), epochs.coarse,
                                        config.dedup.uses_id_guards)
     finally:

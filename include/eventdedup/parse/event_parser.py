@@ -46,7 +46,10 @@ class ParseRules:
     partition_time: str = "event"  # [dedup] partition_time: whose hour files an event's cache entry
 
     @classmethod
-    def for_batch(cls, config: Config, as_of: datetime) -> ParseRules:
+    def for_batch(cls, config: Config, as_of: datetime, *, fingerprint_hash: str) -> ParseRules:
+        """The rules of a batch at `as_of` on a cache whose identity records `fingerprint_hash`
+        (eventdedup.cache.identity.check_cache_identity): never the configuration's alone, which
+        may leave it unset."""
         events, dedup = config.events, config.dedup
         max_time = as_of.timestamp() + events.max_future_hours * 3600
         return cls(
@@ -56,7 +59,7 @@ class ParseRules:
             max_time_us=int(max_time * 1_000_000),
             max_line_bytes=events.max_line_bytes,
             max_object_bytes=events.max_object_bytes,
-            fingerprint=FingerprintRules(dedup.fingerprint_fields, dedup.fingerprint_exclude),
+            fingerprint=FingerprintRules(dedup.fingerprint_fields, dedup.fingerprint_exclude, fingerprint_hash),
             trim="trim" in dedup.normalize,
             lower="lower" in dedup.normalize,
             survivor_field=dedup.survivor_field,

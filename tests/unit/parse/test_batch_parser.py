@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventdedup.config import config_from_mapping
+from eventdedup.config import FINGERPRINT_BLAKE2B, NEW_STORE_FINGERPRINT, config_from_mapping
 from eventdedup.keys import key_digest
 from eventdedup.parse.event_parser import InvalidEvent, ParseRules, dedup_key_text, normalize_event_id, parse_event
 from eventdedup.parse.input_lines import iter_input_lines
@@ -26,9 +26,9 @@ AS_OF = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
 INPUT_INDEX = 3
 
 
-def rules_with(events: dict | None = None, **dedup: object) -> ParseRules:
+def rules_with(events: dict | None = None, fingerprint_hash: str = NEW_STORE_FINGERPRINT, **dedup: object) -> ParseRules:
     mapping = {"s3": {"bucket": "bkt"}, "dedup": dedup, "events": events or {}}
-    return ParseRules.for_batch(config_from_mapping(mapping), AS_OF)
+    return ParseRules.for_batch(config_from_mapping(mapping), AS_OF, fingerprint_hash=fingerprint_hash)
 
 
 RULE_SETS = {
@@ -40,6 +40,10 @@ RULE_SETS = {
     "composite": rules_with(key_fields=["event_id", "user"]),
     "composite normalised": rules_with(key_fields=["event_id", "user"], normalize=["trim", "lower"]),
     "fingerprint fields": rules_with(fingerprint_fields=["event_id", "n"], fingerprint_exclude=["n"]),
+    # a cache made before the fingerprint hash was part of its identity
+    "blake2b-64 cache": rules_with(fingerprint_hash=FINGERPRINT_BLAKE2B),
+    "blake2b-64 cache, fingerprint fields": rules_with(fingerprint_hash=FINGERPRINT_BLAKE2B,
+                                                       fingerprint_fields=["event_id", "n"]),
     "survivor max": rules_with(survivor="max:n", events={"max_line_bytes": 400}),
     "survivor by time": rules_with(survivor="min:created_at"),
     # every instant int64 microseconds hold is accepted: conversions are compared, not refusals

@@ -1,20 +1,25 @@
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 
+import orjson
 import pytest
+import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventdedup.config import config_from_mapping
+from eventdedup.config import NEW_STORE_FINGERPRINT, config_from_mapping
 from eventdedup.keys import key_digest
 from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
+from eventdedup.parse.fingerprints import FingerprintRules, fingerprint_digests, fingerprint_of_canonical
 
 AS_OF = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
 
 
-def rules_with(**dedup: object) -> ParseRules:
-    return ParseRules.for_batch(config_from_mapping({"s3": {"bucket": "bkt"}, "dedup": dedup}), AS_OF)
+def rules_with(fingerprint_hash: str = NEW_STORE_FINGERPRINT, **dedup: object) -> ParseRules:
+    return ParseRules.for_batch(config_from_mapping({"s3": {"bucket": "bkt"}, "dedup": dedup}), AS_OF,
+                                fingerprint_hash=fingerprint_hash)
 
 
 RULES = rules_with()
@@ -73,8 +78,6 @@ def test_events_at_the_exact_bounds_are_accepted() -> None:
 
 
 def line(**fields: object) -> bytes:
-    import orjson
-
     return orjson.dumps({"created_at": "2026-11-22T04:30:00Z", **fields})
 
 
@@ -176,8 +179,6 @@ def repeats_a_key(text: str) -> bool:
 
 @given(json_texts())
 def test_repeated_key_detection_agrees_with_a_parser_that_sees_every_key(text: str) -> None:
-    import orjson
-
     from eventdedup.parse.event_parser import refuse_repeated_keys
 
     data = text.encode()
@@ -189,18 +190,34 @@ def test_repeated_key_detection_agrees_with_a_parser_that_sees_every_key(text: s
     assert found == repeats_a_key(text)
 
 
-def test_a_fingerprint_is_blake2b_64_of_canonical_json_one_by_one_and_in_bulk() -> None:
+# Written out from the definition, not from eventdedup: the hash of canonical JSON as uint64.
+FINGERPRINT_DEFINITIONS = {
+    "blake2b-64": lambda canonical: int.from_bytes(hashlib.blake2b(canonical, digest_size=8).digest(), "big"),
+    "xxh3-64": lambda canonical: xxhash.xxh3_64(canonical, seed=0).intdigest(),
+}
+
+
+@pytest.mark.parametrize("algorithm", list(FINGERPRINT_DEFINITIONS))
+def test_a_fingerprint_is_its_caches_hash_of_canonical_json_one_by_one_and_in_bulk(algorithm: str) -> None:
     """Fingerprints are stored in the cache: their definition must never drift between the
     per-event and the bulk path, or between versions."""
-    import hashlib
-
-    import orjson
-
-    from eventdedup.parse.fingerprints import FingerprintRules, fingerprint_digests
-
-    events = [{"b": 1, "a": [{"y": "é", "x": None}]}, {}, {"event_id": "e1", "n": 1.5e300}]
-    expected = [int.from_bytes(hashlib.blake2b(orjson.dumps(event, option=orjson.OPT_SORT_KEYS),
-                                               digest_size=8).digest(), "big") for event in events]
-    rules = FingerprintRules()
+    events = [{"b": 1, "a": [{"y": "é", "x": None}]}, {}, {"event_id": "e1", "n": 1.5e300}, {"event_id": "e0"}]
+    canonical = [orjson.dumps(event, option=orjson.OPT_SORT_KEYS) for event in events]
+    expected = [FINGERPRINT_DEFINITIONS[algorithm](payload) for payload in canonical]
+    assert any(value >= 2**63 for value in expected)  # so the top bit is checked too: uint64, not int64
+    rules = FingerprintRules(algorithm=algorithm)
     assert [rules.fingerprint(event) for event in events] == expected
     assert fingerprint_digests(events, rules).tolist() == expected
+    assert [fingerprint_of_canonical(payload, algorithm) for payload in canonical] == expected
+    assert fingerprint_digests([], rules).tolist() == []
+
+
+def test_a_batchs_rules_fingerprint_with_the_hash_they_are_given_and_fields_narrow_it_alike() -> None:
+    line = b'{"event_id":"e1","created_at":"2026-11-22T04:30:00Z","v":1}'
+    narrowed = orjson.dumps({"v": 1})
+    for algorithm, definition in FINGERPRINT_DEFINITIONS.items():
+        assert rules_with(fingerprint_hash=algorithm, fingerprint_fields=["v"]).fingerprint.algorithm == algorithm
+        assert parse_event(line, rules_with(algorithm, fingerprint_fields=["v"])).fingerprint == definition(narrowed)
+    assert FingerprintRules().algorithm == "blake2b-64"  # what every fingerprint was before the hash was recorded
+    with pytest.raises(ValueError, match="unknown fingerprint hash 'xxh3-128'"):
+        FingerprintRules(algorithm="xxh3-128")
