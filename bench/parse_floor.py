@@ -1,16 +1,18 @@
-"""What every line costs in Python under the fingerprint's definition, one process, no Spark:
+"""What every line costs in Python under the fingerprint's definition, and what the compiled core
+costs instead, one process, no Spark:
 
     .venv/bin/python bench/parse_floor.py [--lines 32768] [--runs 3]
 
-A line is parsed (`orjson.loads`), and its fingerprint is by definition 64-bit BLAKE2b of its
-canonical JSON (keys sorted at every depth: `orjson.dumps` with OPT_SORT_KEYS). The batch
-parser's fast path also re-serialises each line to vouch that it holds no repeated key or other
-spelling the reference would read differently. Each step runs alone, in a tight loop over the
-main workload's ~300 B events (canonical UUIDs, ISO-8601), the garbage collector off as the
-parser runs it; beside them, `parse_lines` whole. The sum of the first three is a floor a
-Python-side parse that keeps this fingerprint cannot go under on this host (the fingerprint is
-this project's definition, and every cache entry holds it); multiplied by a batch's events it is
-a share of the core-seconds a throughput target allows (bench/report.py prints those budgets).
+A line is parsed (`orjson.loads`), and its fingerprint is by definition a 64-bit hash of its
+canonical JSON (keys sorted at every depth: `orjson.dumps` with OPT_SORT_KEYS): XXH3-64 on a cache
+created by this release, BLAKE2b-64 on an older one. The Python fast path also re-serialises each
+line to vouch that it holds no repeated key or other spelling the reference would read
+differently. Each step runs alone, in a tight loop over the main workload's ~300 B events
+(canonical UUIDs, ISO-8601), the garbage collector off as the parser runs it; beside them,
+`parse_lines` whole as shipped (the compiled core where it is built), `parse_lines` with the core
+switched off ([events] compiled_parser = false: the Python paths alone) and the core's scan alone.
+The sum of the required steps is a floor a Python-side parse that keeps this fingerprint cannot go
+under on this host; the compiled core is how the product goes under it.
 """
 from __future__ import annotations
 
@@ -21,21 +23,24 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import xxhash  # noqa: E402
 from parse_shapes import SHAPES, rules_for, shape_lines  # noqa: E402
 from report import print_parse_floor  # noqa: E402
 
 from eventdedup.keys import FINGERPRINT_BYTES  # noqa: E402
+from eventdedup.parse import native_core  # noqa: E402
 from eventdedup.parse.input_lines import split_input  # noqa: E402
 from eventdedup.parse.object_parser import parse_lines  # noqa: E402
 
-# The steps the definitions require, in the order a line takes them.
-REQUIRED_STEPS = ("loads", "canonical_dump", "blake2b")
+# The steps the definitions require of a Python parse on a new cache, in the order a line takes them.
+REQUIRED_STEPS = ("loads", "canonical_dump", "xxh3")
 
 
 def measure_floor(count: int, runs: int, seed: int = 20261122,
@@ -45,15 +50,20 @@ def measure_floor(count: int, runs: int, seed: int = 20261122,
     rules = rules_for(shape)
     lines = shape_lines(shape, count, seed)
     events = [orjson.loads(line) for line in lines]
-    canonical = [orjson.dumps(event, option=orjson.OPT_SORT_KEYS) for event in events]  # BLAKE2b's input
+    canonical = [orjson.dumps(event, option=orjson.OPT_SORT_KEYS) for event in events]  # the hashes' input
     split = split_input(b"\n".join(lines) + b"\n", rules.max_object_bytes)
+    python_only = replace(rules, compiled=False)
     steps: dict[str, Callable[[], object]] = {
         "loads": lambda: _loads(lines),
         "vouching_dump": lambda: _vouch(events, lines),
         "canonical_dump": lambda: _canonical_dumps(events),
         "blake2b": lambda: _blake2b(canonical),
+        "xxh3": lambda: _xxh3(canonical),
         "parse_lines": lambda: parse_lines(split, 0, rules),
+        "parse_lines_python": lambda: parse_lines(split, 0, python_only),
     }
+    if native_core.supports(rules):
+        steps["native_scan"] = lambda: native_core.scan(split.pieces, rules)
     seconds: dict[str, list[float]] = {name: [] for name in steps}
     collecting = gc.isenabled()
     gc.disable()
@@ -101,6 +111,13 @@ def _blake2b(payloads: list[bytes]) -> bytes:
         hasher = blank.copy()
         hasher.update(payload)
         digest = hasher.digest()
+    return digest
+
+
+def _xxh3(payloads: list[bytes]) -> int:
+    digest, hash_of = 0, xxhash.xxh3_64_intdigest
+    for payload in payloads:
+        digest = hash_of(payload)
     return digest
 
 

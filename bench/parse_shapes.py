@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import print_parse_shapes  # noqa: E402
 
-from eventdedup.config import config_from_mapping  # noqa: E402
+from eventdedup.config import NEW_STORE_FINGERPRINT, config_from_mapping  # noqa: E402
 from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event  # noqa: E402
 from eventdedup.parse.input_lines import split_input  # noqa: E402
 from eventdedup.parse.object_parser import parse_lines  # noqa: E402
@@ -88,7 +88,7 @@ def shape_lines(shape: Shape, count: int, seed: int) -> list[bytes]:
 
 def rules_for(shape: Shape) -> ParseRules:
     config = config_from_mapping({"s3": {"bucket": "bench"}, "dedup": shape.dedup})
-    return ParseRules.for_batch(config, AS_OF)
+    return ParseRules.for_batch(config, AS_OF, fingerprint_hash=NEW_STORE_FINGERPRINT)
 
 
 def measure_shape(shape: Shape, count: int, runs: int, seed: int) -> dict:

@@ -212,7 +212,9 @@ class SeededStore:
         self.store, self.config, self.spec, self.rng = store, config, spec, rng
         self.layout = Layout(config.layout)
         self.ids = Ids(rng, spec.partition_time)
-        self.rules = ParseRules.for_batch(config, measured_as_of())
+        # A new store: its identity will record the new-store hash (write() records it first).
+        self.rules = ParseRules.for_batch(config, measured_as_of(),
+                                          fingerprint_hash=config.dedup.new_store_fingerprint_hash)
 
     def batches(self) -> list[tuple[str, int]]:
         """(batch id, arrival hour) of every seeded batch, in commit order (version = index + 1)."""
@@ -222,7 +224,8 @@ class SeededStore:
         return [(interval_id(hour, slot), hour) for hour, slot in slots]
 
     def write(self, composition: Composition) -> list[Plant]:
-        check_cache_identity(self.store, self.layout, self.config)
+        identity = check_cache_identity(self.store, self.layout, self.config)
+        assert identity.fingerprint_hash == self.rules.fingerprint.algorithm
         batches = self.batches()
         plants = self.plant(composition, batches)
         by_version: dict[int, list[Plant]] = defaultdict(list)

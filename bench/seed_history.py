@@ -37,8 +37,9 @@ from eventdedup.s3store import S3Store
 
 def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> CommittedState:
     layout = Layout(config.layout)
-    buckets = check_cache_identity(store, layout, config).coarse
-    rules = ParseRules.for_batch(config, workload.spec.anchor)
+    identity = check_cache_identity(store, layout, config)
+    buckets = identity.epochs.coarse
+    rules = ParseRules.for_batch(config, workload.spec.anchor, fingerprint_hash=identity.fingerprint_hash)
     state = CommittedState()
     open_runs: dict[CacheKey, list[CacheRun]] = {}  # runs of hours a later history batch still extends
     guards: dict[tuple[int, int], IdGuard] = {}  # (arrival hour, bucket) -> the hour's guard so far

@@ -58,6 +58,9 @@ class EventSettings:
     # Larger objects (after gzip) are quarantined whole, as one finding: a task holds its object
     # in memory (about 3x with the parse), and a gzip bomb inflates 1000:1. Raise both together.
     max_object_bytes: int = 1_073_741_824
+    # Parse with the compiled core where it is built (eventdedup.parse.native_core); false: the
+    # pure-Python parser only (same rows, several times the CPU), a switch for suspecting the core.
+    compiled_parser: bool = True
 
 
 @dataclass(frozen=True)

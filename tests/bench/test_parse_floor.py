@@ -3,6 +3,7 @@ figures' arithmetic."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from itertools import count
 from pathlib import Path
 
@@ -10,10 +11,11 @@ import orjson
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from parse_floor import REQUIRED_STEPS, _blake2b, _canonical_dumps, _loads, _vouch, measure_floor  # noqa: E402
+from parse_floor import REQUIRED_STEPS, _blake2b, _canonical_dumps, _loads, _vouch, _xxh3, measure_floor  # noqa: E402
 from parse_shapes import SHAPES, rules_for, shape_lines  # noqa: E402
 from report import print_parse_floor  # noqa: E402
 
+from eventdedup.parse import native_core  # noqa: E402
 from eventdedup.parse.event_parser import parse_event  # noqa: E402
 
 
@@ -25,7 +27,10 @@ def test_each_step_computes_what_the_parser_computes_for_a_line() -> None:
     assert _loads([line]) == event
     canonical = _canonical_dumps([event])
     assert list(orjson.loads(canonical)) == sorted(event) and orjson.loads(canonical) == event
-    assert int.from_bytes(_blake2b([canonical]), "big") == parse_event(line, rules).fingerprint
+    assert rules.fingerprint.algorithm == "xxh3-64"  # a new cache's
+    assert _xxh3([canonical]) == parse_event(line, rules).fingerprint
+    older = replace(rules, fingerprint=replace(rules.fingerprint, algorithm="blake2b-64"))
+    assert int.from_bytes(_blake2b([canonical]), "big") == parse_event(line, older).fingerprint
 
 
 def test_the_vouching_step_compares_what_it_dumps() -> None:
@@ -40,8 +45,9 @@ def test_figures_are_microseconds_a_line_and_the_required_steps_are_summed() -> 
     # A clock that advances one second a reading: every step takes 1 s a run, whatever it does.
     floor = measure_floor(250, 3, seed=3, timer=lambda: float(next(ticks)))
     micros = floor["microseconds_per_line"]
-    assert micros == dict.fromkeys(["loads", "vouching_dump", "canonical_dump", "blake2b", "parse_lines"], 1e6 / 250)
-    assert REQUIRED_STEPS == ("loads", "canonical_dump", "blake2b")
+    steps = ["loads", "vouching_dump", "canonical_dump", "blake2b", "xxh3", "parse_lines", "parse_lines_python"]
+    assert micros == dict.fromkeys(steps + (["native_scan"] if native_core.available() else []), 1e6 / 250)
+    assert REQUIRED_STEPS == ("loads", "canonical_dump", "xxh3")
     assert floor["required_microseconds_per_line"] == 3 * 1e6 / 250
 
 

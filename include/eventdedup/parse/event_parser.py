@@ -44,6 +44,7 @@ class ParseRules:
     # The field min:/max: survivor policies compare; None for first/last.
     survivor_field: str | None = None
     partition_time: str = "event"  # [dedup] partition_time: whose hour files an event's cache entry
+    compiled: bool = True  # [events] compiled_parser: the compiled core may vouch for lines
 
     @classmethod
     def for_batch(cls, config: Config, as_of: datetime, *, fingerprint_hash: str) -> ParseRules:
@@ -64,6 +65,7 @@ class ParseRules:
             lower="lower" in dedup.normalize,
             survivor_field=dedup.survivor_field,
             partition_time=dedup.partition_time,
+            compiled=events.compiled_parser,
         )
 
 

@@ -55,7 +55,10 @@ def why_not() -> str:
 
 
 def supports(rules: ParseRules) -> bool:
-    """Whether the core scans lines under these rules (the built core, no field-comparing survivor)."""
+    """Whether the core scans lines under these rules (the built core, switched on, no
+    field-comparing survivor)."""
+    if not rules.compiled:
+        return False
     if _CORE is None:
         _warn_once()
         return False
@@ -63,7 +66,7 @@ def supports(rules: ParseRules) -> bool:
 
 
 def _algorithm(rules: ParseRules) -> str:
-    return str(getattr(rules.fingerprint, "algorithm", "blake2b-64"))
+    return rules.fingerprint.algorithm
 
 
 def _warn_once() -> None:
