@@ -60,6 +60,45 @@ def unique_inverse(values: npt.NDArray[np.bytes_]) -> tuple[npt.NDArray[np.bytes
     return ordered[starts], inverse
 
 
+def sorted_bounds(ordered: npt.NDArray[np.bytes_], wanted: npt.NDArray[np.bytes_],
+                  first_words: npt.NDArray[np.uint64] | None = None) -> tuple[Order, Order]:
+    """Where each wanted string falls among sorted ones: `np.searchsorted(ordered, wanted)` with
+    side="left" and side="right", exactly. numpy searches `S<n>` arrays by comparing whole strings
+    (a lookup's ~20 comparisons a query, each a call); here the strings' first words are searched
+    as integers, and only a query whose first word `ordered` holds is compared further: by whole
+    strings when one entry shares it, by numpy's search of that entry's slice when several do.
+    `first_words` may pass `ordered`'s first words, computed once for many searches."""
+    width = ordered.dtype.itemsize
+    if width == 0 or width % _WORD or wanted.dtype.itemsize != width:
+        return (np.searchsorted(ordered, wanted, side="left").astype(np.intp),
+                np.searchsorted(ordered, wanted, side="right").astype(np.intp))
+    first = first_word(ordered) if first_words is None else first_words
+    wanted_first = first_word(wanted)
+    low: Order = np.searchsorted(first, wanted_first, side="left").astype(np.intp)
+    high: Order = np.searchsorted(first, wanted_first, side="right").astype(np.intp)
+    sharing = high - low
+    one = np.flatnonzero(sharing == 1)
+    if len(one):
+        entry, query = ordered[low[one]], wanted[one]
+        below, equal = entry < query, entry == query
+        found_at = low[one]
+        low[one] = found_at + below
+        high[one] = found_at + (below | equal)
+    for row in np.flatnonzero(sharing > 1).tolist():  # a first word many entries share: rare
+        start, stop = int(low[row]), int(high[row])
+        low[row] = start + int(np.searchsorted(ordered[start:stop], wanted[row], side="left"))
+        high[row] = start + int(np.searchsorted(ordered[start:stop], wanted[row], side="right"))
+    return low, high
+
+
+def first_word(values: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
+    """Each string's first 8 bytes as an unsigned integer that compares as the bytes do."""
+    if not len(values):
+        return np.zeros(0, np.uint64)
+    raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(values), -1)
+    return raw[:, :_WORD].copy().view(">u8").reshape(-1).astype(np.uint64)
+
+
 def distinct_sorted(values: npt.NDArray[Integers]) -> npt.NDArray[Integers]:
     """The distinct values of an integer array, sorted: `np.unique(values)`."""
     ordered = np.sort(values, axis=None)

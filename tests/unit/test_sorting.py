@@ -6,7 +6,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eventdedup.sorting import distinct_sorted, lex_order, order_by_group_then_rank, unique_inverse
+from eventdedup.sorting import (
+    distinct_sorted,
+    first_word,
+    lex_order,
+    order_by_group_then_rank,
+    sorted_bounds,
+    unique_inverse,
+)
 
 
 def _strings(width: int) -> st.SearchStrategy[list[bytes]]:
@@ -68,3 +75,28 @@ def test_any_groups_and_ranks_are_ordered_as_lexsort_orders_them(rows: list[tupl
 def test_groups_too_wide_to_pack_are_still_ordered() -> None:
     groups, ranks = np.array([1 << 61, 0, 1 << 61], np.int64), np.array([2, 1, 0], np.int64)
     assert order_by_group_then_rank(groups, ranks).tolist() == [1, 2, 0]
+
+
+@given(st.sampled_from([16, 24, 12]).flatmap(lambda width: st.tuples(st.just(width), _strings(width), _strings(width))))
+def test_sorted_bounds_are_numpys_searchsorted_left_and_right(case: tuple[int, list[bytes], list[bytes]]) -> None:
+    width, haystack, needles = case
+    ordered = np.sort(_array(haystack, width))
+    wanted = _array(needles + haystack[:5], width)  # present and absent strings
+    low, high = sorted_bounds(ordered, wanted)
+    # numpy's own search, and the definition: entries strictly below, and below or equal.
+    assert low.tolist() == np.searchsorted(ordered, wanted, side="left").tolist()
+    assert high.tolist() == np.searchsorted(ordered, wanted, side="right").tolist()
+    padded = [bytes(v).ljust(width, b"\0") for v in ordered.tolist()]
+    assert low.tolist() == [sum(p < n for p in padded) for n in needles + haystack[:5]]
+    assert high.tolist() == [sum(p <= n for p in padded) for n in needles + haystack[:5]]
+
+
+def test_sorted_bounds_with_one_and_many_entries_sharing_a_first_word() -> None:
+    shared = b"\x07" * 8
+    ordered = np.array(sorted([shared + b"\x01" * 8, shared + b"\x03" * 8, shared + b"\x05" * 8,
+                               b"\x08" * 8 + b"\x00" * 8, b"\x09" * 16]), "S16")
+    wanted = np.array([shared + b"\x03" * 8, shared + b"\x04" * 8, b"\x08" * 8 + b"\x00" * 8,
+                       b"\x08" * 8 + b"\x01" * 8, b"\x00" * 16, b"\xff" * 16], "S16")
+    low, high = sorted_bounds(ordered, wanted, first_word(ordered))
+    assert low.tolist() == [1, 2, 3, 4, 0, 5]
+    assert high.tolist() == [2, 2, 4, 4, 0, 5]

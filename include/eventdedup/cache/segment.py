@@ -27,13 +27,14 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
-from eventdedup.sorting import lex_order
+from eventdedup.sorting import first_word, lex_order
 
 MAGIC = b"EDCS"
 FORMAT_VERSION = 2
@@ -64,6 +65,11 @@ class CacheRun:
 
     def __len__(self) -> int:
         return len(self.digests)
+
+    @cached_property
+    def first_words(self) -> npt.NDArray[np.uint64]:
+        """The digests' first 8 bytes as integers (sorting.first_word), for every search of this run."""
+        return first_word(self.digests)
 
 
 def encode_segment(runs: list[CacheRun]) -> bytes:

@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventdedup.cache.segment import CacheRun
+from eventdedup.sorting import sorted_bounds
 
 IndexArray = npt.NDArray[np.int32]
 
@@ -82,8 +83,7 @@ class CacheView:
             if queries is None or not len(queries):
                 continue
             wanted = digests[queries]
-            low = np.searchsorted(run.digests, wanted, side="left")
-            high = np.searchsorted(run.digests, wanted, side="right")
+            low, high = sorted_bounds(run.digests, wanted, run.first_words)
             has_key = queries[high > low]
             key_first[has_key[key_first[has_key] < 0]] = index
             key_last[has_key] = index
