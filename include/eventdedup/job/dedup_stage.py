@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 from botocore.exceptions import ClientError
 
 from eventdedup.cache.epochs import BucketEpochs
@@ -325,9 +326,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
                   if holder is not None and holder != ctx.batch_id]
         holders.update(copies)
         copy_holders.update(copies)
-        holders.update(holder for holder, op in zip(result.output.column("supersedes_batch").to_pylist(),
-                                                    result.output.column("op").to_pylist(), strict=True)
-                       if op == "update" and holder is not None and holder != ctx.batch_id)
+        holders.update(_superseded_holders(result.output, ctx.batch_id))
         outputs.append((rows[result.emitted], result.output))
         audits.append((rows[result.duplicates], result.audit))
         for (hour, fine), segment in result.segments.items():
@@ -351,6 +350,15 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
         audited = audited.append_column("producer", producer_values(audited.column("raw"), ctx.producer_field))
         writes.append(pool.submit(_stage_audit, store, ctx, partition, audited))
     return counts, holders, DuplicatesFound.of(audited, copy_holders), writes
+
+
+def _superseded_holders(output: pa.Table, batch_id: str) -> Counter[str]:
+    """Earlier batches whose rows the output's updates supersede, and how many each (a filter and
+    a count over the columns: the output holds every emitted row, the updates are few)."""
+    holder = output.column("supersedes_batch")
+    updates = pc.and_(pc.equal(output.column("op"), "update"), pc.not_equal(holder, batch_id))
+    return Counter({name: n for name, n in value_counts(holder.filter(pc.fill_null(updates, False)))
+                    if name is not None})
 
 
 def _with_location(ctx: DedupContext, audit: pa.Table, seqs: npt.NDArray[np.int64], numbers: LineNumbers) -> pa.Table:
