@@ -6,8 +6,14 @@ Nothing is dropped here: a blank line, a truncated gzip tail or an empty object 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+
+from eventdedup.parse import native_core
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -30,13 +36,62 @@ def iter_input_lines(body: bytes, max_object_bytes: int = DEFAULT_MAX_OBJECT_BYT
     yield from split.trailing
 
 
+class LinePieces(Sequence[bytes]):
+    """An object's lines between its newlines, as positions in its text: no bytes object per line
+    until one is asked for (the compiled core reads the spans in place; `bytes.split` made a copy
+    of every line, ~0.2 us a line, and held the text twice)."""
+
+    __slots__ = ("text", "starts", "ends")
+
+    def __init__(self, text: bytes, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> None:
+        self.text, self.starts, self.ends = text, starts, ends
+
+    @classmethod
+    def of(cls, text: bytes, start: int, newlines: npt.NDArray[np.int64]) -> LinePieces:
+        """The lines from `start` that end at each of the `newlines` (ascending positions)."""
+        starts = np.empty(len(newlines), np.int64)
+        if len(newlines):
+            starts[0] = start
+            starts[1:] = newlines[:-1] + 1
+        return cls(text, starts, newlines)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> LinePieces: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | LinePieces:
+        if isinstance(index, slice):
+            return LinePieces(self.text, self.starts[index], self.ends[index])
+        return self.text[int(self.starts[index]):int(self.ends[index])]
+
+    def __iter__(self) -> Iterator[bytes]:
+        text = self.text
+        for start, end in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
+            yield text[start:end]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, LinePieces)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable arrays inside: compared by value, never hashed
+
+    def __repr__(self) -> str:
+        return f"LinePieces({len(self)} lines of a {len(self.text)}-byte text)"
+
+
 @dataclass(frozen=True)
 class SplitInput:
     """An object cut at its newlines. `pieces[i]` is line i + 1 exactly as between the newlines
     (a "\r" or blank content still in it: `line_of_piece` judges it); `trailing` holds what
     follows the last newline and findings about the object as a whole."""
 
-    pieces: list[bytes]
+    pieces: Sequence[bytes]  # LinePieces for text split here; a list where lines come otherwise (Parquet)
     trailing: list[InputLine]
 
 
@@ -144,12 +199,12 @@ def split_input_range(body: bytes, at_object_start: bool) -> SplitInput:
 
 
 def _split_text(text: bytes, tail_error: str | None, at_object_start: bool) -> SplitInput:
-    if at_object_start and text.startswith(UTF8_BOM):
-        text = text[len(UTF8_BOM):]
-    pieces = text.split(b"\n")
+    start = len(UTF8_BOM) if at_object_start and text.startswith(UTF8_BOM) else 0
+    newlines = newline_positions(text, start)
+    pieces = LinePieces.of(text, start, newlines)
     # A complete object ends with "\n", leaving an empty last piece that is not a line;
     # a truncated gzip stream leaves a partial last line, which is quarantined below.
-    last = pieces.pop()
+    last = text[int(newlines[-1]) + 1 if len(newlines) else start:]
     number = len(pieces) + 1
     if tail_error is not None:
         trailing = [InputLine(number, last, tail_error)]
@@ -161,6 +216,15 @@ def _split_text(text: bytes, tail_error: str | None, at_object_start: bool) -> S
     else:
         trailing = []
     return SplitInput(pieces, trailing)
+
+
+def newline_positions(text: bytes, start: int = 0) -> npt.NDArray[np.int64]:
+    """Where each "\n" of `text` from `start` on lies, ascending (the compiled core's memchr where
+    it is built, else numpy's)."""
+    found = native_core.newline_positions(text, start)
+    if found is not None:
+        return found
+    return (np.flatnonzero(np.frombuffer(text, np.uint8, offset=start) == 0x0A) + start).astype(np.int64)
 
 
 def line_of_piece(number: int, piece: bytes) -> InputLine:

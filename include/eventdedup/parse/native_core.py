@@ -15,17 +15,21 @@ the first chunk of the process logs one warning saying so.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from eventdedup.keys import KEY_DIGEST_BYTES
-from eventdedup.parse.event_parser import ParseRules
 from eventdedup.tables import CHUNK_SCHEMA, make_seq
+
+if TYPE_CHECKING:  # input_lines imports this module, and event_parser imports input_lines
+    from eventdedup.parse.event_parser import ParseRules
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,9 @@ def _load() -> tuple[ModuleType | None, str]:
         from eventdedup.parse import _parse_core
     except ImportError as exc:
         return None, str(exc)
+    if _parse_core.unicode_version() != unicodedata.unidata_version:  # its key normalisation would differ
+        return None, (f"built with Unicode {_parse_core.unicode_version()}'s tables, this Python has "
+                      f"{unicodedata.unidata_version}'s")
     return _parse_core, ""
 
 
@@ -99,14 +106,30 @@ class NativeScan:
         return self.table_without_seq.add_column(0, CHUNK_SCHEMA.field("seq"), pa.array(seq, pa.int64()))
 
 
+def newline_positions(text: bytes, start: int) -> npt.NDArray[np.int64] | None:
+    """Where each "\n" of `text` from `start` lies (memchr), or None without the core."""
+    if _CORE is None:
+        return None
+    return np.frombuffer(_CORE.newlines(text, start), np.int64)
+
+
 def scan(pieces: Sequence[bytes], rules: ParseRules) -> NativeScan:
-    """The core's rows for a chunk of lines; `supports(rules)` must hold."""
+    """The core's rows for a chunk of lines (a list of bytes, or spans of one text: LinePieces,
+    read in place); `supports(rules)` must hold."""
     assert _CORE is not None
     fingerprint = rules.fingerprint
-    (offsets, digests, fingerprints, times, key_offsets, key_data, raw_offsets, raw_data) = _CORE.scan(
-        pieces, [name.encode() for name in rules.key_fields], rules.time_field.encode(), rules.min_time_us,
-        rules.max_time_us, rules.max_line_bytes, [name.encode() for name in fingerprint.fields],
-        [name.encode() for name in fingerprint.exclude], rules.trim, rules.lower, _ALGORITHMS[_algorithm(rules)])
+    arguments = ([name.encode() for name in rules.key_fields], rules.time_field.encode(), rules.min_time_us,
+                 rules.max_time_us, rules.max_line_bytes, [name.encode() for name in fingerprint.fields],
+                 [name.encode() for name in fingerprint.exclude], rules.trim, rules.lower,
+                 _ALGORITHMS[_algorithm(rules)])
+    spans = getattr(pieces, "text", None)  # LinePieces (input_lines imports this module: no isinstance)
+    if spans is not None:
+        starts = np.ascontiguousarray(pieces.starts, np.int64)  # type: ignore[attr-defined]
+        ends = np.ascontiguousarray(pieces.ends, np.int64)  # type: ignore[attr-defined]
+        found = _CORE.scan_spans(spans, starts, ends, *arguments)
+    else:
+        found = _CORE.scan(pieces, *arguments)
+    (offsets, digests, fingerprints, times, key_offsets, key_data, raw_offsets, raw_data) = found
     rows = len(offsets) // 8
     buffer = pa.py_buffer
     table = pa.table({

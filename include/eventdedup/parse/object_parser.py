@@ -239,7 +239,7 @@ def _parse_chunk_python(pieces: Sequence[bytes], line_numbers: np.ndarray, input
             pa.binary(KEY_DIGEST_BYTES), len(rows), [None, pa.py_buffer(keys.digests[rows].tobytes())]),
         "fingerprint": pa.array(fingerprint_digests(chosen, rules.fingerprint), pa.uint64()),
         "event_time": pa.array(times.micros[rows], pa.int64()).cast(CHUNK_SCHEMA.field("event_time").type),
-        "raw": pa.array(pieces if everything and not deferred else [pieces[candidates[i]] for i in row_list],
+        "raw": pa.array(list(pieces) if everything and not deferred else [pieces[candidates[i]] for i in row_list],
                         pa.string()),
         "order_key": pa.nulls(len(rows), pa.binary()) if order_keys is None
         else pa.array([order_keys[i] for i in row_list], pa.binary()),
