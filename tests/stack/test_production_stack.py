@@ -367,6 +367,13 @@ def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live
             assert alone.returncode != 0 and "No module named 'eventdedup'" in alone.stderr, python
         packed = subprocess.run([str(unpacked), "-c", "import eventdedup"], env=environ, capture_output=True)
         assert packed.returncode == 0, packed.stderr
+        # The compiled parse core travelled in the archive and loads on the workers, as it does here.
+        from eventdedup.parse import native_core
+
+        probe = "from eventdedup.parse import native_core; raise SystemExit(0 if native_core.available() else 1)"
+        core = subprocess.run([str(unpacked), "-c", probe], env=environ, capture_output=True)
+        assert core.returncode == (0 if native_core.available() else 1), core.stderr
+        assert json.loads((ARCHIVE.parent / "manifest.json").read_text())["native_parse_core"] == native_core.available()
 
     # The canary: on no command line while everything ran (spark-submit's among those read), in no log.
     assert scan["hits"] == [] and int(str(scan["witnessed"])) >= jobs_on_cluster
