@@ -10,14 +10,20 @@
   returns the duplicates, pipelined. Only the dedup step: no parsing, no output.
 
 Both Spark peers read local files (no S3A jars here); eventdedup reads and writes the S3 server.
+
+Each Spark peer runs in two configurations (PeerConfiguration): "as configured", the session the
+bench has always given it (eventdedup's build_spark_session on local[2], which carries the job's
+8 shuffle partitions), and "tuned for the machine", sized by a stated rule from the cores.
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +41,65 @@ if TYPE_CHECKING:
 EVENT_SCHEMA = ("event_id STRING, created_at TIMESTAMP, user_id STRING, type STRING, "
                 "props STRUCT<path: STRING, pad: STRING>")
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+# A Spark user sizing a session to the machine: shuffle partitions a small multiple of the cores
+# (each core gets whole waves of tasks, none a sliver), adaptive execution left on with its
+# partition coalescing (Spark's defaults, written out so that neither a change of Spark's default
+# nor of eventdedup's own session settings moves the peer). Structured Streaming runs no adaptive
+# execution, and its state store keeps the partition count of the checkpoint's first run.
+PARTITIONS_PER_CORE = 4
+# The settings a peer reports (peer_run's "settings" action), so the result says what ran.
+REPORTED_SETTINGS = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled",
+                     "spark.sql.adaptive.coalescePartitions.enabled", "spark.sql.streaming.stateStore.providerClass",
+                     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "spark.shuffle.compress",
+                     "spark.driver.memory")
+
+
+@dataclass(frozen=True)
+class PeerConfiguration:
+    """How a Spark peer's session is configured and its streaming state seeded.
+
+    `state_snapshot`: the streaming peer's seeded state is written as a RocksDB snapshot, as a
+    long-running query's state is (its maintenance snapshots the store every few versions), rather
+    than as one changelog of the whole history that every measured run replays row by row."""
+
+    name: str
+    master: str
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    state_snapshot: bool = False
+
+    def key(self, peer: str) -> str:
+        """The peer's name in the result: the as-configured peer keeps its historical name."""
+        return peer if self.name == "as_configured" else f"{peer}_{self.name}"
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "master": self.master, "spark_conf": self.spark_conf,
+                           "state_snapshot": self.state_snapshot})
+
+    @staticmethod
+    def from_json(text: str) -> PeerConfiguration:
+        return PeerConfiguration(**json.loads(text))
+
+
+AS_CONFIGURED = PeerConfiguration("as_configured", "local[2]")
+
+
+def tuned_for_machine(cores: int | None = None) -> PeerConfiguration:
+    cores = cores or os.cpu_count() or 1
+    return PeerConfiguration("tuned", f"local[{cores}]", {
+        "spark.sql.shuffle.partitions": str(PARTITIONS_PER_CORE * cores),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    }, state_snapshot=True)
+
+
+def configurations(names: str) -> list[PeerConfiguration]:
+    known = {"as_configured": AS_CONFIGURED, "tuned": tuned_for_machine()}
+    unknown = [name for name in names.split(",") if name and name not in known]
+    if unknown:
+        raise SystemExit(f"unknown peer configuration(s) {unknown}: choose from {sorted(known)}")
+    return [known[name] for name in names.split(",") if name]
 
 
 @dataclass(frozen=True)
@@ -70,8 +135,9 @@ class SparkBatchPeer:
 
 
 class StreamingPeer:
-    def __init__(self, spark: SparkSession, root: Path, workload: Workload) -> None:
+    def __init__(self, spark: SparkSession, root: Path, workload: Workload, state_snapshot: bool = False) -> None:
         self.spark, self.workload, self.root = spark, workload, root
+        self.state_snapshot = state_snapshot
         self.source, self.seed_checkpoint = root / "source", root / "checkpoint-after-history"
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
@@ -85,11 +151,28 @@ class StreamingPeer:
 
     def seed(self) -> float:
         """Run the history through the query once; its checkpoint (with the RocksDB state) is
-        copied before every measured run, so each run sees the same history."""
+        copied before every measured run, so each run sees the same history. With `state_snapshot`
+        the seed commits a snapshot (changelog checkpointing off for it alone): the measured runs
+        then load the state as a long-running query's restart would, and write changelogs."""
+        changelog = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
         started = time.perf_counter()
-        query = self._query(self.seed_checkpoint, self.root / "out-history")
-        query.awaitTermination()
-        return time.perf_counter() - started
+        if self.state_snapshot:
+            self.spark.conf.set(changelog, "false")
+        try:
+            query = self._query(self.seed_checkpoint, self.root / "out-history")
+            query.awaitTermination()
+        finally:
+            self.spark.conf.set(changelog, "true")
+        seconds = time.perf_counter() - started
+        self._unload_state_stores()
+        return seconds
+
+    def _unload_state_stores(self) -> None:
+        """Unload the finished query's state stores now rather than at the next maintenance
+        (every 60 s): each holds a local copy of the whole state (3 GB at 10x history), which
+        would pile up run after run, and the next run then starts with no other store loaded."""
+        state = self.spark._jvm.org.apache.spark.sql.execution.streaming.state  # type: ignore[attr-defined]
+        getattr(state, "StateStore$").__getattr__("MODULE$").stop()
 
     def run(self, batch_file: Path, run: int) -> PeerRun:
         checkpoint, out = self.root / f"checkpoint-{run}", self.root / f"out-{run}"
@@ -108,6 +191,7 @@ class StreamingPeer:
         rows = sum(pq.ParquetFile(part).metadata.num_rows for part in out.glob("part-*.parquet"))
         trigger_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
         target.unlink()
+        self._unload_state_stores()
         shutil.rmtree(checkpoint)
         shutil.rmtree(out)
         # The micro-batch itself (state store loads included, query start-up not) is what the
