@@ -9,7 +9,9 @@ from pathlib import Path
 LABELS = {
     "eventdedup": "eventdedup (Spark job, S3 emulator)",
     "spark_batch": "Spark batch: dropDuplicates + left-anti join (local files)",
+    "spark_batch_tuned": "Spark batch, tuned for the machine: the same query",
     "streaming": "Structured Streaming: dropDuplicatesWithinWatermark, RocksDB (local files)",
+    "streaming_tuned": "Structured Streaming, tuned for the machine: state seeded as a snapshot",
     "redis": "Redis + Lua, Tapjoy design: dedup step only (no parsing, no output)",
 }
 
@@ -62,6 +64,7 @@ def summarise(result: dict) -> None:
          "median_seconds": statistics.median(r["seconds"] for r in o["runs"]),
          "output_rows": o["runs"][0]["output_rows"]} for o in result.get("object_counts", [])]
     summary["history_scaling"] = summarise_scaling(result["history_scaling"], base)
+    summary["peer_ratios"] = peer_ratios(summary)
     sizes = [{"events": events, "median_seconds": base}] + [
         {"events": s["events"], "median_seconds": statistics.median(r["seconds"] for r in s["runs"])}
         for s in result["batch_sizes"]]
@@ -89,8 +92,43 @@ def summarise_scaling(measured: list[dict], base: float) -> list[dict]:
         row["median_growth"] = median / reference_median - 1
         row["growth"] = (statistics.median(s / r for s, r in zip(seconds, reference_seconds, strict=True)) - 1
                          if len(reference_seconds) == len(seconds) else row["median_growth"])
+        if h.get("peers"):
+            row["peers"] = {name: summarise_peer(runs, seconds) for name, runs in h["peers"].items()}
         rows.append(row)
     return rows
+
+
+def summarise_peer(runs: list[dict], ours: list[float]) -> dict:
+    """A peer's runs beside eventdedup's of the same rounds: the median of the rounds' ratios."""
+    times = [r["seconds"] for r in runs]
+    return {"median_seconds": statistics.median(times), "output_rows": runs[0]["output_rows"],
+            "ratio_to_eventdedup": statistics.median(t / o for t, o in zip(times, ours, strict=True))}
+
+
+def peer_configuration(key: str) -> tuple[str, str]:
+    """(peer, configuration) of a result key: spark_batch_tuned -> (spark_batch, tuned)."""
+    for peer in ("spark_batch", "streaming"):
+        if key == peer:
+            return peer, "as_configured"
+        if key.startswith(peer + "_"):
+            return peer, key[len(peer) + 1:]
+    return key, ""
+
+
+def peer_ratios(summary: dict) -> list[dict]:
+    """The Spark peers' ratios to eventdedup (medians of the rounds' ratios), one row per
+    configuration and history density: what the issue's targets are read against."""
+    rows: dict[tuple[str, int], dict] = {}
+    for key, row in summary.items():
+        peer, configuration = peer_configuration(key)
+        if configuration and isinstance(row, dict) and "ratio_to_eventdedup" in row:
+            rows.setdefault((configuration, 1), {})[peer] = row["ratio_to_eventdedup"]
+    for density in summary["history_scaling"]:
+        for key, row in density.get("peers", {}).items():
+            peer, configuration = peer_configuration(key)
+            rows.setdefault((configuration, density["scale"]), {})[peer] = row["ratio_to_eventdedup"]
+    return [{"configuration": configuration, "history_scale": scale, **ratios}
+            for (configuration, scale), ratios in sorted(rows.items(), key=lambda item: (item[0][1], item[0][0]))]
 
 
 def summarise_shifted(measured: list[dict]) -> list[dict]:
@@ -141,6 +179,7 @@ def print_table(result: dict) -> None:
         ratio = f"{row['ratio_to_eventdedup']:.2f}x" if "ratio_to_eventdedup" in row else ""
         print(f"{LABELS[name]:<80} {row['median_seconds']:>8.2f} {row['events_per_second']:>10,.0f} "
               f"{ratio:>16} {row['output_rows']:>12,} {'yes' if row['output_rows'] == expected else 'NO':>8}")
+    print_peer_configurations(result)
     ours = summary["eventdedup"]
     print(f"eventdedup job + promotion ({result['promotion']['seconds']:.1f}s): "
           f"{events / ours['with_promotion_seconds']:,.0f} events/s")
@@ -202,6 +241,11 @@ def print_table(result: dict) -> None:
         f"of the medians, cache read "
         f"{(h['cache_bytes_read'] or 0) / 2**20:,.0f} MiB, output {'exact' if h['output_rows'] == expected else 'WRONG'})"
         for h in summary["history_scaling"]))
+    for h in summary["history_scaling"]:
+        if h.get("peers"):
+            print(f"  peers on the {h['scale']}x history, after eventdedup's run on it: " + ", ".join(
+                f"{name} {row['median_seconds']:.2f}s ({row['ratio_to_eventdedup']:.2f}x, output "
+                f"{'exact' if row['output_rows'] == expected else 'WRONG'})" for name, row in h["peers"].items()))
     print("batch size: " + ", ".join(
         f"{s['events']:,} {s['median_seconds']:.2f}s ({s['microseconds_per_event']:.2f} us/event)"
         for s in summary["batch_sizes"]))
@@ -215,6 +259,26 @@ def print_table(result: dict) -> None:
         print_parse_shapes(result["parse_shapes"])
     if "parse_floor" in result:
         print_parse_floor(result["parse_floor"], events)
+
+
+CONFIGURATION_LABELS = {"as_configured": "as configured", "tuned": "tuned for the machine"}
+
+
+def print_peer_configurations(result: dict) -> None:
+    """Each Spark peer configuration's settings (as its session reports them) and the ratios
+    the targets are read against, per configuration and history density."""
+    for key, settings in result.get("peer_settings", {}).items():
+        state = ""
+        if settings.get("state_snapshot") is not None:
+            state = f", state seeded as {'a snapshot' if settings['state_snapshot'] else 'one changelog'}"
+        print(f"  {key} ({CONFIGURATION_LABELS.get(settings['configuration'], settings['configuration'])}): "
+              f"{settings['master']}, shuffle partitions {settings['spark.sql.shuffle.partitions']}, adaptive "
+              f"{settings['spark.sql.adaptive.enabled']} (coalescing "
+              f"{settings['spark.sql.adaptive.coalescePartitions.enabled']}){state}")
+    for row in result["summary"].get("peer_ratios", []):
+        ratios = ", ".join(f"{peer} {row[peer]:.2f}x" for peer in ("spark_batch", "streaming") if peer in row)
+        print(f"peer / eventdedup, {CONFIGURATION_LABELS.get(row['configuration'], row['configuration'])}, "
+              f"{row['history_scale']}x history (median of the rounds' ratios): {ratios}")
 
 
 # The issue's targets, as budgets of wall and core-seconds a batch may spend on this machine.
@@ -290,8 +354,15 @@ def write_chart(result: dict, path: Path) -> None:
     right.plot([h["scale"] * per_hour / 1e6 for h in scaling], [events / h["median_seconds"] / 1000 for h in scaling],
                "o-", label="eventdedup")
     for name, marker in (("spark_batch", "s"), ("streaming", "^")):
-        if name in summary:  # the peers ran at 1x only
+        if name in summary:  # the as-configured peers ran at 1x only
             right.plot([per_hour / 1e6], [summary[name]["events_per_second"] / 1000], marker, label=f"{name} (1x)")
+        tuned = f"{name}_tuned"
+        if tuned in summary:  # 1x in the rounds, denser histories beside eventdedup's
+            points = [(per_hour, summary[tuned]["median_seconds"])] + [
+                (h["scale"] * per_hour, h["peers"][tuned]["median_seconds"]) for h in scaling
+                if tuned in h.get("peers", {})]
+            right.plot([x / 1e6 for x, _ in points], [events / t / 1000 for _, t in points], marker + "--",
+                       label=f"{tuned}")
     right.set_ylim(bottom=0)
     right.legend()
     right.set_xlabel("history density: events per hour in the window (millions)")

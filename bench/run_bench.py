@@ -9,6 +9,13 @@ give a tuned run, labelled as such in the result.
 Writes bench/results/latest.json, bench/results/latest.png and a table on stdout. Every figure
 is a median of --runs runs; each ratio is computed per run (peer time / eventdedup time of the
 same round, the systems taking turns) and the median of those ratios is reported.
+
+Each Spark peer runs in each --peer-configurations (bench/peers.py): "as configured" (keys
+spark_batch, streaming: the session the bench has always given them, which carries eventdedup's
+own 8 shuffle partitions, not Spark's default 200) and "tuned for the machine"
+(spark_batch_tuned, streaming_tuned: 4 shuffle partitions a core, adaptive execution on, the
+stream's state seeded as a snapshot under those settings). The tuned peers are also measured at
+every history density above 1x, on that density's history, taking turns with eventdedup there.
 """
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from parse_floor import measure_floor  # noqa: E402
 from parse_shapes import parse_shapes  # noqa: E402
-from peers import RedisPeer  # noqa: E402
+from peers import AS_CONFIGURED, PeerConfiguration, RedisPeer, configurations  # noqa: E402
 from process_cpu import SampledCpu, is_spark_python, spark_groups, spark_phase  # noqa: E402
 from report import print_table, summarise, write_chart  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
@@ -83,7 +90,9 @@ def main() -> int:
             bench.upload("landing/main/", lines)
             batch_file = work / "batch.json"
             batch_file.write_bytes(b"\n".join(lines) + b"\n")
-            peers = make_peers(work, workload, args)
+            wanted = [p for p in args.peers.split(",") if p]
+            peers = make_peers(work, workload, wanted, configurations(args.peer_configurations))
+            result["peer_settings"] = peer_settings(peers)
             rounds = []
             for run in range(args.runs):
                 row = {"eventdedup": bench.run_job("landing/main/", f"main-{run}")}
@@ -105,7 +114,7 @@ def main() -> int:
             result["promotion"] = bench.promote_once()
             bench.promote_one_event(result["one_event"])
             result["batch_sizes"] = bench.batch_sizes(args.sizes, spec)
-        result["history_scaling"] = history_scaling(args, spec, spark)
+        result["history_scaling"] = history_scaling(args, spec, spark, work)
         result["cli_one_event"] = cli_one_event_batch(spec)
         result["cli_batch"] = cli_full_batch(args, spec)
         result["airflow_dedup_step"] = airflow_dedup_step(args, spec)
@@ -142,6 +151,10 @@ def parse_args() -> argparse.Namespace:
                              "a fresh S3 server after the peers are done, so 1x is the like-for-like baseline")
     parser.add_argument("--sizes", default="", help="further batch sizes to measure (linearity)")
     parser.add_argument("--peers", default="spark_batch,streaming,redis", help="comma-separated; empty for none")
+    parser.add_argument("--peer-configurations", default="as_configured,tuned",
+                        help="the Spark peers' configurations, comma-separated (bench/peers.py): as_configured "
+                             "(keys spark_batch, streaming), tuned (keys *_tuned; also measured at every history "
+                             "scale above 1)")
     parser.add_argument("--shift-hours", type=int, default=0,
                         help="also measure the batch with its cross-batch copies re-stamped up to this many hours "
                              "later, against the same batch unshifted (0: skip)")
@@ -561,11 +574,13 @@ def airflow_dedup_step(args: argparse.Namespace, spec: WorkloadSpec) -> dict:
 class SubprocessPeer:
     """A Spark peer served by its own long-lived process and JVM (bench/peer_run.py)."""
 
-    def __init__(self, name: str, root: Path, spec: WorkloadSpec) -> None:
-        self.name = name
+    def __init__(self, name: str, root: Path, spec: WorkloadSpec,
+                 configuration: PeerConfiguration = AS_CONFIGURED) -> None:
+        self.name, self.key = name, configuration.key(name)
         spec_json = json.dumps({**asdict(spec), "anchor": spec.anchor.isoformat()})
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve().parent / "peer_run.py"), name, str(root), spec_json],
+            [sys.executable, str(Path(__file__).resolve().parent / "peer_run.py"), name, str(root), spec_json,
+             configuration.to_json()],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def step(self, **command: object) -> dict:
@@ -575,7 +590,7 @@ class SubprocessPeer:
         for line in self.process.stdout:
             if line.startswith("RESULT "):
                 return json.loads(line[len("RESULT "):])
-        raise RuntimeError(f"the {self.name} peer process died (exit {self.process.wait()})")
+        raise RuntimeError(f"the {self.key} peer process died (exit {self.process.wait()})")
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -583,21 +598,32 @@ class SubprocessPeer:
         self.process.wait(120)
 
 
-def make_peers(work: Path, workload: Workload, args: argparse.Namespace) -> dict:
-    wanted = [p for p in args.peers.split(",") if p]
+SPARK_PEERS = ("spark_batch", "streaming")
+
+
+def make_peers(work: Path, workload: Workload, wanted: list[str], configured: list[PeerConfiguration]) -> dict:
+    """The peers in the order they take turns: each Spark peer in each configuration, then Redis.
+    A Spark peer's configurations after the first get hard links to the first's history files
+    (never modified: the batch peer adds and removes files of its own, the stream only reads)."""
     peers: dict = {}
-    if "spark_batch" in wanted:
-        started = time.perf_counter()
-        seed_id_parquet(work / "spark_batch" / "ids", workload)
-        peers["spark_batch"] = SubprocessPeer("spark_batch", work / "spark_batch", workload.spec)
-        print(f"spark_batch history written in {time.perf_counter() - started:.1f}s", flush=True)
-    if "streaming" in wanted:
-        started = time.perf_counter()
-        seed_stream_files(work / "streaming" / "source", workload)
-        peer = SubprocessPeer("streaming", work / "streaming", workload.spec)
-        peer.step(action="seed")
-        peers["streaming"] = peer
-        print(f"streaming history through the query in {time.perf_counter() - started:.1f}s", flush=True)
+    for name in [p for p in SPARK_PEERS if p in wanted]:
+        first: Path | None = None
+        for configuration in configured:
+            started = time.perf_counter()
+            key, history = configuration.key(name), work / configuration.key(name) / HISTORY_DIRS[name]
+            if first is None:
+                (seed_id_parquet if name == "spark_batch" else seed_stream_files)(history, workload)
+                first = history
+            else:
+                shutil.copytree(first, history, copy_function=os.link)
+            peer = SubprocessPeer(name, work / key, workload.spec, configuration)
+            if name == "streaming":
+                peer.step(action="seed")
+            peers[key] = peer
+            print(f"{key} history {'through the query' if name == 'streaming' else 'written'} in "
+                  f"{time.perf_counter() - started:.1f}s", flush=True)
+        if name == "streaming":
+            drop_stream_history(work, configured)
     if "redis" in wanted:
         if shutil.which("redis-server") is None:
             raise SystemExit("redis-server is not installed: `apt-get install redis-server` "
@@ -611,8 +637,27 @@ def make_peers(work: Path, workload: Workload, args: argparse.Namespace) -> dict
     return peers
 
 
+HISTORY_DIRS = {"spark_batch": "ids", "streaming": "source"}
+
+
+def drop_stream_history(work: Path, configured: list[PeerConfiguration]) -> None:
+    """Once every streaming peer is seeded, its history's JSON and the seed's output are read no
+    more (the source's log in the checkpoint lists the files seen): 4 GB of disk at 10x."""
+    for configuration in configured:
+        root = work / configuration.key("streaming")
+        for history_file in (root / "source").glob("history-*.json"):
+            history_file.unlink()
+        shutil.rmtree(root / "out-history", ignore_errors=True)
+
+
+def peer_settings(peers: dict) -> dict:
+    """What each Spark peer's session runs with, asked of the session itself."""
+    return {key: {"peer": peer.name, **peer.step(action="settings")} for key, peer in peers.items()
+            if isinstance(peer, SubprocessPeer)}
+
+
 def run_peer(name: str, peer: object, batch_file: Path, lines: list[bytes], run: int) -> dict:
-    if name in ("spark_batch", "streaming"):
+    if isinstance(peer, SubprocessPeer):
         return peer.step(action="run", run=run, batch_file=str(batch_file))
     ids, times = ids_and_times(lines)
     outcome = peer.run(ids, times, f"main-{run}")
@@ -629,13 +674,19 @@ def ids_and_times(lines: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return ids, times
 
 
-def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object) -> list[dict]:
+def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object, work: Path) -> list[dict]:
     """The same batch on histories of 1x and 10x the events per hour (the same hours), each on its
     own S3 server, with the cache bytes one more (untimed) run reads. The servers are up together
     and the densities take turns round by round, as the peers do: a host whose speed drifts over
     the minutes this takes (one run's 10x rounds came 12-16 % slower in a stage the history does
-    not touch) then hits each density alike, and growth is read per round."""
+    not touch) then hits each density alike, and growth is read per round.
+
+    Above 1x the tuned Spark peers are measured too, each on that density's history in its own
+    format (the rounds above hold them at 1x), taking their turns right after eventdedup's run on
+    the same density; their ratios are read per round against it."""
     scales = [int(s) for s in args.history_scales.split(",") if s]
+    tuned = [c for c in configurations(args.peer_configurations) if c.name == "tuned"]
+    wanted = [p for p in args.peers.split(",") if p in SPARK_PEERS]
     with contextlib.ExitStack() as servers:
         benches = []
         for scale in scales:
@@ -645,18 +696,45 @@ def history_scaling(args: argparse.Namespace, spec: WorkloadSpec, spark: object)
             bench.spark = spark
             workload = Workload(scaled)
             bench.seed(workload)
-            bench.upload("landing/main/", workload.batch_lines())
-            benches.append((scale, scaled, server, bench))
+            lines = workload.batch_lines()
+            bench.upload("landing/main/", lines)
+            peers = servers.enter_context(scaled_peers(work / f"x{scale}", workload, lines, wanted,
+                                                       tuned if scale != 1 else []))
+            benches.append((scale, scaled, server, bench, peers))
         runs: dict[int, list[dict]] = {scale: [] for scale in scales}
+        peer_runs: dict[int, dict[str, list[dict]]] = {scale: {} for scale in scales}
         for run in range(args.runs):
-            for scale, _, _, bench in benches:
+            for scale, _, _, bench, (peers, batch_file) in benches:
                 runs[scale].append(bench.run_job("landing/main/", f"x{scale}-{run}"))
+                for key, peer in peers.items():
+                    peer_runs[scale].setdefault(key, []).append(run_peer(key, peer, batch_file, [], run))
+                    print(f"  {key} at {scale}x: {peer_runs[scale][key][-1]['seconds']:.2f}s", flush=True)
         out = []
-        for scale, scaled, server, bench in benches:
+        for scale, scaled, server, bench, _ in benches:
             requests = bench.count_requests(server, "landing/main/")
             out.append({"scale": scale, "history_batch_events": scaled.history_batch_events, "runs": runs[scale],
-                        "cache_bytes_read": requests["cache_bytes_read"], "s3_requests": requests["total"]})
+                        "cache_bytes_read": requests["cache_bytes_read"], "s3_requests": requests["total"],
+                        **({"peers": peer_runs[scale]} if peer_runs[scale] else {})})
     return out
+
+
+@contextlib.contextmanager
+def scaled_peers(root: Path, workload: Workload, lines: list[bytes], wanted: list[str],
+                 configured: list[PeerConfiguration]) -> Iterator[tuple[dict, Path]]:
+    """The Spark peers of one history density and the batch file they read, closed and their
+    files removed afterwards (a 10x history is several GB in the peers' formats)."""
+    root.mkdir(parents=True, exist_ok=True)
+    batch_file = root / "batch.json"
+    peers: dict = {}
+    try:
+        if configured and wanted:
+            batch_file.write_bytes(b"\n".join(lines) + b"\n")
+            peers = make_peers(root, workload, wanted, configured)
+        yield peers, batch_file
+    finally:
+        for peer in peers.values():
+            peer.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def shifted_copies(args: argparse.Namespace, spec: WorkloadSpec, spark: object) -> list[dict]:
