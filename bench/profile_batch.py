@@ -16,7 +16,6 @@ import io
 import pstats
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -46,7 +46,7 @@ from parse_floor import measure_floor  # noqa: E402
 from parse_shapes import parse_shapes  # noqa: E402
 from peers import AS_CONFIGURED, PeerConfiguration, RedisPeer, configurations  # noqa: E402
 from process_cpu import SampledCpu, is_spark_python, spark_groups, spark_phase  # noqa: E402
-from report import print_table, summarise, write_chart  # noqa: E402
+from report import PYTHON_PARSER, print_table, summarise, write_chart  # noqa: E402
 from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
 from workload import Workload, WorkloadSpec, event_line  # noqa: E402
 
@@ -94,8 +94,13 @@ def main() -> int:
             peers = make_peers(work, workload, wanted, configurations(args.peer_configurations))
             result["peer_settings"] = peer_settings(peers)
             rounds = []
+            # The same job with the compiled parse core switched off ([events] compiled_parser =
+            # false: the Python parser, as before issue 43), in the same rounds: the before and after.
+            python_parser = replace(bench.config, events=replace(bench.config.events, compiled_parser=False))
             for run in range(args.runs):
                 row = {"eventdedup": bench.run_job("landing/main/", f"main-{run}")}
+                if args.python_parser:
+                    row[PYTHON_PARSER] = bench.run_job("landing/main/", f"python-{run}", python_parser)
                 for name, peer in peers.items():
                     row[name] = run_peer(name, peer, batch_file, lines, run)
                     print(f"  {name}: {row[name]['seconds']:.2f}s", flush=True)
@@ -158,6 +163,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shift-hours", type=int, default=0,
                         help="also measure the batch with its cross-batch copies re-stamped up to this many hours "
                              "later, against the same batch unshifted (0: skip)")
+    parser.add_argument("--python-parser", type=int, default=1,
+                        help="also run eventdedup with the compiled parse core off in every round (0: skip)")
     parser.add_argument("--parse-lines", type=int, default=32_768,
                         help="lines per id and time shape in the parse section, one process (0: skip)")
     parser.add_argument("--out", default="latest", help="result name under bench/results/ (.json, .png)")
