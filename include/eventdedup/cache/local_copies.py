@@ -92,8 +92,12 @@ class LocalCopies:
         return data
 
     def path_of(self, store: S3Store, key: str) -> Path:
-        """Where the copy of an object of the store's bucket lives."""
-        return self.directory / (hashlib.sha256(f"{store.bucket}/{key}".encode()).hexdigest() + SUFFIX)
+        """Where the copy of an object of the store's bucket lives. The endpoint is part of its name:
+        two stores reached from one host (another environment, a bench's two densities) whose
+        buckets share a name would otherwise take turns replacing each other's copies (the ETag
+        check keeps that correct, never cheap)."""
+        name = f"{store.endpoint}|{store.bucket}/{key}"
+        return self.directory / (hashlib.sha256(name.encode()).hexdigest() + SUFFIX)
 
     def _read(self, path: Path, key: str) -> _Copy | None:
         try:
