@@ -82,6 +82,16 @@ bench: venv check-java redis-server
 bench-scale: venv check-java
 	$(PY) bench/scale.py $(SCALE_ARGS)
 
+# Differential fuzzing of the compiled parse core against parse_event (fuzz/README.md): atheris for
+# FUZZ_SECONDS from the seeds in fuzz/corpus/parse_core, steered by a gcc coverage build of the core;
+# what it finds goes to FUZZ_OUT, not the repository. Prints the executions and findings; fails on a
+# finding. make test runs a short one (tests/unit/parse/test_native_core.py::test_atheris_short_run).
+.PHONY: fuzz
+FUZZ_SECONDS ?= 900
+FUZZ_OUT ?= build/fuzz/parse_core
+fuzz: venv
+	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) --out $(FUZZ_OUT)
+
 # The Redis peer runs Debian's redis-server; installed here when missing (needs root, as in CI images).
 redis-server:
 	@command -v redis-server >/dev/null || { \

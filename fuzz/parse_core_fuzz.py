@@ -1,0 +1,228 @@
+"""Differential fuzzing of eventdedup's compiled parse core against the reference parser.
+
+Every line the core (native/parse_core.cpp, through eventdedup.parse.native_core) vouches for
+must give exactly the row `parse_event` gives: key text, key digest, fingerprint, time and raw
+line. An input is three header bytes that choose the batch's rules (`rules_of`), then a chunk of
+lines separated by b"\\n", scanned together twice: as a list of lines and as the batch parser
+splits an object (input_lines.split_input's pieces). A vouched line that parse_event refuses, or whose
+row differs, raises CoreMismatch: atheris reports it and writes the input as a crash artifact.
+
+Coverage: the Python's (parse_event and what it calls, instrumented below, and each line's
+outcome) and, when EVENTDEDUP_FUZZ_CORE names a build of the core made by build_core.py (gcc's
+trace-pc and trace-cmp through native/coverage_shim.c), the core's own blocks and comparisons;
+that build is then scanned beside the shipped one and must agree with it. The shipped core
+itself carries no instrumentation. See fuzz/README.md; `make fuzz` runs it long (with the
+instrumented build), tests/unit/parse/test_native_core.py briefly (the shipped core alone).
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+import sysconfig
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+
+import atheris
+import pyarrow as pa
+
+with atheris.instrument_imports(include=["eventdedup"]):
+    from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
+    from eventdedup.parse import native_core
+    from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
+    from eventdedup.parse.fingerprints import FingerprintRules
+    from eventdedup.parse.input_lines import split_input
+
+HEADER_BYTES = 3
+KEY_FIELDS = (("event_id",), ("event_id", "user"), ("user", "event_id"), ("created_at",), ("event_id", "event_id"),
+              ("\u00efd",), ("n",), ("user",))
+FINGERPRINTS = (((), ()), (("event_id", "n", "p"), ()), ((), ("n", "created_at")), (("event_id", "n"), ("n",)))
+MOMENT_US = int(datetime(2026, 11, 22, 4, 30, tzinfo=timezone.utc).timestamp()) * 1_000_000
+WINDOW_US = (int(datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp()) * 1_000_000,
+             int(datetime(2026, 11, 23, tzinfo=timezone.utc).timestamp()) * 1_000_000)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+class CoreMismatch(AssertionError):
+    """The core vouched for a line whose row is not parse_event's."""
+
+
+def rules_of(header: bytes) -> ParseRules:
+    """The batch's rules from three header bytes.
+
+    Byte 0: bits 0-2 the key fields (KEY_FIELDS), bit 3 trim, bit 4 lower, bits 5-6 the
+    fingerprint's fields and exclusions (FINGERPRINTS), bit 7 the second hash (XXH3-64).
+    Byte 1: bits 0-1 the time bounds: all of int64, [2000-01-01, 2026-11-23], MOMENT_US plus or
+    minus byte 2 microseconds, or plus or minus byte 2 seconds; bit 2 a max_line_bytes of
+    32 + 4 x byte 2.
+    """
+    flags, bounds, amount = header[0], header[1], header[2]
+    fields, exclude = FINGERPRINTS[(flags >> 5) & 3]
+    fingerprint = FingerprintRules(fields, exclude, FINGERPRINT_XXH3 if flags & 128 else FINGERPRINT_BLAKE2B)
+    kind = bounds & 3
+    if kind == 0:
+        low, high = INT64
+    elif kind == 1:
+        low, high = WINDOW_US
+    else:
+        spread = amount * (1 if kind == 2 else 1_000_000)
+        low, high = MOMENT_US - spread, MOMENT_US + spread
+    return ParseRules(
+        key_fields=KEY_FIELDS[flags & 7], time_field="created_at", min_time_us=low, max_time_us=high,
+        max_line_bytes=32 + 4 * amount if bounds & 4 else 1_048_576, fingerprint=fingerprint,
+        trim=bool(flags & 8), lower=bool(flags & 16))
+
+
+def instrumented_core() -> ModuleType | None:
+    """The coverage-instrumented build of the core that EVENTDEDUP_FUZZ_CORE names (build_core.py),
+    None without; its coverage reaches libFuzzer once `register_core_coverage` has run."""
+    path = os.environ.get("EVENTDEDUP_FUZZ_CORE")
+    if not path:
+        return None
+    spec = importlib.util.spec_from_file_location("_parse_core", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def register_core_coverage(core: ModuleType) -> None:
+    """Hand the instrumented core's counters to libFuzzer, which atheris has loaded by the first
+    input (its module is local to atheris: the shim finds it by path)."""
+    atheris_folder = Path(atheris.__file__).parent
+    libfuzzer = atheris_folder / f"core_with_libfuzzer{sysconfig.get_config_var('EXT_SUFFIX')}"
+    if not ctypes.CDLL(str(core.__file__)).eventdedup_fuzz_register_coverage(str(libfuzzer).encode()):
+        raise RuntimeError(f"the instrumented core found no libFuzzer at {libfuzzer}: no core coverage")
+
+
+@contextmanager
+def scanning_with(core: ModuleType) -> Iterator[None]:
+    """native_core's scans made by `core` (its module global, swapped for the harness alone)."""
+    shipped = native_core._CORE
+    native_core._CORE = core
+    try:
+        yield
+    finally:
+        native_core._CORE = shipped
+
+
+INSTRUMENTED: ModuleType | None = None  # set by main()
+_registered = False
+
+
+def rows_of(scanned: native_core.NativeScan) -> list[tuple[object, ...]]:
+    table = scanned.table_without_seq
+    return list(zip(scanned.offsets.tolist(), table.column("event_id").to_pylist(),
+                    table.column("key_digest").to_pylist(), table.column("fingerprint").to_pylist(),
+                    table.column("event_time").cast("int64").to_pylist(), table.column("raw").to_pylist(), strict=True))
+
+
+def check_chunk(lines: Sequence[bytes], rules: ParseRules) -> int:
+    """Scan `lines` with the core and hold every vouched line to parse_event; the lines vouched.
+
+    parse_event runs on every line, vouched or not: its branches (the instrumented Python), each
+    line's outcome (`_outcome`) and, with INSTRUMENTED, the core's own edges and comparisons are
+    the coverage that steers the search. The instrumented build must vouch for exactly what the
+    shipped one does, with the same rows."""
+    scanned = native_core.scan(lines, rules)
+    if INSTRUMENTED is not None:
+        with scanning_with(INSTRUMENTED):
+            traced = native_core.scan(lines, rules)
+        if rows_of(traced) != rows_of(scanned):
+            raise CoreMismatch(f"the instrumented build of the core and the shipped one disagree on {list(lines)!r} "
+                               f"under {rules}:\n  instrumented {rows_of(traced)}\n  shipped {rows_of(scanned)}")
+    offsets = scanned.offsets.tolist()
+    table = scanned.table_without_seq
+    try:
+        table.validate(full=True)  # its string columns must hold UTF-8
+    except pa.ArrowInvalid as exc:
+        raise CoreMismatch(f"the core's table is not valid Arrow ({exc}) for {list(lines)!r} under {rules}") from None
+    if table.num_rows != len(offsets) or offsets != sorted(set(offsets)) or not all(
+            0 <= offset < len(lines) for offset in offsets):
+        raise CoreMismatch(f"the core's offsets {offsets} do not index {len(lines)} lines with one row each "
+                           f"({table.num_rows} rows)")
+    vouched = dict(zip(offsets, zip(
+        table.column("event_id").to_pylist(), table.column("key_digest").to_pylist(),
+        table.column("fingerprint").to_pylist(), table.column("event_time").cast("int64").to_pylist(),
+        table.column("raw").to_pylist(), table.column("order_key").to_pylist(), strict=True), strict=True))
+    for offset, line in enumerate(lines):
+        row = vouched.get(offset)
+        try:
+            event = parse_event(line, rules)
+        except InvalidEvent as exc:
+            if row is not None:
+                raise CoreMismatch(f"the core vouched for a line parse_event refuses ({exc}):\n  line  {line!r}\n"
+                                   f"  rules {rules}\n  core  {row}") from None
+            _outcome(False, str(exc))
+            continue
+        expected = (event.event_id, event.digest, event.fingerprint, event.time_us, event.raw, event.order_key)
+        if row is not None and row != expected:
+            raise CoreMismatch(f"the core's row differs from parse_event's:\n  line  {line!r}\n  rules {rules}\n"
+                               f"  core  {row}\n  parse_event {expected}")
+        _outcome(row is not None, None)
+    return len(offsets)
+
+
+@atheris.instrument_func
+def _outcome(vouched: bool, reason: str | None) -> int:
+    """One branch per outcome of a line (vouched, deferred and accepted, or the kind of refusal):
+    the core's decisions become coverage, so inputs that move a line across the core's boundary
+    are kept in the corpus."""
+    if reason is None:
+        return 1 if vouched else 2
+    if reason.startswith("line of"):
+        return 3
+    if reason.startswith("invalid UTF-8"):
+        return 4
+    if reason.startswith("malformed JSON"):
+        return 5
+    if reason.startswith("not a JSON object"):
+        return 6
+    if reason.startswith("JSON nested deeper"):
+        return 7
+    if reason.startswith("repeated key"):
+        return 8
+    if "outside the accepted range" in reason:
+        return 9
+    if "is not ISO-8601" in reason:
+        return 10
+    if "has no UTC offset" in reason:
+        return 11
+    if "not a timestamp" in reason or "not a finite number" in reason:
+        return 12
+    if "is empty" in reason:
+        return 13
+    if "missing or null" in reason:
+        return 14
+    return 15
+
+
+def test_one_input(data: bytes) -> None:
+    """The chunk as a list of lines, then as the batch parser splits an object (split_input's
+    pieces: spans of one text where it reads them so), each held to parse_event."""
+    global _registered
+    if INSTRUMENTED is not None and not _registered:
+        register_core_coverage(INSTRUMENTED)
+        _registered = True
+    if len(data) < HEADER_BYTES:
+        return
+    rules, chunk = rules_of(data[:HEADER_BYTES]), data[HEADER_BYTES:]
+    check_chunk(chunk.split(b"\n"), rules)
+    check_chunk(split_input(chunk).pieces, rules)
+
+
+def main() -> None:
+    global INSTRUMENTED
+    if not native_core.available():
+        sys.exit(f"the compiled parse core is not built ({native_core.why_not()}): run `make venv`")
+    INSTRUMENTED = instrumented_core()
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
