@@ -52,10 +52,12 @@ def test_figures_are_microseconds_a_line_and_the_required_steps_are_summed() -> 
 
 
 def test_the_batch_figure_is_the_per_line_floor_times_the_events(capsys: pytest.CaptureFixture[str]) -> None:
-    floor = {"lines": 1000, "required_microseconds_per_line": 2.75,
-             "microseconds_per_line": {"loads": 1.0, "canonical_dump": 0.75, "blake2b": 1.0, "vouching_dump": 0.5,
-                                       "parse_lines": 4.5}}
+    floor = {"lines": 1000, "required_microseconds_per_line": 2.0,
+             "microseconds_per_line": {"loads": 1.0, "canonical_dump": 0.75, "blake2b": 1.0, "xxh3": 0.25,
+                                       "vouching_dump": 0.5, "parse_lines": 0.75, "parse_lines_python": 4.5,
+                                       "native_scan": 0.5}}
     print_parse_floor(floor, events=2_000_000)
     out = capsys.readouterr().out
-    assert "2.75 required by the fingerprint's definition" in out
-    assert f"{2.75 * 2:.1f} core-seconds required, {4.5 * 2:.1f} for parse_lines" in out
+    assert "XXH3-64 0.25 (BLAKE2b-64, older caches: 1.00): 2.00 required by the fingerprint's definition" in out
+    assert "parse_lines whole: 0.75 as shipped (the compiled core's scan alone 0.50); 4.50 with the core off" in out
+    assert f"{2.0 * 2:.1f} core-seconds required in Python, {0.75 * 2:.1f} for parse_lines" in out

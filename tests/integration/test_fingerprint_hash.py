@@ -9,8 +9,10 @@ import hashlib
 from dataclasses import replace
 
 import orjson
+import pytest
 
 from eventdedup.config import Config
+from eventdedup.errors import CorruptStateError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
@@ -117,3 +119,18 @@ def test_a_new_store_fingerprints_with_xxh3_64(s3_server, bucket, spark) -> None
     assert sorted((r["event_id"], r["reason"], r["action"]) for r in committed_rows(store, config, "audit")) == [
         ("a", "cross_batch_natural", "dropped"), ("b", "cross_batch_synthetic", "renamed")]
     assert renamed in {r["event_id"] for r in committed_rows(store, config, "data")}
+
+
+def test_a_store_whose_identity_is_gone_but_whose_cache_is_not_is_refused_not_recorded_anew(
+        s3_server, bucket, spark) -> None:
+    """Which hash its entries hold is unknowable without the identity: recording today's (XXH3-64)
+    over an older release's BLAKE2b cache would make every natural copy a synthetic one."""
+    config = make_config(s3_server.endpoint_url, bucket)
+    store = S3Store(s3_server.client(), bucket)
+    run(store, config, "b1", [A, B, C], spark)
+    identity = Layout(config.layout).cache_identity()
+    store.delete_keys([identity])
+    with pytest.raises(CorruptStateError, match="cache identity .* is missing but the commit log names cache objects"):
+        run(store, config, "b2", [A, D], spark)
+    assert store.get_bytes_or_none(identity) is None
+    assert sorted(r["event_id"] for r in committed_rows(store, config, "data")) == ["a", "b", "c"]

@@ -19,7 +19,7 @@ import orjson
 
 from eventdedup.cache.epochs import BucketEpochs, Cutover
 from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_HASHES, Config
-from eventdedup.errors import ConfigError
+from eventdedup.errors import ConfigError, CorruptStateError
 from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
@@ -36,7 +36,7 @@ class CacheIdentity:
 
 
 def check_cache_identity(store: S3Store, layout: Layout, config: Config,
-                         cutovers: tuple[Cutover, ...] = ()) -> CacheIdentity:
+                         cutovers: tuple[Cutover, ...] = (), *, has_cache: bool = False) -> CacheIdentity:
     """Record this configuration's cache identity if none is recorded; refuse a different one.
     The identity holds the first bucket count; reshards (`cutovers`, from the commit log) change
     it from an hour on, and a configured count must be the current one (unset, the cache's count
@@ -44,6 +44,13 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
     wanted = config.cache_identity()
     key = layout.cache_identity()
     data = store.get_bytes_or_none(key)
+    if data is None and has_cache:
+        # Which hash the entries hold is unknowable (an older release's BLAKE2b, or this one's XXH3):
+        # guessing wrong turns every natural copy into a synthetic one. Never record it over a cache.
+        raise CorruptStateError(
+            f"the cache identity {store.uri(key)} is missing but the commit log names cache objects: restore it "
+            "(it records the settings the cache was built with, its fingerprint_hash among them) before any batch "
+            "runs; recording today's settings could let every retransmission through as new")
     if data is None:
         if store.put_if_absent(key, _encode(wanted), content_type="application/json") is not None:
             log.info("recorded the cache identity at %s: %s", store.uri(key), wanted)

@@ -54,7 +54,7 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
     layout = Layout(config.layout)
     manifest = load_batch_manifest(store, layout, batch_id)
     state = load_committed_state(store, layout)
-    identity = check_cache_identity(store, layout, config, state.bucket_cutovers)
+    identity = check_cache_identity(store, layout, config, state.bucket_cutovers, has_cache=bool(state.cache_heads))
     refuse_if_retracted(state, batch_id)
     history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours,
                                 manifest.interval is not None)
