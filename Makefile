@@ -9,7 +9,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: venv demo airflow test check lint typecheck soak bench bench-scale redis-server lock check-java clean package stack stack-stop test-stack ci postgres chromium
+.PHONY: venv native demo airflow test check lint typecheck soak bench bench-scale redis-server lock check-java clean package stack stack-stop test-stack ci postgres chromium
 
 venv: $(VENV)/.installed $(VENV)/.native
 
@@ -26,13 +26,18 @@ $(VENV)/.installed: pyproject.toml devtools/pyproject.toml requirements.lock
 	touch $@
 
 # The compiled parse core (native/parse_core.cpp, eventdedup_dev.native), built in place with this
-# machine's g++ and Debian's libxxhash-dev (installed here when missing, as root). Without them the
-# build says what is missing and the pure-Python parser runs; the stamp is written only once built.
+# machine's g++ and Debian's libxxhash-dev (installed here when missing, as root). Without them, or
+# if the compiler fails, the build says why, removes any core of older sources, and the pure-Python
+# parser runs; the stamp records the outcome. `make native` tries again (after installing g++).
 $(VENV)/.native: native/parse_core.cpp devtools/eventdedup_dev/native.py $(VENV)/.installed
 	@[ -e /usr/include/xxhash.h ] || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || { \
 	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q libxxhash-dev >/dev/null \
 	    || { apt-get update -q >/dev/null && apt-get install -y -q libxxhash-dev >/dev/null; } || true; }
 	$(PY) -m eventdedup_dev.native --stamp $@
+
+native: $(VENV)/.installed
+	rm -f $(VENV)/.native
+	$(MAKE) $(VENV)/.native
 
 # Spark 4 needs Java 17+: the library's own check, with its message (eventdedup.spark.session);
 # then, once per virtualenv (~30 s), the driver JVM's class-data archive: local sessions start ~2 s faster.

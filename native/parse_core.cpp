@@ -15,6 +15,13 @@
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#if XXH_VERSION_NUMBER < 800
+#error "XXH3's output is stable from xxHash 0.8.0 on: an older xxhash.h would fingerprint differently"
+#endif
+
+#ifndef EVENTDEDUP_SOURCE_SHA256
+#define EVENTDEDUP_SOURCE_SHA256 ""  // eventdedup_dev.native passes the source's digest
+#endif
 
 #include <algorithm>
 #include <charconv>
@@ -794,7 +801,8 @@ struct LineScanner {
 
     // The line's row, appended to `out`; false (nothing appended) when it is not vouched for.
     bool line(const uint8_t* s, size_t n, int64_t row, Output& out) {
-        if (n == 0 || static_cast<int64_t>(n) > rules.max_line_bytes || n > UINT32_MAX || s[0] != '{') return false;
+        // Node positions and indexes are 32-bit: longer lines (past any sane max_line_bytes) go the reference way.
+        if (n == 0 || static_cast<int64_t>(n) > rules.max_line_bytes || n > INT32_MAX || s[0] != '{') return false;
         nodes.clear();
         order.clear();
         Scanner scanner{s, n, 0, &nodes, &order};
@@ -1043,8 +1051,11 @@ PyObject* digest(PyObject*, PyObject* args) {
 
 PyObject* unicode_version(PyObject*, PyObject*) { return PyUnicode_FromString(kUnicodeVersion); }
 
+PyObject* source_sha256(PyObject*, PyObject*) { return PyUnicode_FromString(EVENTDEDUP_SOURCE_SHA256); }
+
 PyMethodDef kMethods[] = {
     {"unicode_version", unicode_version, METH_NOARGS, "The Unicode version of the case and space tables."},
+    {"source_sha256", source_sha256, METH_NOARGS, "The SHA-256 of the source this core was built from."},
     {"scan", scan, METH_VARARGS, "The rows the core vouches for in a chunk of lines (see parse_core.cpp)."},
     {"scan_spans", scan_spans, METH_VARARGS, "scan, of lines given as spans of one text."},
     {"newlines", newlines, METH_VARARGS, "The positions of a text's newlines from a start, as int64 bytes."},

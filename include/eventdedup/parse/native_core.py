@@ -14,16 +14,19 @@ the first chunk of the process logs one warning saying so.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import xxhash
 
 from eventdedup.keys import KEY_DIGEST_BYTES
 from eventdedup.tables import CHUNK_SCHEMA, make_seq
@@ -45,7 +48,26 @@ def _load() -> tuple[ModuleType | None, str]:
     if _parse_core.unicode_version() != unicodedata.unidata_version:  # its key normalisation would differ
         return None, (f"built with Unicode {_parse_core.unicode_version()}'s tables, this Python has "
                       f"{unicodedata.unidata_version}'s")
+    if _SOURCE.exists() and _parse_core.source_sha256() != hashlib.sha256(_SOURCE.read_bytes()).hexdigest():
+        return None, f"built from other sources than {_SOURCE} (a checkout changed since `make venv`)"
+    if not _hashes_agree(_parse_core):
+        return None, "its BLAKE2b or XXH3 disagrees with hashlib's and xxhash's (a miscompiled core)"
     return _parse_core, ""
+
+
+# The core's source where this is a checkout (an editable install); absent in a packaged archive.
+_SOURCE = Path(__file__).resolve().parents[3] / "native" / "parse_core.cpp"
+
+
+def _hashes_agree(core: ModuleType) -> bool:
+    """The core's hashes on a few inputs equal the references' (its fingerprints and keys are only
+    exact if they do), checked once at load."""
+    for data in (b"", b"eventdedup", bytes(range(256)) * 3):
+        if (core.digest(data, 0) != hashlib.blake2b(data, digest_size=8).digest()
+                or core.digest(data, 16) != hashlib.blake2b(data, digest_size=16).digest()
+                or core.digest(data, 1) != xxhash.xxh3_64_intdigest(data)):
+            return False
+    return True
 
 
 _CORE, _WHY_NOT = _load()

@@ -64,3 +64,17 @@ def test_without_the_core_the_python_parser_gives_the_same_rows_and_warns_once()
     assert "compiled parse core is not built" in warnings[0] and "make venv" in warnings[0]
     assert "no compiled core here (test)" in warnings[0]
     assert "WARNING" not in quiet
+
+
+def test_the_core_is_built_and_loads_wherever_it_can_be_built() -> None:
+    """A machine with the compiler and headers (CI's) runs the core: a build that broke must fail
+    the suite, not pass it on the Python parser with the core's tests skipped."""
+    from eventdedup_dev import native
+
+    lacking = native.missing()
+    if lacking is not None:
+        pytest.skip(f"the core cannot be built here: {lacking}")
+    assert native_core.available(), native_core.why_not()
+    from eventdedup.parse import _parse_core
+
+    assert _parse_core.source_sha256() == native.source_digest()  # built from this checkout's source
