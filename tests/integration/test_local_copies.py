@@ -114,3 +114,29 @@ def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server,
     without, with_copies = results["without"][2], results["with"][2]
     assert with_copies[:2] == without[:2]  # b1 and b2 read every cache object for the first time
     assert with_copies[2] < without[2]  # b3 finds b1's segments b2 read, still heads, on local disk
+
+
+def test_a_process_lists_the_directory_once_a_minute_not_once_a_copy(s3_server, bucket, tmp_path, monkeypatch) -> None:
+    """Listing a full directory (thousands of copies at production density) for every copy written
+    cost most of a batch; a process trusts its listing plus its own writes for RESCAN_SECONDS, and
+    still keeps its own copies within the bound, and keeps none once a listing found no room."""
+    from eventdedup.cache import local_copies
+
+    store = S3Store(s3_server.client(), bucket)
+    for n in range(30):
+        store.put_bytes(f"cache/{n}.seg", bytes([n]) * 100)
+    listings = []
+    real_scandir = local_copies.os.scandir
+    monkeypatch.setattr(local_copies.os, "scandir", lambda path: listings.append(path) or real_scandir(path))
+    now = [0.0]
+    entry = 100 + local_copies._HEADER.size + len("cache/0.seg")
+    copies = LocalCopies(LocalCopySettings(str(tmp_path), 10 * (entry + 40)), clock=lambda: now[0])  # ~10 fit
+    for n in range(30):
+        assert copies.get_or_none(store, f"cache/{n}.seg") == bytes([n]) * 100
+    # The first copy, and the first that did not fit; then none until the minute is up.
+    assert len(listings) == 2
+    now[0] = local_copies.RESCAN_SECONDS + 1
+    assert copies.get_or_none(store, "cache/29.seg") == bytes([29]) * 100  # not kept: read from S3, listed again
+    assert len(listings) == 3
+    kept = sorted(tmp_path.glob(f"*{SUFFIX}"))  # (glob lists too: counted above first)
+    assert len(kept) == 10 and sum(path.stat().st_size for path in kept) <= 10 * (entry + 40)
