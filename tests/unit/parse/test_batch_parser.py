@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import logging
 import uuid
 from datetime import datetime, timezone
 
@@ -21,6 +20,8 @@ from eventdedup.parse.event_parser import InvalidEvent, ParseRules, dedup_key_te
 from eventdedup.parse.input_lines import iter_input_lines
 from eventdedup.parse.object_parser import parse_object
 from eventdedup.tables import make_seq
+
+from ...support.parse_fallback import no_line_by_line_fallback
 
 AS_OF = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
 INPUT_INDEX = 3
@@ -66,26 +67,11 @@ def reference(body: bytes, rules: ParseRules) -> tuple[list[tuple], list[tuple]]
     return rows, bad
 
 
-class _FallbackWarnings(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 def fast(body: bytes, rules: ParseRules) -> tuple[list[tuple], list[tuple]]:
     """The batch parser's rows and findings; an exception inside the fast path (which it survives
     by parsing the chunk line by line, slow but equal) fails the test instead of hiding."""
-    warnings = _FallbackWarnings()
-    logger = logging.getLogger("eventdedup.parse.object_parser")
-    logger.addHandler(warnings)
-    try:
+    with no_line_by_line_fallback():
         parsed = parse_object(body, INPUT_INDEX, rules)
-    finally:
-        logger.removeHandler(warnings)
-    assert not [m for m in warnings.messages if m.startswith("fast parse of lines")], warnings.messages
     table = parsed.table
     times = table.column("event_time").cast("int64").to_pylist()
     rows = list(zip(table.column("seq").to_pylist(), table.column("event_id").to_pylist(),

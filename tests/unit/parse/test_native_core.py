@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import random
 import re
 import subprocess
@@ -37,6 +36,8 @@ from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
 from eventdedup.parse.fingerprints import FingerprintRules
 from eventdedup.parse.input_lines import iter_input_lines, split_input
 from eventdedup.tables import make_seq
+
+from ...support.parse_fallback import no_line_by_line_fallback
 
 pytestmark = pytest.mark.skipif(
     not native_core.available(),
@@ -584,15 +585,6 @@ CHUNK_LINE_KINDS = st.one_of(
     st.sampled_from([b"", b"\r", b" ", MAIN_LINE + b"\r", MAIN_LINE.replace(b",", b", ")]))
 
 
-class _Warnings(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(CHUNK_LINE_KINDS, max_size=10), RULES, st.integers(1, 4), st.integers(1, 5), st.booleans())
 def test_parse_lines_equals_parse_event_line_by_line_in_input_order(
@@ -610,15 +602,9 @@ def test_parse_lines_equals_parse_event_line_by_line_in_input_order(
             continue
         expected_rows.append((make_seq(INPUT_INDEX, number), event.event_id, event.digest, event.fingerprint,
                               event.time_us, event.raw, event.order_key))
-    warnings = _Warnings()
-    logger = logging.getLogger(object_parser.__name__)
-    logger.addHandler(warnings)
-    try:
-        with mock.patch.object(object_parser, "CHUNK_LINES", chunk_lines):  # vouched and deferred lines cross chunks
-            parsed = object_parser.parse_lines(split_input(body, rules.max_object_bytes), INPUT_INDEX, rules, first_line)
-    finally:
-        logger.removeHandler(warnings)
-    assert not [message for message in warnings.messages if message.startswith("fast parse of lines")]
+    with no_line_by_line_fallback(), mock.patch.object(object_parser, "CHUNK_LINES", chunk_lines):
+        # vouched and deferred lines cross chunks
+        parsed = object_parser.parse_lines(split_input(body, rules.max_object_bytes), INPUT_INDEX, rules, first_line)
     table = parsed.table
     rows = list(zip(table.column("seq").to_pylist(), table.column("event_id").to_pylist(),
                     table.column("key_digest").to_pylist(), table.column("fingerprint").to_pylist(),
