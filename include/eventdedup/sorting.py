@@ -95,8 +95,7 @@ def first_word(values: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
     """Each string's first 8 bytes as an unsigned integer that compares as the bytes do."""
     if not len(values):
         return np.zeros(0, np.uint64)
-    raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(values), -1)
-    return raw[:, :_WORD].copy().view(">u8").reshape(-1).astype(np.uint64)
+    return _words(values, 1)[0]
 
 
 def distinct_sorted(values: npt.NDArray[Integers]) -> npt.NDArray[Integers]:
@@ -133,8 +132,9 @@ def _lexsorted(groups: npt.NDArray[np.integer[Any]], ranks: npt.NDArray[np.integ
     return order
 
 
-def _words(values: npt.NDArray[np.bytes_]) -> list[npt.NDArray[np.uint64]]:
-    """Each string's 8-byte words, read big-endian (so they compare as the bytes do), in order."""
+def _words(values: npt.NDArray[np.bytes_], count: int | None = None) -> list[npt.NDArray[np.uint64]]:
+    """Each string's 8-byte words (its first `count`, or all), read big-endian (so they compare as
+    the bytes do), in order."""
     raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(values), -1)
     columns = raw.view(">u8")
-    return [columns[:, i].astype(np.uint64) for i in range(columns.shape[1])]
+    return [columns[:, i].astype(np.uint64) for i in range(columns.shape[1] if count is None else count)]

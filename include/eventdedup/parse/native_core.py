@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import xxhash
 
+from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
 from eventdedup.keys import KEY_DIGEST_BYTES
 from eventdedup.tables import CHUNK_SCHEMA, make_seq
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # input_lines imports this module, and event_parser imports i
 log = logging.getLogger(__name__)
 
 # The fingerprint hashes the core computes, by FingerprintRules.algorithm.
-_ALGORITHMS = {"blake2b-64": 0, "xxh3-64": 1}
+_ALGORITHMS = {FINGERPRINT_BLAKE2B: 0, FINGERPRINT_XXH3: 1}
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -91,11 +92,7 @@ def supports(rules: ParseRules) -> bool:
     if _CORE is None:
         _warn_once()
         return False
-    return rules.survivor_field is None and _algorithm(rules) in _ALGORITHMS
-
-
-def _algorithm(rules: ParseRules) -> str:
-    return rules.fingerprint.algorithm
+    return rules.survivor_field is None and rules.fingerprint.algorithm in _ALGORITHMS
 
 
 def _warn_once() -> None:
@@ -143,7 +140,7 @@ def scan(pieces: Sequence[bytes], rules: ParseRules) -> NativeScan:
     arguments = ([name.encode() for name in rules.key_fields], rules.time_field.encode(), rules.min_time_us,
                  rules.max_time_us, rules.max_line_bytes, [name.encode() for name in fingerprint.fields],
                  [name.encode() for name in fingerprint.exclude], rules.trim, rules.lower,
-                 _ALGORITHMS[_algorithm(rules)])
+                 _ALGORITHMS[fingerprint.algorithm])
     spans = getattr(pieces, "text", None)  # LinePieces (input_lines imports this module: no isinstance)
     if spans is not None:
         starts = np.ascontiguousarray(pieces.starts, np.int64)  # type: ignore[attr-defined]
