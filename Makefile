@@ -57,6 +57,20 @@ airflow: venv check-java
 test: check check-java chromium
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
+# Ordering and load: the fault and integration suites STRESS_RUNS times in a row beside a busy loop on
+# every core (eventdedup_dev.busy; the loops end by themselves), and STRESS_RUNS times in shuffled
+# orders (tests/conftest.py --shuffle SEED: modules, then each module's tests). A test that passes
+# only on a quiet machine or in one order fails here.
+STRESS_RUNS ?= 5
+STRESS_TESTS ?= tests/faults tests/integration
+.PHONY: test-busy test-shuffled
+test-busy: venv check-java chromium
+	$(PY) -m eventdedup_dev.busy --runs $(STRESS_RUNS) -- $(PY) -m pytest -q -n 2 --dist loadgroup $(STRESS_TESTS)
+
+test-shuffled: venv check-java chromium
+	for seed in $$(seq 1 $(STRESS_RUNS)); do \
+	  $(PY) -m pytest -q -n 2 --dist loadgroup --shuffle $$seed $(STRESS_TESTS) || exit 1; done
+
 # The production path under Airflow's own scheduler (tests/stack/, ~10 min): the stack started
 # by the test itself, the job from make package's archive on a two-worker Spark cluster.
 test-stack: check-java package postgres chromium

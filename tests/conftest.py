@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import sys
 from collections.abc import Iterator
 
@@ -39,9 +40,28 @@ settings.register_profile("explore", database=None, deadline=None, max_examples=
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, every Airflow test runs in one worker: one Airflow home, one SQLite
-    database migrated once. Other tests go wherever a worker is free."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shuffle", type=int, metavar="SEED", default=None,
+                     help="run the modules in a shuffled order, and each module's tests in a shuffled order "
+                          "(seeded: the same SEED gives the same order on every xdist worker and every rerun)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--shuffle SEED` shuffles the order (modules, then tests within each, as pytest-randomly
+    does: a module's fixtures are still set up once). Under pytest-xdist, every Airflow test runs
+    in one worker: one Airflow home, one SQLite database migrated once. Other tests go wherever a
+    worker is free."""
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        rng = random.Random(seed)
+        modules: dict[str, list[pytest.Item]] = {}
+        for item in items:
+            modules.setdefault(str(item.path), []).append(item)
+        order = list(modules.values())
+        rng.shuffle(order)
+        for tests in order:
+            rng.shuffle(tests)
+        items[:] = [item for tests in order for item in tests]
     for item in items:
         if "/tests/dags/" in str(item.path):
             item.add_marker(pytest.mark.xdist_group("airflow"))

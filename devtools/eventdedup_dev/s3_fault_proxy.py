@@ -1,17 +1,20 @@
-"""An HTTP proxy in front of the local S3 server that 'kills the pipeline' at its k-th request.
+"""An HTTP proxy in front of the local S3 server that 'kills the pipeline' at a request it names.
 
 Every S3 request of a batch -- the driver's (staging, job set-up, promotion, commit) and the
 Spark executors' (input reads, cache loads, staged writes), which run in other processes -- goes
 through the endpoint in the configuration, so a proxy there sees them all, without patching
-boto3. Three flavours, the first two as in Delta Lake's failing log store and Iceberg's
+boto3. The fault is armed at a `FaultPoint` (eventdedup_dev.s3_requests): a request named by what
+it is and which occurrence of it, never by its arrival number, which the batch's threads and
+processes reorder from run to run. `faulted` records the request that was failed, or None if the
+run never made it. Three flavours, the first two as in Delta Lake's failing log store and Iceberg's
 commit-state-unknown tests:
 
-- `raise_before`: request k never reaches S3; the caller gets an error;
-- `lose_response`: request k takes effect on S3, but the caller gets an error instead of the reply;
-- `conflict`: request k never reaches S3 and gets HTTP 409 `ConditionalRequestConflict`, what AWS
+- `raise_before`: the request never reaches S3; the caller gets an error;
+- `lose_response`: the request takes effect on S3, but the caller gets an error instead of the reply;
+- `conflict`: the request never reaches S3 and gets HTTP 409 `ConditionalRequestConflict`, what AWS
   answers a conditional write that raced another one: transient, the caller must retry.
 
-With the first two, every request from k on fails (`InjectedCrash`, HTTP 403, which boto3 does
+With the first two, every request from then on fails (`InjectedCrash`, HTTP 403, which boto3 does
 not retry): the process that made it is as good as dead. `heal()` revives the endpoint for recovery.
 A callback can replace the failure (e.g. to SIGKILL a process at an exact request).
 
@@ -30,6 +33,8 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .s3_requests import FaultPoint, PointCounter, S3Request, request_of_http
+
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 _CONFLICT_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ConditionalRequestConflict</Code>'
                   b"<Message>A conflicting operation occurred. If using PutObject you can retry the request."
@@ -45,13 +50,12 @@ class FaultProxy:
     def __init__(self, upstream_url: str) -> None:
         parts = urlsplit(upstream_url)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
-        self.requests: list[str] = []  # "METHOD path" of every request seen, in arrival order (COPY for copies)
+        self.requests: list[S3Request] = []  # every request seen, in arrival order ("METHOD path" as text)
         self.bytes_served: dict[str, int] = {}  # body bytes of successful replies, per "METHOD path"
         self.bytes_received: dict[str, int] = {}  # object bytes of successful PUTs, per "METHOD path"
-        self.crash_at: int | None = None
-        self.crash_when: Callable[[str], bool] | None = None
+        self._armed = PointCounter(None)
         self.flavour = "raise_before"
-        self.on_fault: Callable[[int, str], None] | None = None
+        self.on_fault: Callable[[S3Request], None] | None = None
         self.dead = False
         self.sticky = True
         self.dates: Callable[[str], datetime | None] | None = None
@@ -72,16 +76,20 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def arm(self, crash_at: int | None, flavour: str = "raise_before",
-            on_fault: Callable[[int, str], None] | None = None,
-            crash_when: Callable[[str], bool] | None = None, sticky: bool = True) -> None:
-        """Fail request number `crash_at`, or else the first request whose description matches
-        `crash_when`; with sticky=False only that request fails (a transient fault, not a death)."""
+    def arm(self, at: FaultPoint | None, flavour: str = "raise_before",
+            on_fault: Callable[[S3Request], None] | None = None, sticky: bool = True) -> None:
+        """Start a new log of requests and fail the request `at` names (None: fail none, only
+        count); with sticky=False only that request fails (a transient fault, not a death)."""
         assert flavour in ("raise_before", "lose_response", "conflict")
         with self._lock:
-            self.requests, self.crash_at, self.crash_when = [], crash_at, crash_when
+            self.requests, self._armed = [], PointCounter(at)
             self.bytes_served, self.bytes_received = {}, {}
             self.flavour, self.on_fault, self.dead, self.sticky = flavour, on_fault, False, sticky
+
+    @property
+    def faulted(self) -> S3Request | None:
+        """The request the armed fault failed; None while the run has not made it."""
+        return self._armed.reached
 
     def redate(self, dates: Callable[[str], datetime | None] | None) -> None:
         """From now on, LIST replies show `dates(key)` as each object's LastModified (unchanged
@@ -111,24 +119,22 @@ class FaultProxy:
         return _CONTENTS.sub(one, body)
 
     def heal(self) -> None:
+        """Revive the endpoint; the fault stays recorded in `faulted`, and is not armed any more."""
         with self._lock:
-            self.crash_at, self.crash_when, self.dead, self.on_fault = None, None, False, None
+            self._armed.disarm()
+            self.dead, self.on_fault = False, None
 
-    def _decide(self, description: str) -> tuple[bool, bool, int]:
-        """(forward upstream?, fail the reply?, request number) for one arriving request."""
+    def _decide(self, request: S3Request) -> tuple[bool, bool, bool]:
+        """(forward upstream?, fail the reply?, is it the armed request?) for one arriving request."""
         with self._lock:
             if self.dead:
-                return False, True, 0
-            self.requests.append(description)
-            number = len(self.requests)
-            matches = self.crash_when is not None and self.crash_when(description)
-            if number != self.crash_at and not matches:
-                return True, False, number
+                return False, True, False
+            self.requests.append(request)
+            if not self._armed.hit(request):
+                return True, False, False
             if self.sticky and self.flavour != "conflict":
                 self.dead = True
-            else:
-                self.crash_at, self.crash_when = None, None
-            return self.flavour == "lose_response", True, number
+            return self.flavour == "lose_response", True, True
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -145,15 +151,13 @@ class FaultProxy:
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                verb = "COPY" if self.headers.get("x-amz-copy-source") else self.command
-                # Conditional writes are marked: the 409 sweep targets exactly those.
-                condition = " if-none-match" if self.headers.get("If-None-Match") else ""
-                description = f"{verb} {self.path}{condition}"
-                forward, fail, number = proxy._decide(description)
+                request = request_of_http(self.command, self.path, self.headers, body)  # type: ignore[arg-type]
+                description = str(request)
+                forward, fail, armed = proxy._decide(request)
                 reply = proxy._forward(self.command, self.path, self.headers, body) if forward else None
                 if fail:
-                    if number and proxy.on_fault is not None:
-                        proxy.on_fault(number, description)
+                    if armed and proxy.on_fault is not None:
+                        proxy.on_fault(request)
                     if proxy.flavour == "conflict":
                         self._send(409, [("Content-Type", "application/xml")], _CONFLICT_BODY)
                     else:
@@ -165,7 +169,7 @@ class FaultProxy:
                         payload = proxy._redated(self.path, payload)
                         with proxy._lock:
                             proxy.bytes_served[description] = proxy.bytes_served.get(description, 0) + len(payload)
-                    elif self.command == "PUT" and status == 200 and verb == "PUT":
+                    elif request.verb == "PUT" and status == 200:
                         # An aws-chunked body carries framing: the object's size is the decoded length.
                         size = int(self.headers.get("x-amz-decoded-content-length") or len(body))
                         with proxy._lock:

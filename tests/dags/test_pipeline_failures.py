@@ -14,6 +14,7 @@ import pytest
 from eventdedup.commit.recovery import recover
 from eventdedup.layout import Layout
 from eventdedup.s3store import S3Store
+from eventdedup_dev.s3_requests import first_request
 
 from ..support.helpers import commit_counts, committed_rows, make_config
 from .test_pipeline_dag import STEP, batch_id, rows, run_interval, upload_in_consecutive_intervals
@@ -40,9 +41,10 @@ def test_a_failed_promotion_alerts_and_halts_the_next_run_until_recover(
     t0 = upload_in_consecutive_intervals([store], dag_proxy)
     first, second = t0, t0 + STEP
     # The first promotion copy fails once (a transient S3 error, not a dead process).
-    dag_proxy.arm(None, crash_when=lambda r: r.startswith("COPY"), sticky=False)
+    dag_proxy.arm(first_request(lambda r: r.verb == "COPY", "the first COPY"), sticky=False)
     _, states = run_interval(pipeline_dag, first)
     assert states["dedup_batch"] == "success" and states["promote_batch"] == "failed", states
+    assert dag_proxy.faulted is not None and dag_proxy.faulted.verb == "COPY"
     alert = orjson.loads(store.get_bytes(f"alerts/{batch_id(first)}.json"))
     assert (alert["kind"], alert["batch_id"]) == ("promotion_failed", batch_id(first))
     assert "InjectedCrash" in alert["message"]
@@ -73,10 +75,11 @@ def test_promotion_failing_after_its_commit_then_retried_gives_identical_output(
     t0 = upload_in_consecutive_intervals([store], dag_proxy)
     config = make_config(s3_server.endpoint_url, bucket, dedup={"buckets": 2})
     # The commit PUT takes effect, its reply is lost: the task fails after its side effect.
-    dag_proxy.arm(None, "lose_response", crash_when=lambda r: r.startswith("PUT") and "/_eventdedup/log/" in r,
-                  sticky=False)
+    dag_proxy.arm(first_request(lambda r: r.verb == "PUT" and r.key.startswith("_eventdedup/log/"), "the commit's PUT"),
+                  "lose_response", sticky=False)
     _, states = run_interval(pipeline_dag, t0)
     assert states["promote_batch"] == "failed", states
+    assert dag_proxy.faulted is not None and dag_proxy.faulted.key.startswith("_eventdedup/log/")
     assert sorted(commit_counts(store, config)) == [batch_id(t0)]  # committed all the same
     after_failure = rows(store, config)
     _, states = run_interval(pipeline_dag, t0)  # the retry: every task runs again

@@ -29,7 +29,7 @@ def start_stand_in(settings: StackSettings, name: str, tmp_path: Path) -> tuple[
     threading.Thread(target=process.wait, daemon=True).start()  # reaped at once, as init would
     pid_file(settings, name).parent.mkdir(parents=True, exist_ok=True)
     pid_file(settings, name).write_text(json.dumps({"pid": process.pid, "start": process_start_ticks(process.pid)}))
-    for _ in range(500):  # waits for the grandchild to exist, not for a duration
+    for _ in range(6000):  # waits for the grandchild to exist (a bound of a minute), not for a duration
         if marker.exists() and marker.read_text():
             break
         time.sleep(0.01)
@@ -51,7 +51,7 @@ def test_stop_ends_the_service_and_what_it_started_in_other_process_groups(tmp_p
     assert os.getpgid(grandchild) != os.getpgid(service)  # out of reach of a signal to the group
 
     assert stop_service(settings, "airflow-scheduler", timeout=30) is True
-    for _ in range(500):
+    for _ in range(6000):  # waits for the grandchild to end (a bound of a minute), not for a duration
         if not alive(grandchild):
             break
         time.sleep(0.01)

@@ -3,10 +3,11 @@ each of its S3 requests in turn, in both flavours; recovery plus a rerun must re
 state of a batch that never crashed.
 
 Requests are cut at an HTTP proxy in front of the S3 server (devtools/eventdedup_dev/s3_fault_proxy.py), so the
-Spark executors' requests, made in other processes, are cut too. Executors make requests from
-several threads, so which request is number k can vary between runs; every k is still tested.
-The k are dealt into SHARDS interleaved shards (k = shard + 1, shard + 1 + SHARDS, ...) so that
-parallel test workers can share the sweep; together the shards cover every k.
+Spark executors' requests, made in other processes, are cut too. Executors and the promotion make
+requests from several threads, so a request's arrival number varies between runs (and more on a
+busy machine): each fault is armed at a request named by what it is and which occurrence of it,
+from the clean run's requests, so every run of the sweep fails the same requests. The points are
+dealt into SHARDS interleaved shards so that parallel test workers can share the sweep.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from eventdedup.commit.recovery import recover
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store, make_client
+from eventdedup_dev.s3_requests import points_of
 
 from ..support.helpers import NOW, bucket_listing
 from ..support.invariants import (
@@ -22,6 +24,7 @@ from ..support.invariants import (
     assert_seen_ids_match_output,
     assert_table_is_the_view_at_its_version,
 )
+from ..support.sweeps import Unreached, dealt, position_of
 from .conftest import B2_SELECTOR, committed_state_of, config_for, fresh_copy, is_injected_crash
 
 SHARDS = 4
@@ -32,31 +35,34 @@ SHARDS = 4
 def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         s3_server, proxy, before_b2, clean_run, spark, flavour, shard) -> None:
     requests, expected = clean_run
-    kinds = {request.split(" ")[0] for request in requests}
-    print(f"one batch makes {len(requests)} S3 requests ({sorted(kinds)}); crashing at every {SHARDS}th from "
-          f"{shard + 1} ({flavour})")
+    kinds = {request.verb for request in requests}
+    points = dealt(points_of(requests), shard, SHARDS)
+    print(f"one batch makes {len(requests)} S3 requests ({sorted(kinds)}); crashing at {len(points)} of them, "
+          f"every {SHARDS}th from {shard + 1} ({flavour})")
     # POST: batch deletes; HEAD (where a checkpoint exists): a state load confirming what it keeps
-    assert len(requests) > 40 and kinds - {"HEAD"} == {"GET", "PUT", "COPY", "POST"}
-    assert any("/_eventdedup/log/" in r and r.startswith("PUT") for r in requests)  # the commit is among them
-    for crash_at in range(shard + 1, len(requests) + 1, SHARDS):
+    assert len(requests) > 40 and kinds - {"HEAD"} == {"GET", "LIST", "PUT", "COPY", "POST"}
+    assert any(r.verb == "PUT" and r.key.startswith("_eventdedup/log/") for r in requests)  # the commit is among them
+    unreached = Unreached(f"batch crashes, shard {shard}, {flavour}")
+    for point in points:
         bucket = fresh_copy(s3_server, before_b2)
         via_proxy = config_for(proxy.endpoint_url, bucket)
         direct = config_for(s3_server.endpoint_url, bucket)
         store = S3Store(s3_server.client(), bucket)
-        proxy.arm(crash_at, flavour)
+        proxy.arm(point, flavour)
         crashed: Exception | None = None
         try:
             run_batch(S3Store(make_client(via_proxy.s3), bucket), via_proxy, "b2", B2_SELECTOR, NOW, lambda: spark)
         except Exception as exc:  # noqa: BLE001 - which exception is judged just below
             crashed = exc
-        made = proxy.requests[crash_at - 1] if len(proxy.requests) >= crash_at else "never made"
-        where = f"crash at request {crash_at} ({made})"
+        made = proxy.faulted
+        unreached.note(point, made)
+        where = f"crash at {point} ({'made' if made else 'never made'})"
         if crashed is None:
             # Only delta-rs's reads of the table after its commit may fail without failing the batch
-            # (the commit stands), or a request number this run never reached (executors' threads,
-            # and delta-rs's reads after a commit, vary the count a little); the state is judged below.
-            delta_committed = any(r.startswith("PUT") and "/_delta_log/" in r for r in proxy.requests[:crash_at - 1])
-            assert made == "never made" or (made.startswith("GET") and "/_delta_log/" in made and delta_committed), (
+            # (the commit stands), or a request this run never made; the state is judged below.
+            failed_at = position_of(made, proxy.requests) if made is not None else len(proxy.requests)
+            delta_committed = any(r.verb == "PUT" and "/_delta_log/" in r for r in proxy.requests[:failed_at])
+            assert made is None or (made.verb in ("GET", "LIST") and "_delta_log/" in made.key and delta_committed), (
                 f"{where} did not fail the batch")
         else:
             assert is_injected_crash(crashed, proxy), (where, crashed)
@@ -74,6 +80,7 @@ def test_batch_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         assert_seen_ids_match_output(store, direct)  # (the table: in committed_state_of, caught up)
         leftovers = [k for k in bucket_listing(store) if k.startswith(("_eventdedup/staging/", "_eventdedup/state/journal/"))]
         assert leftovers == [], (where, leftovers)
+    unreached.report()
 
 
 def test_a_409_conflict_on_each_conditional_write_is_retried_and_commits_exactly_the_clean_state(
@@ -81,22 +88,26 @@ def test_a_409_conflict_on_each_conditional_write_is_retried_and_commits_exactly
     """AWS answers 409 ConditionalRequestConflict when conditional writes race: nothing was written,
     nothing is known, retry. Taken for "already exists" it would skip a manifest, journal or commit."""
     requests, expected = clean_run
-    conditional = [number for number, request in enumerate(requests, start=1) if request.endswith(" if-none-match")]
-    assert len(conditional) >= 3 and any("/_eventdedup/log/" in requests[n - 1] for n in conditional)
-    assert any("/_delta_log/" in requests[n - 1] for n in conditional)  # the Delta table's commit is one
-    print(f"{len(conditional)} conditional writes: {[requests[n - 1] for n in conditional]}")
-    for at in conditional:
+    conditional = [point for point in points_of(requests) if point.identity.endswith(" if-none-match")]
+    assert len(conditional) >= 3 and any(" _eventdedup/log/" in point.identity for point in conditional)
+    assert any("/_delta_log/" in point.identity for point in conditional)  # the Delta table's commit is one
+    print(f"{len(conditional)} conditional writes: {[str(point) for point in conditional]}")
+    for point in conditional:
         bucket = fresh_copy(s3_server, before_b2)
         via_proxy = config_for(proxy.endpoint_url, bucket)
         direct = config_for(s3_server.endpoint_url, bucket)
-        proxy.arm(at, "conflict")
+        proxy.arm(point, "conflict")
         run_batch(S3Store(make_client(via_proxy.s3), bucket), via_proxy, "b2", B2_SELECTOR, NOW, lambda: spark)
-        where = f"409 at request {at} ({proxy.requests[at - 1]})"
-        assert proxy.requests[at - 1].endswith(" if-none-match"), where
-        if "/_delta_log/" not in proxy.requests[at - 1]:
-            assert proxy.requests[at] == proxy.requests[at - 1], where  # the very next request is its retry
-        # A Delta commit's 409: delta-rs reports the table version taken; the projector reads the table
-        # again, finds its log version not there, and writes it (at the same table version).
+        where = f"409 at {point}"
+        assert proxy.faulted is not None and proxy.faulted.identity == point.identity, where
+        # The write is retried: the same request once more than in the clean run. A Delta commit's 409:
+        # delta-rs reports the table version taken; the projector reads the table again, finds its log
+        # version not there, and writes it (at the same table version).
+        made = sum(1 for request in proxy.requests if request.identity == point.identity)
+        clean = sum(1 for request in requests if request.identity == point.identity)
+        assert made == clean + 1, (where, made, clean)
+        after = proxy.requests[position_of(proxy.faulted, proxy.requests) + 1:]
+        assert any(request.identity == point.identity for request in after), where  # its retry came after it
         store = S3Store(s3_server.client(), bucket)
         assert committed_state_of(store, direct) == expected, where
         assert_commits_are_whole(store, direct)

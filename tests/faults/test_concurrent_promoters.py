@@ -18,6 +18,7 @@ from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
+from eventdedup_dev.s3_requests import FaultPoint, first_request, points_of
 
 from ..support.helpers import NOW, bucket_listing, committed_rows, make_config, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
@@ -52,19 +53,20 @@ def sequential(s3_server, both_computed, spark):  # type: ignore[no-untyped-def]
     return states
 
 
-def promotion_calls(s3_server, source: str, batch: str) -> int:  # type: ignore[no-untyped-def]
+def promotion_calls(s3_server, source: str, batch: str) -> list[FaultPoint]:  # type: ignore[no-untyped-def]
+    """Every S3 call of a clean promotion of `batch`, by what it is and which occurrence."""
     bucket = fresh_copy(s3_server, source)
-    counter = CrashingClient(s3_server.client(), crash_at=None)
+    counter = CrashingClient(s3_server.client(), None)
     promote_batch(S3Store(counter, bucket), config_for(s3_server.endpoint_url, bucket), batch)
-    return len(counter.calls)
+    return points_of(counter.calls)
 
 
-def interleave(s3_server, bucket: str, pause_at: int, batch_a: str, batch_b: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """A (batch_a) stops before call `pause_at`; B (batch_b) runs to its end; A resumes."""
+def interleave(s3_server, bucket: str, pause_at: FaultPoint, batch_a: str, batch_b: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """A (batch_a) stops before its call `pause_at`; B (batch_b) runs to its end; A resumes."""
     config = config_for(s3_server.endpoint_url, bucket)
     pausing = PausingClient(s3_server.client(), pause_at)
     a = Background(lambda: promote_batch(S3Store(pausing, bucket), config, batch_a))
-    assert pausing.paused.wait(timeout=60), f"A made fewer than {pause_at} calls"
+    assert pausing.paused.wait(timeout=60), f"A never made {pause_at}"
     outcome: dict[str, Any] = {}
     try:
         outcome["B"] = promote_batch(S3Store(s3_server.client(), bucket), config, batch_b)
@@ -79,9 +81,9 @@ def interleave(s3_server, bucket: str, pause_at: int, batch_a: str, batch_b: str
 def test_batch_n_plus_1_racing_batch_n_one_wins_the_loser_is_told_and_a_rerun_gives_the_sequential_state(
         s3_server, both_computed, sequential, spark) -> None:
     calls = promotion_calls(s3_server, both_computed, "b2")
-    print(f"promoting b2 makes {calls} S3 calls: {calls} interleavings with b3")
+    print(f"promoting b2 makes {len(calls)} S3 calls: {len(calls)} interleavings with b3")
     winners = set()
-    for pause_at in range(1, calls + 1):
+    for pause_at in calls:
         bucket = fresh_copy(s3_server, both_computed)
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
         outcome = interleave(s3_server, bucket, pause_at, "b2", "b3")
@@ -108,8 +110,8 @@ def test_batch_n_plus_1_racing_batch_n_one_wins_the_loser_is_told_and_a_rerun_gi
 
 def test_two_promoters_of_one_batch_make_exactly_one_commit(s3_server, both_computed) -> None:
     calls = promotion_calls(s3_server, both_computed, "b2")
-    print(f"promoting b2 makes {calls} S3 calls: {calls} interleavings of two promoters")
-    for pause_at in range(1, calls + 1):
+    print(f"promoting b2 makes {len(calls)} S3 calls: {len(calls)} interleavings of two promoters")
+    for pause_at in calls:
         bucket = fresh_copy(s3_server, both_computed)
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
         outcome = interleave(s3_server, bucket, pause_at, "b2", "b2")
@@ -139,7 +141,7 @@ def test_an_exclusion_racing_a_promotion_is_never_skipped_at_any_interleaving(s3
     calls = promotion_calls(s3_server, both_computed, "b2")
     excluded_key = "landing/b2/2.jsonl"  # the gzip object of before_b2
     outcomes = set()
-    for pause_at in range(1, calls + 1):
+    for pause_at in calls:
         bucket = fresh_copy(s3_server, both_computed)
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
         layout = Layout(config.layout)
@@ -193,11 +195,10 @@ def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_f
     bucket = fresh_copy(s3_server, both_computed)
     config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
     layout = Layout(config.layout)
-    journal_put = journal_put_number(s3_server, both_computed)
+    journal_put = journal_put_of(layout)
     # P1 stops just before its journal PUT, the exclusion runs to its end, then the PUT takes
     # effect and P1 dies (its response lost): the journal stands, P1 never looks again.
-    dying = PausingClient(CrashingClient(s3_server.client(), crash_at=journal_put, flavour="lose_response"),
-                          journal_put)
+    dying = PausingClient(CrashingClient(s3_server.client(), journal_put, flavour="lose_response"), journal_put)
     died = Background(lambda: promote_batch(S3Store(dying, bucket), config, "b2"))
     assert dying.paused.wait(timeout=60)
     excluded = exclude_input(store, layout, "b2", "landing/b2/2.jsonl", "unreadable", NOW)
@@ -227,9 +228,10 @@ def test_an_exclusion_made_before_a_journal_is_not_skipped_when_the_journal_is_f
     assert_seen_ids_match_output(store, config)
 
 
-def journal_put_number(s3_server, source: str) -> int:  # type: ignore[no-untyped-def]
-    """Which S3 call of b2's promotion writes its journal (counted on a copy of the bucket)."""
-    return _promotion_call(s3_server, source, lambda name, kwargs: name == "put_object" and "/journal/" in kwargs["Key"])
+def journal_put_of(layout: Layout) -> FaultPoint:
+    """The S3 call of b2's promotion that writes its journal."""
+    key = layout.journal("b2")
+    return first_request(lambda r: r.verb == "PUT" and r.key == key, "b2's journal PUT")
 
 
 def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_whole(
@@ -244,8 +246,7 @@ def test_a_job_rerun_while_a_promoter_is_about_to_journal_leaves_that_promotion_
     bucket = fresh_copy(s3_server, both_computed)
     config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
     layout = Layout(config.layout)
-    journal_put = journal_put_number(s3_server, both_computed)
-    pausing = PausingClient(s3_server.client(), journal_put)
+    pausing = PausingClient(s3_server.client(), journal_put_of(layout))
     promoted = Background(lambda: promote_batch(S3Store(pausing, bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # it has loaded the job result
     # The job runs again meanwhile, with a setting changed since (its objects differ: the same
@@ -275,13 +276,12 @@ def test_a_promotion_that_commits_between_the_looks_of_an_exclusion_is_not_misse
 
     excluded_key = "landing/b2/2.jsonl"
     bucket = fresh_copy(s3_server, both_computed)
-    counter = CrashingClient(s3_server.client(), crash_at=None)
+    counter = CrashingClient(s3_server.client(), None)
     with pytest.raises(EventDedupError):  # counting only: refused, the journal of a paused promoter stands
         _exclusion_while_journal_stands(s3_server, bucket, counter, excluded_key)
-    looks = [number for number, (name, _) in enumerate(counter.calls, start=1) if name != "put_object"][-1]
-    commit_put = _promotion_call(s3_server, both_computed, lambda name, kwargs: name == "put_object"
-                                 and kwargs["Key"].startswith("_eventdedup/log/"))
-    for second_look in range(2, looks + 1):  # the promoter finishes just before each later call
+    looks = [number for number, request in enumerate(counter.calls, start=1) if request.verb != "PUT"][-1]
+    commit_put = first_request(lambda r: r.verb == "PUT" and r.key.startswith("_eventdedup/log/"), "the commit's PUT")
+    for second_look in points_of(counter.calls)[1:looks]:  # the promoter finishes just before each later call
         bucket = fresh_copy(s3_server, both_computed)
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
         layout = Layout(config.layout)
@@ -309,17 +309,10 @@ def _exclusion_while_journal_stands(s3_server, bucket: str, counter: Any, key: s
 
     config = config_for(s3_server.endpoint_url, bucket)
     layout = Layout(config.layout)
-    dying = CrashingClient(s3_server.client(), crash_at=None, crash_on="copy_object")
+    dying = CrashingClient(s3_server.client(), first_request(lambda r: r.verb == "COPY", "the first COPY"))
     with pytest.raises(SimulatedCrash):
         promote_batch(S3Store(dying, bucket), config, "b2")  # leaves its journal
     exclude_input(S3Store(counter, bucket), layout, "b2", key, "counting", NOW)
-
-
-def _promotion_call(s3_server, source: str, is_it: Any) -> int:  # type: ignore[no-untyped-def]
-    bucket = fresh_copy(s3_server, source)
-    counter = CrashingClient(s3_server.client(), crash_at=None)
-    promote_batch(S3Store(counter, bucket), config_for(s3_server.endpoint_url, bucket), "b2")
-    return next(number for number, (name, kwargs) in enumerate(counter.calls, start=1) if is_it(name, kwargs))
 
 
 def test_abandoning_a_lost_promotion_leaves_a_running_jobs_attempt_alone(s3_server, both_computed) -> None:
@@ -331,7 +324,7 @@ def test_abandoning_a_lost_promotion_leaves_a_running_jobs_attempt_alone(s3_serv
     bucket = fresh_copy(s3_server, both_computed)
     config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
     layout = Layout(config.layout)
-    pausing = PausingClient(s3_server.client(), journal_put_number(s3_server, both_computed))
+    pausing = PausingClient(s3_server.client(), journal_put_of(layout))
     lost = Background(lambda: promote_batch(S3Store(pausing, bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # b2 passed its gate, its journal not yet written
     promote_batch(store, config, "b3")  # b3 takes log version 2; b2 then journals for it, copies, loses

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,23 @@ import pytest
 from eventdedup.commit.recovery import recover
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
+from eventdedup_dev.s3_requests import FaultPoint, S3Request, first_request
 
 from ..support.helpers import NOW, bucket_listing
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from .conftest import B2_SELECTOR, committed_state_of, config_for, fresh_copy
 
-KILL_POINTS: dict[str, tuple[Callable[[str], bool], str]] = {
-    "driver: Spark job reading its first input": (lambda r: r.startswith("GET") and "/landing/b2/" in r, "raise_before"),
-    "driver: first staged data write": (lambda r: r.startswith("PUT") and "/_eventdedup/staging/b2/attempt-" in r
-                                        and "/data/" in r, "raise_before"),
-    "driver: writing the job result": (lambda r: r.startswith("PUT") and r.endswith("/job-result.json"), "raise_before"),
-    "promoter: after writing its journal": (lambda r: r.startswith("COPY"), "raise_before"),
-    "promoter: commit written, reply never read": (lambda r: r.startswith("PUT") and "/_eventdedup/log/" in r,
-                                                   "lose_response"),
+KILL_POINTS: dict[str, tuple[FaultPoint, str]] = {
+    "driver: Spark job reading its first input": (
+        first_request(lambda r: r.verb == "GET" and r.key.startswith("landing/b2/"), "the first GET of an input"), "raise_before"),
+    "driver: first staged data write": (
+        first_request(lambda r: r.verb == "PUT" and r.key.startswith("_eventdedup/staging/b2/attempt-") and "/data/" in r.key,
+              "the first staged data PUT"), "raise_before"),
+    "driver: writing the job result": (
+        first_request(lambda r: r.verb == "PUT" and r.key.endswith("/job-result.json"), "the job result's PUT"), "raise_before"),
+    "promoter: after writing its journal": (first_request(lambda r: r.verb == "COPY", "the first COPY"), "raise_before"),
+    "promoter: commit written, reply never read": (
+        first_request(lambda r: r.verb == "PUT" and r.key.startswith("_eventdedup/log/"), "the commit's PUT"), "lose_response"),
 }
 
 
@@ -46,14 +49,14 @@ def write_config(path: Path, endpoint_url: str, bucket: str) -> Path:
 def test_sigkill_at_each_point_then_recover_and_rerun_gives_exactly_the_clean_state(
         s3_server, proxy, before_b2, clean_run, spark, tmp_path, point) -> None:
     _, expected = clean_run
-    matches, flavour = KILL_POINTS[point]
+    at, flavour = KILL_POINTS[point]
     bucket = fresh_copy(s3_server, before_b2)
     victim: dict[str, subprocess.Popen] = {}
 
-    def kill(number: int, request: str) -> None:
+    def kill(request: S3Request) -> None:
         os.killpg(victim["process"].pid, signal.SIGKILL)
 
-    proxy.arm(None, flavour, on_fault=kill, crash_when=matches)
+    proxy.arm(at, flavour, on_fault=kill)
     victim["process"] = subprocess.Popen(
         [sys.executable, "-m", "eventdedup", "run-batch", "--config",
          str(write_config(tmp_path / "c.toml", proxy.endpoint_url, bucket)), "--batch-id", "b2",
@@ -61,7 +64,7 @@ def test_sigkill_at_each_point_then_recover_and_rerun_gives_exactly_the_clean_st
         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     returncode = victim["process"].wait(timeout=300)
     assert returncode == -signal.SIGKILL, f"{point}: the process was not killed (exit {returncode})"
-    assert proxy.dead, point
+    assert proxy.dead and proxy.faulted is not None and at.matches(proxy.faulted), point
     proxy.heal()
 
     direct = config_for(s3_server.endpoint_url, bucket)

@@ -23,9 +23,11 @@ from eventdedup.layout import Layout
 from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store
+from eventdedup_dev.s3_requests import FaultPoint, first_request, points_of
 
 from ..support.helpers import NOW, bucket_listing, make_config, put_lines
 from ..support.s3_faults import Background, CrashingClient, PausingClient, SimulatedCrash, clone_bucket
+from ..support.sweeps import Unreached
 
 _clones = itertools.count()
 B1 = [b'{"event_id":"a%d","created_at":"2026-11-22T0%d:10:00Z"}' % (i, 3 + i % 2) for i in range(12)]
@@ -59,22 +61,21 @@ def fresh_copy(s3_server, source: str):  # type: ignore[no-untyped-def]
     return config, S3Store(s3_server.client(), target)
 
 
-def b2_promotion_put(s3_server, source: str, key: str) -> int:  # type: ignore[no-untyped-def]
-    """Which S3 call of b2's promotion writes `key` (counted on a copy of the bucket)."""
-    config, store = fresh_copy(s3_server, source)
-    counter = CrashingClient(store.client, crash_at=None)
-    promote_batch(S3Store(counter, store.bucket), config, "b2")
-    return next(number for number, (name, kwargs) in enumerate(counter.calls, start=1)
-                if name == "put_object" and kwargs["Key"] == key)
+def put_of(key: str) -> FaultPoint:
+    """The (first) PUT of `key`."""
+    return first_request(lambda r: r.verb == "PUT" and r.key == key, f"the PUT of {key}")
+
+
+FIRST_COPY = first_request(lambda r: r.verb == "COPY", "the first COPY")
 
 
 def test_lost_staged_object_halts_recovery_with_a_report_naming_it(s3_server, ready_to_promote, spark):
     config, store = fresh_copy(s3_server, ready_to_promote)
     # Crash at the first copy: the journal is written, nothing is promoted yet...
-    crashing = CrashingClient(store.client, crash_at=None, crash_on="copy_object")
+    crashing = CrashingClient(store.client, FIRST_COPY)
     with pytest.raises(SimulatedCrash):
         promote_batch(S3Store(crashing, store.bucket), config, "b2")
-    assert [name for name, _ in crashing.calls].count("copy_object") == 1
+    assert [request.verb for request in crashing.calls].count("COPY") == 1
     # ...then somebody deletes a staged data file.
     layout = Layout(config.layout)
     lost = sorted(k for k in bucket_listing(store) if k.startswith(layout.staging_root("b2")) and "/data/" in k)[0]
@@ -95,7 +96,7 @@ def test_recomputing_a_batch_whose_promotion_is_unfinished_is_refused_and_its_st
         s3_server, ready_to_promote, spark) -> None:
     config, store = fresh_copy(s3_server, ready_to_promote)
     layout = Layout(config.layout)
-    crashing = CrashingClient(store.client, crash_at=None, crash_on="copy_object")
+    crashing = CrashingClient(store.client, FIRST_COPY)
     with pytest.raises(SimulatedCrash):
         promote_batch(S3Store(crashing, store.bucket), config, "b2")  # the journal is written, then the crash
     staged = {k: etag for k, etag in bucket_listing(store).items() if k.startswith(layout.staging_root("b2"))}
@@ -119,18 +120,20 @@ def test_a_load_manifest_exists_only_once_its_batch_is_committed_at_every_step_o
     triggered by manifest PUTs would load it. Killed at each S3 request of a promotion: no manifest
     while the batch is uncommitted; after `recover`, exactly its committed data files."""
     config, store = fresh_copy(s3_server, ready_to_promote)
-    counter = CrashingClient(store.client, crash_at=None)
+    counter = CrashingClient(store.client, None)
     promote_batch(S3Store(counter, store.bucket), config, "b2")
-    total = len(counter.calls)
-    for crash_at in range(1, total + 1):
+    unreached = Unreached(f"promotion crashes, {flavour}")
+    for point in points_of(counter.calls):
         config, store = fresh_copy(s3_server, ready_to_promote)
         layout = Layout(config.layout)
-        crashing = CrashingClient(store.client, crash_at=crash_at, flavour=flavour)
+        crashing = CrashingClient(store.client, point, flavour=flavour)
         with pytest.raises(SimulatedCrash):
             promote_batch(S3Store(crashing, store.bucket), config, "b2")
+        unreached.note(point, crashing.faulted)
+        crash_at = str(point)
         committed = "b2" in load_committed_state(store, layout).batches
         manifest = store.get_bytes_or_none(layout.redshift_manifest("b2"))
-        assert committed or manifest is None, (crash_at, crashing.calls[-1][0])
+        assert committed or manifest is None, crash_at
         assert recover(store, config).consistent, crash_at
         if not committed:
             promote_batch(store, config, "b2")
@@ -140,6 +143,7 @@ def test_a_load_manifest_exists_only_once_its_batch_is_committed_at_every_step_o
         listed = [(entry["url"].split("/", 3)[3], entry["meta"]["content_length"])
                   for entry in orjson.loads(store.get_bytes(layout.redshift_manifest("b2")))["entries"]]
         assert listed == [(obj.key, obj.size) for obj in record.objects if obj.kind == "data"], crash_at
+    unreached.report(at_most=0)
 
 
 def test_a_journal_an_earlier_release_wrote_never_publishes_its_load_manifest_before_the_commit(
@@ -163,10 +167,10 @@ def test_a_journal_an_earlier_release_wrote_never_publishes_its_load_manifest_be
           "entries": [*doc["objects"], {"kind": "load_manifest", "final_key": layout.redshift_manifest("b2"), "rows": 0,
                                         "staged": {"key": staged.key, "size": staged.size, "etag": staged.etag}}]}
     store.put_bytes(layout.journal("b2"), orjson.dumps(v1))
-    crashing = CrashingClient(store.client, crash_at=None, crash_on="put_object")  # the commit PUT
+    crashing = CrashingClient(store.client, first_request(lambda r: r.verb == "PUT", "the first PUT"))
     with pytest.raises(SimulatedCrash):
         promote_batch(S3Store(crashing, store.bucket), config, "b2")
-    assert "_eventdedup/log/" in crashing.calls[-1][1]["Key"]
+    assert crashing.faulted is not None and crashing.faulted.key.startswith("_eventdedup/log/")  # the commit PUT
     assert store.head(layout.redshift_manifest("b2")) is None  # every copy made, the commit not
     assert recover(store, config).consistent
     record = read_commit(store, layout, 2)
@@ -188,7 +192,7 @@ def test_a_retraction_committed_while_a_promoter_writes_its_load_manifest_leaves
 
     config, store = fresh_copy(s3_server, ready_to_promote)
     layout = Layout(config.layout)
-    pausing = PausingClient(store.client, b2_promotion_put(s3_server, ready_to_promote, layout.redshift_manifest("b2")))
+    pausing = PausingClient(store.client, put_of(layout.redshift_manifest("b2")))
     promoted = Background(lambda: promote_batch(S3Store(pausing, store.bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # b2 is committed; its manifest not yet written
     assert "b2" in load_committed_state(store, layout).batches
@@ -215,9 +219,8 @@ def test_recover_never_deletes_the_objects_of_a_batch_that_was_committed_and_the
 
     config, store = fresh_copy(s3_server, ready_to_promote)
     layout = Layout(config.layout)
-    journal_put = b2_promotion_put(s3_server, ready_to_promote, layout.journal("b2"))
-    client = store.client if late_promoter == "fails" else CrashingClient(store.client, None, crash_on="copy_object")
-    pausing = PausingClient(client, journal_put)
+    client = store.client if late_promoter == "fails" else CrashingClient(store.client, FIRST_COPY)
+    pausing = PausingClient(client, put_of(layout.journal("b2")))
     late = Background(lambda: promote_batch(S3Store(pausing, store.bucket), config, "b2"))
     assert pausing.paused.wait(timeout=60)  # past its gate, its journal not yet written
     committed = promote_batch(store, config, "b2")

@@ -16,10 +16,12 @@ from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.retract import retract_batch
 from eventdedup.s3store import S3Store
+from eventdedup_dev.s3_requests import points_of
 
 from ..support.helpers import NOW, bucket_listing, committed_cache_entries, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from ..support.s3_faults import CrashingClient, SimulatedCrash
+from ..support.sweeps import Unreached
 from .conftest import B1, B2, committed_state_of, config_for, fresh_copy
 
 E = b'{"event_id":"%s","created_at":"2026-11-22T05:%02d:00Z"}'
@@ -51,22 +53,24 @@ def test_retract_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         s3_server, before_retract, flavour) -> None:
     clean_bucket = fresh_copy(s3_server, before_retract)
     clean_config = config_for(s3_server.endpoint_url, clean_bucket)
-    counting = CrashingClient(s3_server.client(), crash_at=None)
+    counting = CrashingClient(s3_server.client(), None)
     retract_batch(S3Store(counting, clean_bucket), clean_config, "b2", "bad input", NOW)
     clean_store = S3Store(s3_server.client(), clean_bucket)
     expected = outcome_of(clean_store, clean_config)
     assert expected["retracted"] and "b2" not in expected["batches"]
-    requests = [name for name, _ in counting.calls]
-    print(f"retract makes {len(requests)} S3 requests: {sorted(set(requests))}")
-    assert {"put_object", "copy_object", "get_object", "list_objects_v2"} <= set(requests)
-    for crash_at in range(1, len(requests) + 1):
+    verbs = {request.verb for request in counting.calls}
+    print(f"retract makes {len(counting.calls)} S3 requests: {sorted(verbs)}")
+    assert {"PUT", "COPY", "GET", "LIST"} <= verbs
+    unreached = Unreached(f"retract crashes, {flavour}")
+    for point in points_of(counting.calls):
         bucket = fresh_copy(s3_server, before_retract)
         config = config_for(s3_server.endpoint_url, bucket)
         store = S3Store(s3_server.client(), bucket)
-        crashing = CrashingClient(s3_server.client(), crash_at=crash_at, flavour=flavour)
-        where = f"crash at request {crash_at} ({requests[crash_at - 1]}, {flavour})"
+        crashing = CrashingClient(s3_server.client(), point, flavour=flavour)
+        where = f"crash at {point} ({flavour})"
         with pytest.raises(SimulatedCrash):
             retract_batch(S3Store(crashing, bucket), config, "b2", "bad input", NOW)
+        unreached.note(point, crashing.faulted)
         # Right after the crash: whatever the log shows is whole, and seen pairs match output.
         assert_commits_are_whole(store, config)
         assert_seen_ids_match_output(store, config)
@@ -77,3 +81,4 @@ def test_retract_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
         leftovers = [k for k in bucket_listing(store)
                      if k.startswith(("_eventdedup/staging/", "_eventdedup/state/journal/"))]
         assert leftovers == [], (where, leftovers)
+    unreached.report(at_most=0)

@@ -1,5 +1,6 @@
 """Soak (outside the default suite: `make soak`): 50 consecutive batches with random crashes at a
-random S3 request, random flavour, and random reruns of committed batches between them. After
+random S3 request (named by its verb and which occurrence of it, not by its arrival number, which
+the batch's threads reorder), random flavour, and random reruns of committed batches between them. After
 every batch: commits are whole, seen pairs equal output, and the batch's committed rows equal the
 plain reference model's. Seeded (SOAK_SEED), so a failure replays exactly.
 """
@@ -18,6 +19,7 @@ from eventdedup.commit.recovery import recover
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.s3store import S3Store, make_client
+from eventdedup_dev.s3_requests import FaultPoint
 
 from ..support.helpers import NOW, bucket_listing, committed_rows, expected_renamed_id, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
@@ -25,6 +27,7 @@ from ..support.reference_model import ModelEvent, ModelPolicy, ModelStore, decid
 from .conftest import config_for, is_injected_crash
 
 BATCHES = int(os.environ.get("SOAK_BATCHES", "50"))
+VERBS = ["GET", "GET", "LIST", "PUT", "PUT", "COPY", "POST", "HEAD"]
 
 
 def random_batch(rng: random.Random, number: int) -> list[bytes]:
@@ -70,7 +73,9 @@ def test_fifty_batches_with_random_crashes_and_reruns_keep_every_invariant(s3_se
         put_lines(store, f"landing/{batch}/1.jsonl", lines)
         selector = InputSelector(input_prefix=f"landing/{batch}/")
         if rng.random() < 0.5:
-            proxy.arm(rng.randint(1, 60), rng.choice(["raise_before", "lose_response"]))
+            verb, occurrence = rng.choice(VERBS), rng.randint(1, 12)
+            proxy.arm(FaultPoint(where=lambda r, verb=verb: r.verb == verb, occurrence=occurrence, label=verb),
+                      rng.choice(["raise_before", "lose_response"]))
             try:
                 run_batch(S3Store(make_client(via_proxy.s3), bucket), via_proxy, batch, selector, NOW, lambda: spark)
             except Exception as exc:  # noqa: BLE001 - any failure of a killed run is expected

@@ -9,6 +9,7 @@ from eventdedup.errors import BatchManifestError, InvalidNameError
 from eventdedup.inputs.manifest import freeze_batch_inputs, load_batch_manifest
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
+from eventdedup_dev.s3_requests import first_request
 
 from ..support.helpers import NOW, put_lines
 from ..support.s3_faults import CrashingClient
@@ -22,12 +23,12 @@ def test_prefix_batch_freezes_its_sorted_inputs_and_a_rerun_never_relists(store,
     assert [i.key for i in first.inputs] == ["landing/p/a.jsonl", "landing/p/b.jsonl"]
     assert first.as_of == NOW
     put_lines(store, "landing/p/c.jsonl", [b"{}"])  # arrives late: not part of b1
-    counting = CrashingClient(store.client, crash_at=None)
+    counting = CrashingClient(store.client, None)
     from eventdedup.s3store import S3Store
     again = freeze_batch_inputs(S3Store(counting, store.bucket), config, "b1", InputSelector(input_prefix="landing/p/"),
                         NOW + timedelta(hours=5))
     assert again == first
-    assert [name for name, _ in counting.calls] == ["get_object"]
+    assert [request.verb for request in counting.calls] == ["GET"]
     assert load_batch_manifest(store, Layout(config.layout), "b1") == first
 
 
@@ -84,7 +85,7 @@ def test_bad_selectors_are_refused(selector_args: dict, message: str) -> None:
 def test_input_prefixes_that_overlap_our_own_or_are_unsafe_are_refused_before_any_s3_call(config, prefix) -> None:
     from eventdedup.s3store import S3Store
 
-    no_calls = S3Store(CrashingClient(object(), crash_at=1), "unused")
+    no_calls = S3Store(CrashingClient(object(), first_request(lambda r: True, "any call")), "unused")
     with pytest.raises(InvalidNameError):
         freeze_batch_inputs(no_calls, config, "b1", InputSelector(input_prefix=prefix), NOW)
 
@@ -93,6 +94,6 @@ def test_input_prefixes_that_overlap_our_own_or_are_unsafe_are_refused_before_an
 def test_unsafe_batch_ids_are_refused_before_any_s3_call(config, batch_id) -> None:
     from eventdedup.s3store import S3Store
 
-    no_calls = S3Store(CrashingClient(object(), crash_at=1), "unused")
+    no_calls = S3Store(CrashingClient(object(), first_request(lambda r: True, "any call")), "unused")
     with pytest.raises(InvalidNameError):
         freeze_batch_inputs(no_calls, config, batch_id, InputSelector(input_prefix="landing/"), NOW)

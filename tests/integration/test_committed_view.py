@@ -56,9 +56,9 @@ def plain_view(store: S3Store, config) -> list[str]:  # type: ignore[no-untyped-
 
 
 def read_counting(store: S3Store, config) -> tuple[list[str], int]:  # type: ignore[no-untyped-def]
-    counter = CrashingClient(store.client, crash_at=None)
+    counter = CrashingClient(store.client, None)
     keys = [obj.key for obj in committed_objects(S3Store(counter, store.bucket), Layout(config.layout), "data")]
-    return keys, sum(1 for name, _ in counter.calls if name == "get_object")
+    return keys, sum(1 for request in counter.calls if request.verb == "GET")
 
 
 def test_a_reader_of_the_committed_view_starts_from_its_checkpoint_whatever_the_history(s3_server, bucket) -> None:

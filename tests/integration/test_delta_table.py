@@ -40,10 +40,12 @@ from eventdedup.ops.status import format_status, store_status
 from eventdedup.s3store import S3Store, make_client
 from eventdedup.s3store import make_client as s3_client
 from eventdedup_dev.s3_fault_proxy import FaultProxy
+from eventdedup_dev.s3_requests import points_of
 
 from ..support.helpers import NOW, bucket_listing, make_config, put_lines
 from ..support.invariants import assert_table_is_the_view_at_its_version
 from ..support.s3_faults import clone_bucket
+from ..support.sweeps import Unreached
 
 
 def ev(event_id: str, hour: int, **payload: object) -> bytes:
@@ -344,27 +346,32 @@ def test_the_first_promotion_of_a_new_store_killed_at_each_s3_request_leaves_the
         proxy.arm(None)
         promote_batch(S3Store(make_client(counted.s3), copy), replace(counted, s3=replace(counted.s3, bucket=copy)),
                       "b1")
-        commit = next(number for number, request in enumerate(proxy.requests, start=1)
-                      if request.startswith("PUT") and "/_eventdedup/log/" in request)
-        points = [number for number, request in enumerate(proxy.requests[:commit], start=1)
-                  if "/_delta_log/" in request or "_delta_log%2F" in request] + [commit]
+        requests = list(proxy.requests)
+        commit = next(number for number, request in enumerate(requests)
+                      if request.verb == "PUT" and request.key.startswith("_eventdedup/log/"))
+        points = [point for request, point in zip(requests[:commit + 1], points_of(requests), strict=False)
+                  if "_delta_log/" in request.key or request is requests[commit]]
         assert len(points) > 3  # the table is created before the commit
-        for crash_at in points:
-            target = f"{bucket}-k{crash_at}"
+        unreached = Unreached("the table's creation")
+        for number, point in enumerate(points):
+            target = f"{bucket}-k{number}"
             clone_bucket(s3_server.client(), bucket, target)
             via_proxy = make_config(proxy.endpoint_url, target)
             direct = make_config(s3_server.endpoint_url, target)
             store = S3Store(s3_server.client(), target)
-            proxy.arm(crash_at)
+            proxy.arm(point)
             try:
                 promote_batch(S3Store(make_client(via_proxy.s3), target), via_proxy, "b1")
             except Exception:  # noqa: BLE001, S110 - the injected crash, at any request
                 pass
+            unreached.note(point, proxy.faulted)
+            crash_at = str(point)
             proxy.heal()
             assert_table_is_the_view_at_its_version(store, direct)
             assert recover(store, direct).consistent, crash_at
             promote_batch(store, direct, "b1")
             assert assert_table_is_the_view_at_its_version(store, direct, caught_up=True) == 1, crash_at
+        unreached.report(at_most=0)
 
 
 def test_with_the_table_off_an_unreadable_table_fails_nothing(store, config, spark) -> None:

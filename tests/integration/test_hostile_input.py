@@ -76,7 +76,7 @@ def test_every_hostile_line_is_quarantined_with_its_reason_and_the_batch_commits
     ("b1", "landing/../_eventdedup/"), ("b1", "land ing/"), ("b1", "landing/\x7f"), ("b1", "/landing/"),
 ])
 def test_unsafe_batch_ids_and_prefixes_are_refused_before_any_s3_request(store, config, spark, batch_id, prefix) -> None:
-    recording = CrashingClient(store.client, crash_at=None)
+    recording = CrashingClient(store.client, None)
     with pytest.raises(InvalidNameError):
         run_batch(S3Store(recording, store.bucket), config, batch_id, InputSelector(input_prefix=prefix), NOW,
                   lambda: spark)

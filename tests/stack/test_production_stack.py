@@ -44,6 +44,7 @@ from eventdedup.cli import main as cli_main
 from eventdedup.s3store import S3Store
 from eventdedup_dev.local_s3 import LocalAwsMocks, free_port
 from eventdedup_dev.s3_fault_proxy import FaultProxy
+from eventdedup_dev.s3_requests import first_request
 
 from ..support.helpers import commit_counts, committed_rows, make_config
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
@@ -297,7 +298,7 @@ def test_scheduler_backfill_alert_recover_on_a_spark_cluster(stack: Any, go_live
 
     # 4. One promotion COPY fails: that run alerts; the next halts at check_consistency.
     assert alerts_published() == []
-    proxy.arm(None, crash_when=lambda request: request.startswith("COPY"), sticky=False)
+    proxy.arm(first_request(lambda request: request.verb == "COPY", "the first COPY"), sticky=False)
     failed = wait_for("a promotion_failed alert", lambda: next(
         (orjson.loads(store.get_bytes(o.key)) for o in store.list("alerts/")
          if orjson.loads(store.get_bytes(o.key))["kind"] == "promotion_failed"), None), 400, every=3)

@@ -1,15 +1,20 @@
-"""Fault injection for S3: a client wrapper that 'kills the process' at the k-th call.
+"""Fault injection for S3 at the client: a wrapper that 'kills the process' at a request it names.
 
 Two flavours, as in Delta Lake's failing log store and Iceberg's commit-state-unknown tests:
-- `raise_before`: call k never reaches S3 and raises;
-- `lose_response`: call k takes effect on S3, but the caller sees an error.
+- `raise_before`: the request never reaches S3 and raises;
+- `lose_response`: the request takes effect on S3, but the caller sees an error.
 After the fault every later call fails too, as it would in a killed process.
+
+The request is a `FaultPoint` (eventdedup_dev.s3_requests): named by what it is and which
+occurrence, never by its call number, which the promotion's copy threads reorder from run to run.
 """
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from eventdedup_dev.s3_requests import FaultPoint, PointCounter, S3Request, request_of_call
 
 S3_METHODS = ("get_object", "put_object", "head_object", "copy_object", "delete_object", "delete_objects",
               "list_objects_v2")
@@ -20,17 +25,21 @@ class SimulatedCrash(Exception):
 
 
 class CrashingClient:
-    def __init__(self, inner: Any, crash_at: int | None, flavour: str = "raise_before",
-                 crash_on: str | None = None) -> None:
-        """crash_at: the call number to fail; crash_on: instead, the first call of this method."""
+    """Records every S3 call (`calls`, as S3Requests) and fails the one `at` names (None: none)."""
+
+    def __init__(self, inner: Any, at: FaultPoint | None, flavour: str = "raise_before") -> None:
         assert flavour in ("raise_before", "lose_response")
         self.inner = inner
-        self.crash_at = crash_at
-        self.crash_on = crash_on
         self.flavour = flavour
-        self.calls: list[tuple[str, dict]] = []
+        self.calls: list[S3Request] = []
         self.crashed = False
+        self._armed = PointCounter(at)
         self._lock = threading.Lock()
+
+    @property
+    def faulted(self) -> S3Request | None:
+        """The call that was failed; None while it has not been made."""
+        return self._armed.reached
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
@@ -38,19 +47,19 @@ class CrashingClient:
             return attr
 
         def call(**kwargs: Any) -> Any:
+            request = request_of_call(name, kwargs)
             with self._lock:
                 if self.crashed:
-                    raise SimulatedCrash(f"process already dead; {name} not sent")
-                self.calls.append((name, kwargs))
-                number = len(self.calls)
-                fault_here = number == self.crash_at or name == self.crash_on
+                    raise SimulatedCrash(f"process already dead; {request.identity} not sent")
+                self.calls.append(request)
+                fault_here = self._armed.hit(request)
                 if fault_here:
                     self.crashed = True
             if fault_here and self.flavour == "raise_before":
-                raise SimulatedCrash(f"crash before call {number} ({name})")
+                raise SimulatedCrash(f"crash before {request.identity}")
             result = attr(**kwargs)
             if fault_here:
-                raise SimulatedCrash(f"crash after call {number} ({name}) took effect; response lost")
+                raise SimulatedCrash(f"crash after {request.identity} took effect; response lost")
             return result
 
         return call
@@ -65,15 +74,18 @@ def clone_bucket(client: Any, source: str, target: str) -> None:
 
 
 class PausingClient:
-    """Stops the calling thread just before its S3 call number `pause_at` until `release()`:
-    with a second promoter run in between, each k is one deterministic interleaving."""
+    """Stops the thread that makes the request `at` names, just before it, until `release()`:
+    with a second promoter run in between, each fault point is one deterministic interleaving."""
 
-    def __init__(self, inner: Any, pause_at: int) -> None:
+    def __init__(self, inner: Any, at: FaultPoint) -> None:
         self.inner = inner
-        self.pause_at = pause_at
-        self.calls = 0
         self.paused = threading.Event()
+        self._armed = PointCounter(at)
         self._released = threading.Event()
+
+    @property
+    def paused_at(self) -> S3Request | None:
+        return self._armed.reached
 
     def release(self) -> None:
         self._released.set()
@@ -84,8 +96,7 @@ class PausingClient:
             return attr
 
         def call(**kwargs: Any) -> Any:
-            self.calls += 1
-            if self.calls == self.pause_at:
+            if self._armed.hit(request_of_call(name, kwargs)):
                 self.paused.set()
                 assert self._released.wait(timeout=120), "never released"
             return attr(**kwargs)
