@@ -29,9 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import print_parse_shapes  # noqa: E402
 
 from eventdedup.config import NEW_STORE_FINGERPRINT, config_from_mapping  # noqa: E402
-from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event  # noqa: E402
+from eventdedup.parse.event_parser import InvalidEvent, parse_event  # noqa: E402
 from eventdedup.parse.input_lines import split_input  # noqa: E402
 from eventdedup.parse.object_parser import parse_lines  # noqa: E402
+from eventdedup.parse.rules import ParseRules  # noqa: E402
 from eventdedup.tables import make_seq  # noqa: E402
 
 AS_OF = datetime(2026, 11, 22, 12, tzinfo=timezone.utc)

@@ -45,7 +45,7 @@ from eventdedup.config import Config, config_from_mapping  # noqa: E402
 from eventdedup.counts import BatchCounts, bounded_counts  # noqa: E402
 from eventdedup.keys import hour_index_at  # noqa: E402
 from eventdedup.layout import Layout  # noqa: E402
-from eventdedup.report import build_report  # noqa: E402
+from eventdedup.report.build import build_report  # noqa: E402
 from eventdedup.s3store import ObjectInfo, S3Store  # noqa: E402
 from eventdedup.tables import AUDIT_SCHEMA, UTC_MICROS, table_to_parquet  # noqa: E402
 from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials  # noqa: E402

@@ -51,13 +51,13 @@ from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # 
 from workload import Workload, WorkloadSpec, event_line  # noqa: E402
 
 from eventdedup.commit.log import committed_record  # noqa: E402
-from eventdedup.commit.promotion import promote_batch  # noqa: E402
 from eventdedup.config import Config, config_from_mapping  # noqa: E402
 from eventdedup.delta.projection import project  # noqa: E402
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector  # noqa: E402
 from eventdedup.job.driver import run_dedup_job  # noqa: E402
 from eventdedup.layout import Layout  # noqa: E402
+from eventdedup.promotion.promote import promote_batch  # noqa: E402
 from eventdedup.s3store import S3Store, make_client  # noqa: E402
 from eventdedup.spark.session import build_spark_context  # noqa: E402
 from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials  # noqa: E402

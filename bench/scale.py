@@ -67,14 +67,14 @@ from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings  # noqa
 from eventdedup.cache.segment import CacheRun, encode_segment  # noqa: E402
 from eventdedup.cache.segment_parts import ENTRY_BYTES  # noqa: E402
 from eventdedup.commit.changes import BatchChange  # noqa: E402
-from eventdedup.commit.ledger import IngestionLedger, LedgerReader, LedgerUpdate, write_part  # noqa: E402
+from eventdedup.commit.ledger import IngestionLedger, LedgerUpdate, write_part  # noqa: E402
+from eventdedup.commit.ledger_reader import LedgerReader  # noqa: E402
 from eventdedup.commit.log import (  # noqa: E402
     forget_loaded_states,
     load_committed_state,
     write_checkpoint_if_due,
     write_commit,
 )
-from eventdedup.commit.promotion import promote_batch  # noqa: E402
 from eventdedup.commit.records import CommitRecord, PromotedObject  # noqa: E402
 from eventdedup.commit.state import CommittedState  # noqa: E402
 from eventdedup.config import Config, config_from_mapping  # noqa: E402
@@ -85,7 +85,9 @@ from eventdedup.inputs.selector import InputSelector  # noqa: E402
 from eventdedup.job.driver import run_dedup_job  # noqa: E402
 from eventdedup.keys import CacheKey, bucket_array, guard_head_key, hour_index_at  # noqa: E402
 from eventdedup.layout import GUARD_SUFFIX, SEGMENT_SUFFIX, Layout  # noqa: E402
-from eventdedup.parse.event_parser import ParseRules, parse_event  # noqa: E402
+from eventdedup.parse.event_parser import parse_event  # noqa: E402
+from eventdedup.parse.rules import ParseRules  # noqa: E402
+from eventdedup.promotion.promote import promote_batch  # noqa: E402
 from eventdedup.s3store import ObjectInfo, S3Store, make_client  # noqa: E402
 from eventdedup.spark.session import build_spark_context  # noqa: E402
 from eventdedup_dev.local_s3 import LocalS3Process, use_local_credentials  # noqa: E402

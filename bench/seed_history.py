@@ -31,7 +31,8 @@ from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.keys import CacheKey, bucket_array, guard_head_key, hour_codes
 from eventdedup.layout import Layout
-from eventdedup.parse.event_parser import ParseRules, parse_event
+from eventdedup.parse.event_parser import parse_event
+from eventdedup.parse.rules import ParseRules
 from eventdedup.s3store import S3Store
 
 

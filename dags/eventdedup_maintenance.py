@@ -80,7 +80,7 @@ def eventdedup_maintenance() -> None:
         the UI by the eventdedup plugin: reports/<day>.html and .json, and reports/latest.*."""
         from eventdedup_airflow import load_pipeline_config, s3_store
 
-        from eventdedup.report import build_report, publish_report, report_name
+        from eventdedup.report.build import build_report, publish_report, report_name
 
         context = get_current_context()
         config = load_pipeline_config()

@@ -117,8 +117,8 @@ def eventdedup_pipeline() -> None:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
         from eventdedup import codec
-        from eventdedup.commit.promotion import promote_batch as promote
         from eventdedup.ops.scheduling import BatchPlan
+        from eventdedup.promotion.promote import promote_batch as promote
 
         config = load_pipeline_config()
         batch_id = codec.from_doc(BatchPlan, plan).batch_id

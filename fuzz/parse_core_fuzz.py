@@ -33,9 +33,10 @@ import pyarrow as pa
 with atheris.instrument_imports(include=["eventdedup"]):
     from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
     from eventdedup.parse import native_core
-    from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
+    from eventdedup.parse.event_parser import InvalidEvent, parse_event
     from eventdedup.parse.fingerprints import FingerprintRules
     from eventdedup.parse.input_lines import split_input
+    from eventdedup.parse.rules import ParseRules
 
 HEADER_BYTES = 3
 KEY_FIELDS = (("event_id",), ("event_id", "user"), ("user", "event_id"), ("created_at",), ("event_id", "event_id"),

@@ -88,7 +88,7 @@ def write_report(store, config) -> str:  # type: ignore[no-untyped-def]
     """The demo's report (every commit it made), as `eventdedup report` writes it: .demo/report.html."""
     from datetime import timedelta
 
-    from eventdedup.report import build_report
+    from eventdedup.report.build import build_report
 
     report = build_report(store, config, datetime(2000, 1, 1, tzinfo=timezone.utc),
                           datetime.now(timezone.utc) + timedelta(days=1))

@@ -218,7 +218,7 @@ def _dedup(args: argparse.Namespace) -> int:
 
 
 def _promote(args: argparse.Namespace) -> int:
-    from eventdedup.commit.promotion import promote_batch
+    from eventdedup.promotion.promote import promote_batch
 
     config = load_config(args.config)
     outcome = promote_batch(_store(config), config, validate_batch_id(args.batch_id))
@@ -253,7 +253,7 @@ def _exclude_input(args: argparse.Namespace) -> int:
 
 
 def _recover(args: argparse.Namespace) -> int:
-    from eventdedup.commit.recovery import examine, recover
+    from eventdedup.promotion.recovery import examine, recover
 
     config = load_config(args.config)
     report = (examine if args.dry_run else recover)(_store(config), config)
@@ -273,7 +273,7 @@ def _fsck(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from eventdedup.report import build_report
+    from eventdedup.report.build import build_report
 
     config = load_config(args.config)
     now = datetime.now(timezone.utc)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from eventdedup.commit.recovery import recover
 from eventdedup.layout import Layout
+from eventdedup.promotion.recovery import recover
 from eventdedup.s3store import S3Store
 from eventdedup_dev.s3_requests import first_request
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from eventdedup.commit.ledger import LedgerReader
+from eventdedup.commit.ledger_reader import LedgerReader
 from eventdedup.commit.log import load_committed_state
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector

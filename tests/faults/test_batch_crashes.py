@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from eventdedup.commit.recovery import recover
 from eventdedup.ops.pipeline import run_batch
+from eventdedup.promotion.recovery import recover
 from eventdedup.s3store import S3Store, make_client
 from eventdedup_dev.s3_requests import points_of
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from eventdedup.commit.log import load_committed_state, read_commit
-from eventdedup.commit.promotion import promote_batch
-from eventdedup.commit.recovery import recover
 from eventdedup.errors import EventDedupError
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
+from eventdedup.promotion.promote import promote_batch
+from eventdedup.promotion.recovery import recover
 from eventdedup.s3store import S3Store
 from eventdedup_dev.s3_requests import FaultPoint, first_request, points_of
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from eventdedup.commit.recovery import recover
 from eventdedup.ops.pipeline import run_batch
+from eventdedup.promotion.recovery import recover
 from eventdedup.s3store import S3Store
 from eventdedup_dev.s3_requests import FaultPoint, S3Request, first_request
 

@@ -11,9 +11,7 @@ import pytest
 from eventdedup.commit.job_result import load_job_result
 from eventdedup.commit.journal import PromotionJournal
 from eventdedup.commit.log import load_committed_state, read_commit
-from eventdedup.commit.promotion import promote_batch
 from eventdedup.commit.records import CommitRecord
-from eventdedup.commit.recovery import examine, recover
 from eventdedup.commit.view import load_manifest_bytes
 from eventdedup.errors import CommitConflictError, InconsistentStoreError
 from eventdedup.inputs.manifest import freeze_batch_inputs
@@ -22,6 +20,8 @@ from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
 from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch
+from eventdedup.promotion.promote import promote_batch
+from eventdedup.promotion.recovery import examine, recover
 from eventdedup.s3store import S3Store
 from eventdedup_dev.s3_requests import FaultPoint, first_request, points_of
 

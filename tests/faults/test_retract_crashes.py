@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from eventdedup.commit.log import load_committed_state
-from eventdedup.commit.recovery import recover
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.retract import retract_batch
+from eventdedup.promotion.recovery import recover
 from eventdedup.s3store import S3Store
 from eventdedup_dev.s3_requests import points_of
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from eventdedup.commit.recovery import recover
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.ops.pipeline import run_batch, verify_rerun
+from eventdedup.promotion.recovery import recover
 from eventdedup.s3store import S3Store, make_client
 from eventdedup_dev.s3_requests import FaultPoint
 

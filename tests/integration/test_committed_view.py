@@ -15,11 +15,11 @@ from __future__ import annotations
 from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.log import load_committed_state, read_commit
-from eventdedup.commit.promotion import promote_batch
 from eventdedup.commit.view import committed_objects, maintain_view
 from eventdedup.counts import BatchCounts
 from eventdedup.layout import Layout
 from eventdedup.ops.retract import retract_batch
+from eventdedup.promotion.promote import promote_batch
 from eventdedup.s3store import S3Store
 from eventdedup.tables import AUDIT_SCHEMA, table_to_parquet
 

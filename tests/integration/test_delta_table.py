@@ -22,8 +22,6 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from eventdedup.commit.log import load_committed_state, read_commit
-from eventdedup.commit.promotion import promote_batch
-from eventdedup.commit.recovery import examine, recover
 from eventdedup.config import Config, TableSettings
 from eventdedup.delta import projection
 from eventdedup.delta.projection import APP_ID, project, table_status
@@ -37,6 +35,8 @@ from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.retract import retract_batch
 from eventdedup.ops.status import format_status, store_status
+from eventdedup.promotion.promote import promote_batch
+from eventdedup.promotion.recovery import examine, recover
 from eventdedup.s3store import S3Store, make_client
 from eventdedup.s3store import make_client as s3_client
 from eventdedup_dev.s3_fault_proxy import FaultProxy

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from eventdedup.cli import main as cli_main
-from eventdedup.commit.promotion import promote_batch
 from eventdedup.errors import BatchManifestError, CommitConflictError, InputChangedError, StaleBatchError
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
@@ -18,6 +17,7 @@ from eventdedup.job.driver import run_dedup_job
 from eventdedup.layout import Layout
 from eventdedup.ops.exclude import exclude_input
 from eventdedup.ops.pipeline import run_batch
+from eventdedup.promotion.promote import promote_batch
 
 from ..support.helpers import NOW, commit_counts, committed_rows, put_lines
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from eventdedup.commit.ledger import LedgerReader
+from eventdedup.commit.ledger_reader import LedgerReader
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector

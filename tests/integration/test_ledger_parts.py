@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 
 from eventdedup.commit.changes import BatchChange, Retraction
-from eventdedup.commit.ledger import LedgerEntry, LedgerReader, LedgerUpdate
+from eventdedup.commit.ledger import LedgerEntry, LedgerUpdate
+from eventdedup.commit.ledger_reader import LedgerReader
 from eventdedup.commit.log import load_committed_state, read_commit, write_checkpoint_if_due, write_commit
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState

@@ -23,7 +23,7 @@ from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.ops.retract import retract_batch
-from eventdedup.report import build_report
+from eventdedup.report.build import build_report
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import NOW, commit_counts, committed_cache_entries, committed_rows, make_config, put_lines

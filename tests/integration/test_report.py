@@ -29,7 +29,7 @@ from eventdedup.layout import Layout
 from eventdedup.ops.exclude import exclude_input
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
-from eventdedup.report import build_report
+from eventdedup.report.build import build_report
 from eventdedup.report.collect import collect
 from eventdedup.s3store import S3Store
 
@@ -486,7 +486,7 @@ def test_the_command_writes_the_page_or_prints_the_figures(workload: Workload, t
 
 
 def test_the_latest_report_only_moves_forward_and_a_day_is_named_by_its_date(s3_server, bucket) -> None:  # type: ignore[no-untyped-def]
-    from eventdedup.report import publish_report, report_name
+    from eventdedup.report.build import publish_report, report_name
 
     config = make_config(s3_server.endpoint_url, bucket)
     store = S3Store(s3_server.client(), bucket)

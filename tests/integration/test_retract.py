@@ -12,9 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from eventdedup.commit.ledger import LedgerReader
+from eventdedup.commit.ledger_reader import LedgerReader
 from eventdedup.commit.log import load_committed_state, read_commit
-from eventdedup.commit.recovery import recover
 from eventdedup.errors import RetractionRefusedError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
@@ -22,6 +21,7 @@ from eventdedup.ops.fsck import fsck
 from eventdedup.ops.pipeline import run_batch, verify_rerun
 from eventdedup.ops.retract import retract_batch
 from eventdedup.ops.status import store_status
+from eventdedup.promotion.recovery import recover
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import NOW, bucket_listing, committed_cache_entries, committed_rows, put_lines

@@ -6,11 +6,11 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from eventdedup.commit.promotion import promote_batch
 from eventdedup.config import Config
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
+from eventdedup.promotion.promote import promote_batch
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import NOW, bucket_listing, commit_counts, committed_rows, expected_renamed_id, put_lines
@@ -165,10 +165,10 @@ def test_rerun_after_a_crashed_job_reproduces_the_same_job_result(store, config,
 
 
 def test_a_batch_computed_before_another_commit_must_be_recomputed(store, config, spark) -> None:
-    from eventdedup.commit.promotion import promote_batch
     from eventdedup.errors import StaleBatchError
     from eventdedup.inputs.manifest import freeze_batch_inputs
     from eventdedup.job.driver import run_dedup_job
+    from eventdedup.promotion.promote import promote_batch
 
     put_lines(store, "landing/x/1.jsonl", [E1, E2])
     put_lines(store, "landing/y/1.jsonl", [E1, E3])

@@ -7,8 +7,9 @@ recomputed. A batch that leaves the state is still known to be committed: before
 that first omits it is written, a marker beside its manifest records its version
 (eventdedup.commit.log).
 
-Every kind of change a commit carries (eventdedup.commit.changes) is applied here, in
-`CommittedState.apply`, and nowhere else.
+Every kind of change a commit carries (eventdedup.commit.changes) is applied here and nowhere
+else: `CommittedState.apply` folds a commit, and one function per kind (`_apply_change`,
+dispatched on the change's type as pyiceberg's `_apply_table_update` is) says what that kind alters.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import gzip
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import singledispatch
 from typing import Any
 
 import orjson
@@ -78,38 +80,17 @@ class CommittedState:
     bucket_cutovers: tuple[tuple[int, int], ...] = ()
 
     def apply(self, record: CommitRecord, name: str) -> CommittedState:
-        """The state after commit `record`: the one place where each kind of change takes effect."""
+        """The state after commit `record`. Its change takes effect in the function registered for
+        its kind (`_apply_change`); what every commit does (its cache heads, the horizon's pruning) here."""
         self._check_follows(record, name)
-        change = record.change
         arrival = self._arrival_of(record)
-        batches = {**self.batches, record.batch_id: record.version}
-        arrivals = {**self.arrivals, record.batch_id: arrival}
-        horizon, ledger = self.retain_from_hour, self.ledger
-        retracted, cutovers = dict(self.retracted), self.bucket_cutovers
-        latest_interval = (self.latest_interval_batch_id, self.latest_interval_arrival_hour)
-        if isinstance(change, BatchChange):
-            horizon = _later_hour(horizon, change.retain_from_hour)
-            ledger = ledger.with_update(change.ledger_update, record.version,
-                                        hour_index_at(datetime.fromisoformat(record.as_of)))
-            if change.interval:
-                latest_interval = _later_interval(latest_interval, record.batch_id, arrival)
-        elif isinstance(change, Retraction):
-            unknown = [batch for batch in change.retracts if batch not in self.batches]
-            if unknown:
-                raise CorruptStateError(f"commit record {name} retracts {unknown}, which are not recent committed "
-                                        "batches; the log is broken")
-            ledger = ledger.without_versions({self.batches[batch] for batch in change.retracts})
-            for batch in change.retracts:
-                batches.pop(batch)
-                arrivals.pop(batch, None)
-                retracted[batch] = record.version
-            if change.restores_interval is not None:
-                latest_interval = (change.restores_interval.batch_id, change.restores_interval.arrival_hour)
-        elif isinstance(change, Reshard):
-            if cutovers and change.from_hour <= cutovers[-1][0]:
-                raise CorruptStateError(f"commit record {name} reshards from {hour_text(change.from_hour)}, not after "
-                                        f"the last cut-over at {hour_text(cutovers[-1][0])}; the log is broken")
-            cutovers = (*cutovers, change.cutover)
+        folding = _Folding(self, record, name, arrival, batches={**self.batches, record.batch_id: record.version},
+                           arrivals={**self.arrivals, record.batch_id: arrival}, horizon=self.retain_from_hour,
+                           ledger=self.ledger, retracted=dict(self.retracted), cutovers=self.bucket_cutovers,
+                           latest_interval=(self.latest_interval_batch_id, self.latest_interval_arrival_hour))
+        _apply_change(record.change, folding)
+        batches, arrivals, horizon, ledger = folding.batches, folding.arrivals, folding.horizon, folding.ledger
+        retracted, cutovers, latest_interval = folding.retracted, folding.cutovers, folding.latest_interval
         left = dict(self.left_since_checkpoint)
         for batch_id in _batches_leaving(batches, arrivals, horizon):
             left[batch_id] = batches.pop(batch_id)
@@ -201,6 +182,69 @@ class CommittedState:
             raise CorruptStateError(f"checkpoint {name} does not parse: {exc}") from None
         # Version order: recent batches leave the state as a prefix of it.
         return replace(state, batches=dict(sorted(state.batches.items(), key=lambda item: item[1])))
+
+
+@dataclass
+class _Folding:
+    """A commit being folded into `state`: what its change may alter, altered in place by the
+    function registered for its kind, then taken by `CommittedState.apply`."""
+
+    state: CommittedState
+    record: CommitRecord
+    name: str
+    arrival: int
+    batches: dict[str, int]
+    arrivals: dict[str, int]
+    horizon: int | None
+    ledger: IngestionLedger
+    retracted: dict[str, int]
+    cutovers: tuple[tuple[int, int], ...]
+    latest_interval: tuple[str | None, int | None]
+
+
+@singledispatch
+def _apply_change(change: object, folding: _Folding) -> None:
+    """How a kind of change alters the state: one function per kind (a new kind registers its own)."""
+    raise CorruptStateError(f"commit record {folding.name} carries a change of no known kind "
+                            f"({type(change).__name__}); the log is broken")
+
+
+@_apply_change.register
+def _apply_batch(change: BatchChange, folding: _Folding) -> None:
+    """A batch moves the horizon, adds what it consumed to the ledger, and may be the latest interval."""
+    record = folding.record
+    folding.horizon = _later_hour(folding.horizon, change.retain_from_hour)
+    folding.ledger = folding.ledger.with_update(change.ledger_update, record.version,
+                                                hour_index_at(datetime.fromisoformat(record.as_of)))
+    if change.interval:
+        folding.latest_interval = _later_interval(folding.latest_interval, record.batch_id, folding.arrival)
+
+
+@_apply_change.register
+def _apply_retraction(change: Retraction, folding: _Folding) -> None:
+    """Retracted batches leave the view and the ledger, for good; a false latest interval is undone."""
+    recent = folding.state.batches
+    unknown = [batch for batch in change.retracts if batch not in recent]
+    if unknown:
+        raise CorruptStateError(f"commit record {folding.name} retracts {unknown}, which are not recent committed "
+                                "batches; the log is broken")
+    folding.ledger = folding.ledger.without_versions({recent[batch] for batch in change.retracts})
+    for batch in change.retracts:
+        folding.batches.pop(batch)
+        folding.arrivals.pop(batch, None)
+        folding.retracted[batch] = folding.record.version
+    if change.restores_interval is not None:
+        folding.latest_interval = (change.restores_interval.batch_id, change.restores_interval.arrival_hour)
+
+
+@_apply_change.register
+def _apply_reshard(change: Reshard, folding: _Folding) -> None:
+    """A reshard adds a cut-over, after every earlier one."""
+    cutovers = folding.cutovers
+    if cutovers and change.from_hour <= cutovers[-1][0]:
+        raise CorruptStateError(f"commit record {folding.name} reshards from {hour_text(change.from_hour)}, not after "
+                                f"the last cut-over at {hour_text(cutovers[-1][0])}; the log is broken")
+    folding.cutovers = (*cutovers, change.cutover)
 
 
 def upgrade_checkpoint(doc: Any) -> Any:

@@ -24,7 +24,8 @@ from eventdedup.cache.local_copies import LocalCopySettings
 from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted
 from eventdedup.commit.job_result import JobResult, StagedObject, withdraw_job_result
-from eventdedup.commit.ledger import LedgerReader, inputs_to_read, ledger_update, legacy_floor
+from eventdedup.commit.ledger import ledger_update, legacy_floor
+from eventdedup.commit.ledger_reader import LedgerReader, inputs_to_read
 from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
@@ -39,7 +40,7 @@ from eventdedup.job.read_stage import ReadContext, read_task
 from eventdedup.job.read_units import Cut, dedup_partitions, plan_read_tasks, starts_gzip
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
 from eventdedup.layout import Layout, new_attempt
-from eventdedup.parse.event_parser import ParseRules
+from eventdedup.parse.rules import ParseRules
 from eventdedup.parse.table_lines import is_parquet_key
 from eventdedup.s3store import ObjectInfo, S3Store, process_client
 

@@ -27,10 +27,10 @@ from eventdedup.job.records import (
     partition_of_bucket,
 )
 from eventdedup.keys import MICROS_PER_HOUR, bucket_array, digest_array
-from eventdedup.parse.event_parser import ParseRules
 from eventdedup.parse.id_time import NO_TIME, id_times_us
 from eventdedup.parse.input_lines import object_too_large, split_input, split_input_range, split_input_share
 from eventdedup.parse.object_parser import ObjectParse, parse_lines, quarantined_whole
+from eventdedup.parse.rules import ParseRules
 from eventdedup.parse.table_lines import is_parquet_key, parquet_lines
 from eventdedup.s3store import S3Store, process_client
 from eventdedup.sorting import distinct_sorted

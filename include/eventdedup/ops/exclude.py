@@ -34,7 +34,7 @@ def exclude_input(store: S3Store, layout: Layout, batch_id: str, input_key: str,
     if not created:
         return ExcludedInput.from_bytes(store.get_bytes(key), store.uri(key))  # excluded before: unchanged
     # The record first, then the checks: a promoter writes its journal, then reads the records
-    # again right before its commit (commit.promotion), so whichever order the two interleave in,
+    # again right before its commit (promotion.promote), so whichever order the two interleave in,
     # one of them sees the other. The journal is looked for before the commit: a promotion commits
     # before it deletes its journal, so a journal gone by then means a commit found after it (the
     # other order missed a promotion that committed and cleaned up between the two looks).

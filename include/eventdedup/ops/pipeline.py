@@ -13,7 +13,6 @@ from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.gate import needs_dedup_job
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state
-from eventdedup.commit.promotion import PromotionOutcome, promote_batch
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import record_arrival_hour
 from eventdedup.config import Config
@@ -24,6 +23,7 @@ from eventdedup.layout import Layout, is_guard_object
 from eventdedup.naming import validate_batch_id
 from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 from eventdedup.ops.timings import PhaseTimes
+from eventdedup.promotion.promote import PromotionOutcome, promote_batch
 from eventdedup.s3store import S3Store
 from eventdedup.tables import AUDIT_SCHEMA, parquet_to_table
 

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from eventdedup.commit.promotion import PromotionOutcome
 from eventdedup.commit.view import dataset_objects
 from eventdedup.config import Config
 from eventdedup.errors import BatchManifestError
@@ -31,6 +30,7 @@ from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.ops.scheduling import BatchPlan
+from eventdedup.promotion.promote import PromotionOutcome
 from eventdedup.s3store import S3Store
 
 if TYPE_CHECKING:

@@ -28,13 +28,13 @@ from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import committed_record, load_committed_state
-from eventdedup.commit.promotion import promote_batch
 from eventdedup.commit.state import CommittedState, log_time
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.errors import ConfigError
 from eventdedup.keys import CacheKey, hour_index_at, hour_text, is_guard_head_key
 from eventdedup.layout import Layout
+from eventdedup.promotion.promote import promote_batch
 from eventdedup.s3store import S3Store
 
 log = logging.getLogger(__name__)

@@ -40,7 +40,6 @@ from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import journal_or_none
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state
-from eventdedup.commit.promotion import PromotionOutcome, finish_committed, project_committed, promote_batch
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState, log_time, record_arrival_hour
 from eventdedup.config import Config
@@ -50,6 +49,7 @@ from eventdedup.inputs.manifest import load_batch_manifest_or_none
 from eventdedup.keys import CacheKey, hour_text, is_guard_head_key
 from eventdedup.layout import Layout, new_attempt
 from eventdedup.naming import validate_batch_id
+from eventdedup.promotion.promote import PromotionOutcome, finish_committed, project_committed, promote_batch
 from eventdedup.s3store import S3Store
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from eventdedup.commit.gate import check_may_start
-from eventdedup.commit.ledger import LedgerReader, consumed_predicate, legacy_floor, listing_floor
+from eventdedup.commit.ledger import legacy_floor, listing_floor
+from eventdedup.commit.ledger_reader import LedgerReader, consumed_predicate
 from eventdedup.commit.log import load_committed_state
-from eventdedup.commit.recovery import RecoveryReport, examine, recover
 from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import dataset_objects
 from eventdedup.config import Config
@@ -24,6 +24,7 @@ from eventdedup.inputs.manifest import BatchManifest, freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector, checked_selector
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
+from eventdedup.promotion.recovery import RecoveryReport, examine, recover
 from eventdedup.s3store import S3Store
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,8 @@ from typing import Any
 from deltalake.exceptions import DeltaError
 
 from eventdedup.commit.changes import BatchChange, Reshard, Retraction
-from eventdedup.commit.ledger import LedgerReader, consumed_predicate
+from eventdedup.commit.ledger_reader import LedgerReader, consumed_predicate
 from eventdedup.commit.log import batch_record, committed_record, load_committed_state
-from eventdedup.commit.recovery import examine
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
@@ -20,6 +19,7 @@ from eventdedup.errors import EventDedupError
 from eventdedup.inputs.landing import unconsumed_in_range
 from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
+from eventdedup.promotion.recovery import examine
 from eventdedup.s3store import S3Store
 
 log = logging.getLogger(__name__)

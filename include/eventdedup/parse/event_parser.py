@@ -10,11 +10,9 @@ from typing import Any
 
 import orjson
 
-from eventdedup.config import Config
 from eventdedup.keys import key_digest
-from eventdedup.parse.fingerprints import FingerprintRules
-from eventdedup.parse.input_lines import DEFAULT_MAX_OBJECT_BYTES
 from eventdedup.parse.order_keys import NotComparable, order_key_of_number, order_key_of_value
+from eventdedup.parse.rules import ParseRules
 
 JsonObject = dict[str, Any]  # a parsed JSON object, as orjson and json produce it
 
@@ -26,47 +24,6 @@ _EPOCH_MAX_DIGITS = 20  # beyond any accepted instant in any unit; also far belo
 # The deepest nesting (objects and arrays, the event itself included) an event may have: orjson
 # parses up to 1024 levels but serialises only 254, and the fingerprint serialises the event.
 MAX_JSON_DEPTH = 254
-
-
-@dataclass(frozen=True)
-class ParseRules:
-    """What a valid event looks like for one batch; picklable for Spark executors."""
-
-    key_fields: tuple[str, ...]
-    time_field: str
-    min_time_us: int
-    max_time_us: int
-    max_line_bytes: int = 1_048_576
-    max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES
-    fingerprint: FingerprintRules = FingerprintRules()
-    trim: bool = False
-    lower: bool = False
-    # The field min:/max: survivor policies compare; None for first/last.
-    survivor_field: str | None = None
-    partition_time: str = "event"  # [dedup] partition_time: whose hour files an event's cache entry
-    compiled: bool = True  # [events] compiled_parser: the compiled core may vouch for lines
-
-    @classmethod
-    def for_batch(cls, config: Config, as_of: datetime, *, fingerprint_hash: str) -> ParseRules:
-        """The rules of a batch at `as_of` on a cache whose identity records `fingerprint_hash`
-        (eventdedup.cache.identity.check_cache_identity): never the configuration's alone, which
-        may leave it unset."""
-        events, dedup = config.events, config.dedup
-        max_time = as_of.timestamp() + events.max_future_hours * 3600
-        return cls(
-            key_fields=config.key_fields,
-            time_field=events.time_field,
-            min_time_us=int(events.min_event_time.timestamp() * 1_000_000),
-            max_time_us=int(max_time * 1_000_000),
-            max_line_bytes=events.max_line_bytes,
-            max_object_bytes=events.max_object_bytes,
-            fingerprint=FingerprintRules(dedup.fingerprint_fields, dedup.fingerprint_exclude, fingerprint_hash),
-            trim="trim" in dedup.normalize,
-            lower="lower" in dedup.normalize,
-            survivor_field=dedup.survivor_field,
-            partition_time=dedup.partition_time,
-            compiled=events.compiled_parser,
-        )
 
 
 @dataclass(frozen=True)

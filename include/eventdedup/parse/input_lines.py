@@ -14,10 +14,10 @@ import numpy as np
 import numpy.typing as npt
 
 from eventdedup.parse import native_core
+from eventdedup.parse.rules import DEFAULT_MAX_OBJECT_BYTES
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
-DEFAULT_MAX_OBJECT_BYTES = 1_073_741_824  # [events] max_object_bytes
 _INFLATE_STEP = 16 * 1024 * 1024  # decompressed bytes per zlib call: the limit is checked this often
 
 

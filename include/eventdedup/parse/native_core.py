@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -30,10 +29,8 @@ import xxhash
 
 from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
 from eventdedup.keys import KEY_DIGEST_BYTES
+from eventdedup.parse.rules import ParseRules
 from eventdedup.tables import CHUNK_SCHEMA, make_seq
-
-if TYPE_CHECKING:  # input_lines imports this module, and event_parser imports input_lines
-    from eventdedup.parse.event_parser import ParseRules
 
 log = logging.getLogger(__name__)
 

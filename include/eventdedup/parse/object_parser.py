@@ -41,13 +41,13 @@ from eventdedup.parse.event_parser import (
     InvalidEvent,
     JsonObject,
     ParsedEvent,
-    ParseRules,
     dedup_key_text,
     order_key_for,
     parse_event,
 )
 from eventdedup.parse.fingerprints import fingerprint_digests
 from eventdedup.parse.input_lines import InputLine, SplitInput, line_of_piece, split_input
+from eventdedup.parse.rules import ParseRules
 from eventdedup.tables import CHUNK_SCHEMA, make_seq
 
 log = logging.getLogger(__name__)

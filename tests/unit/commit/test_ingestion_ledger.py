@@ -8,11 +8,10 @@ from eventdedup.commit.changes import BatchChange
 from eventdedup.commit.ledger import (
     IngestionLedger,
     LedgerEntry,
-    LedgerReader,
     LedgerUpdate,
-    consumed_predicate,
     listing_floor,
 )
+from eventdedup.commit.ledger_reader import LedgerReader, consumed_predicate
 from eventdedup.commit.records import CommitRecord
 from eventdedup.commit.state import CommittedState
 from eventdedup.counts import BatchCounts

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from eventdedup.config import FINGERPRINT_BLAKE2B, NEW_STORE_FINGERPRINT, config_from_mapping
 from eventdedup.keys import key_digest
-from eventdedup.parse.event_parser import InvalidEvent, ParseRules, dedup_key_text, normalize_event_id, parse_event
+from eventdedup.parse.event_parser import InvalidEvent, dedup_key_text, normalize_event_id, parse_event
 from eventdedup.parse.input_lines import iter_input_lines
 from eventdedup.parse.object_parser import parse_object
+from eventdedup.parse.rules import ParseRules
 from eventdedup.tables import make_seq
 
 from ...support.parse_fallback import no_line_by_line_fallback

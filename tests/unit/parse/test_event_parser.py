@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from eventdedup.config import NEW_STORE_FINGERPRINT, config_from_mapping
 from eventdedup.keys import key_digest
-from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
+from eventdedup.parse.event_parser import InvalidEvent, parse_event
 from eventdedup.parse.fingerprints import FingerprintRules, fingerprint_digests, fingerprint_of_canonical
+from eventdedup.parse.rules import ParseRules
 
 AS_OF = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
 

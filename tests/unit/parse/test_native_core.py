@@ -32,9 +32,10 @@ from hypothesis import strategies as st
 
 from eventdedup.config import FINGERPRINT_HASHES
 from eventdedup.parse import native_core, object_parser
-from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
+from eventdedup.parse.event_parser import InvalidEvent, parse_event
 from eventdedup.parse.fingerprints import FingerprintRules
 from eventdedup.parse.input_lines import iter_input_lines, split_input
+from eventdedup.parse.rules import ParseRules
 from eventdedup.tables import make_seq
 
 from ...support.parse_fallback import no_line_by_line_fallback

@@ -31,7 +31,7 @@ _WITHOUT_CORE = textwrap.dedent("""
     from datetime import datetime, timezone
     from eventdedup.config import config_from_mapping
     from eventdedup.parse import native_core
-    from eventdedup.parse.event_parser import ParseRules
+    from eventdedup.parse.rules import ParseRules
     from eventdedup.parse.object_parser import parse_object
 
     rules = ParseRules.for_batch(config_from_mapping({"s3": {"bucket": "events"}}),

@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from eventdedup.parse import native_core
-from eventdedup.parse.event_parser import InvalidEvent, ParseRules, parse_event
+from eventdedup.parse.event_parser import InvalidEvent, parse_event
 from eventdedup.parse.fingerprints import FingerprintRules
+from eventdedup.parse.rules import ParseRules
 
 pytestmark = pytest.mark.skipif(not native_core.available(), reason="the compiled core is not built here")
 

@@ -15,11 +15,11 @@ from deltalake.exceptions import DeltaError
 
 from eventdedup.commit.journal import EntryState, PromotionJournal, check_entries, list_journals
 from eventdedup.commit.log import committed_record, committed_version, load_committed_state, read_commit
-from eventdedup.commit.promotion import abandon_promotion, clean_up_batch, execute_journal, finish_committed
 from eventdedup.config import Config
 from eventdedup.delta.projection import project, table_status
 from eventdedup.errors import CommitConflictError, EventDedupError, StaleBatchError
 from eventdedup.layout import Layout
+from eventdedup.promotion.promote import abandon_promotion, clean_up_batch, execute_journal, finish_committed
 from eventdedup.s3store import S3Store
 
 log = logging.getLogger(__name__)
