@@ -71,17 +71,13 @@ def eventdedup_populate() -> None:
 def eventdedup_retract() -> None:
     @task(pool=store_pool())
     def retract() -> dict[str, Any]:
-        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+        from eventdedup_airflow import store_operation
 
         from eventdedup.ops.retract import retract_batch
-        from eventdedup.ops.scheduling import consistency_gate
 
         context = get_current_context()
         params = context["params"]
-        config = load_pipeline_config()
-        store = s3_store(config)
-        with alert_and_raise(str(params["batch_id"]), "retraction_failed", context):
-            consistency_gate(store, config)
+        with store_operation(str(params["batch_id"]), "retraction_failed", context) as (config, store):
             outcome = retract_batch(store, config, str(params["batch_id"]), str(params["reason"]),
                                     context["dag_run"].run_after, bool(params["cascade"]))
         return {"retraction_id": outcome.retraction_id, "version": outcome.version,
@@ -98,18 +94,14 @@ def eventdedup_retract() -> None:
 def eventdedup_reshard() -> None:
     @task(pool=store_pool())
     def reshard() -> dict[str, Any]:
-        from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
+        from eventdedup_airflow import store_operation
 
         from eventdedup.ops.reshard import reshard as grow
-        from eventdedup.ops.scheduling import consistency_gate
 
         context = get_current_context()
         params = context["params"]
-        config = load_pipeline_config()
-        store = s3_store(config)
         effective = params.get("effective_from")
-        with alert_and_raise(f"reshard-{params['buckets']}", "reshard_failed", context):
-            consistency_gate(store, config)
+        with store_operation(f"reshard-{params['buckets']}", "reshard_failed", context) as (config, store):
             outcome = grow(store, config, int(params["buckets"]), context["dag_run"].run_after,
                            datetime.fromisoformat(effective) if effective else None)
         return {"reshard_id": outcome.reshard_id, "version": outcome.version, "from": outcome.from_text,

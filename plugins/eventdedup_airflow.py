@@ -184,6 +184,20 @@ def alert_and_raise(batch_id: str, kind: str, context: Any, final_try_only: bool
         raise
 
 
+@contextmanager
+def store_operation(label: str, alert_kind: str, context: Any) -> Iterator[tuple[Config, S3Store]]:
+    """An operation on the store from an operations DAG's task (retract, reshard): the
+    configuration and a store, the consistency gate passed first, and any failure alerted as
+    `alert_kind` under `label`, then raised."""
+    from eventdedup.ops.scheduling import consistency_gate
+
+    config = load_pipeline_config()
+    store = s3_store(config)
+    with alert_and_raise(label, alert_kind, context):
+        consistency_gate(store, config)
+        yield config, store
+
+
 def _already_alerted(batch_id: str, kind: str, run_id: str) -> bool:
     """Whether this run already sent this alert (its object is there). Unreadable: not sent."""
     from eventdedup.ops.alerts import read_alert

@@ -104,7 +104,12 @@ def bucket_hash(digests: np.ndarray) -> npt.NDArray[np.uint64]:
     """The 64-bit mix a key's bucket is taken from (modulo the bucket count): a key's bucket under
     a count is its bucket under any divisor of that count, modulo the divisor (resharding)."""
     halves = np.frombuffer(np.ascontiguousarray(digests).tobytes(), ">u8").reshape(-1, 2).astype(np.uint64)
-    mixed = halves[:, 0] ^ ((halves[:, 1] << np.uint64(32)) | (halves[:, 1] >> np.uint64(32)))
+    return splitmix64_finalised(halves[:, 0] ^ ((halves[:, 1] << np.uint64(32)) | (halves[:, 1] >> np.uint64(32))))
+
+
+def splitmix64_finalised(mixed: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finaliser (Steele, Lea and Flood), in place: every 64-bit hash of keys here
+    (buckets, id guards) ends with it, each seeding and folding the key's two halves its own way."""
     mixed ^= mixed >> np.uint64(30)
     mixed *= _MIX_1
     mixed ^= mixed >> np.uint64(27)

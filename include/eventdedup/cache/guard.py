@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from eventdedup.errors import CorruptStateError
-from eventdedup.keys import DIGEST_DTYPE
+from eventdedup.keys import DIGEST_DTYPE, splitmix64_finalised
 
 MAGIC_V1, MAGIC = b"EDGD", b"EDG2"
 FORMAT_VERSION = 2
@@ -41,8 +41,6 @@ _HEADER_V1 = struct.Struct(">4sBBxxII")
 _HEADER = struct.Struct(">4sBBBBIIII")
 _CRC = struct.Struct(">I")
 _SEED = np.uint64(0x9E3779B97F4A7C15)
-_MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX_2 = np.uint64(0x94D049BB133111EB)
 _STEPS_BEFORE_SEARCH = 4
 _PACK_ROWS = 1 << 20  # bit packing works in slices of this many values (a multiple of 8: whole bytes)
 
@@ -53,14 +51,8 @@ def guard_hashes(digests: npt.NDArray[np.bytes_]) -> npt.NDArray[np.uint64]:
     """64 bits per key, independent of the bucket: splitmix64 over both halves with another seed.
     A guard keeps the top `hash_bits` of them (format 1: 32)."""
     halves = np.frombuffer(np.ascontiguousarray(digests, DIGEST_DTYPE).tobytes(), ">u8").reshape(-1, 2)
-    mixed = (halves[:, 0].astype(np.uint64) ^ _SEED) ^ (
-        (halves[:, 1].astype(np.uint64) << np.uint64(29)) | (halves[:, 1].astype(np.uint64) >> np.uint64(35)))
-    mixed ^= mixed >> np.uint64(30)
-    mixed *= _MIX_1
-    mixed ^= mixed >> np.uint64(27)
-    mixed *= _MIX_2
-    mixed ^= mixed >> np.uint64(31)
-    return mixed
+    return splitmix64_finalised((halves[:, 0].astype(np.uint64) ^ _SEED) ^ (
+        (halves[:, 1].astype(np.uint64) << np.uint64(29)) | (halves[:, 1].astype(np.uint64) >> np.uint64(35))))
 
 
 def _top_bits(hashes: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
