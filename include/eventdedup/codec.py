@@ -107,9 +107,9 @@ def dumps(value: Any, indent: bool = False, format_version: int | None = None) -
 
 
 def is_older_format(doc: Document, current: int, oldest: int | None, what: str = "format") -> bool:
-    """Whether a document is of `oldest`, the one earlier format its reader upgrades (None: from
-    before formats were numbered, with no "format" key). False for the current format and for
-    anything but an object (decoding names what is wrong with it). Any other format is refused,
+    """Whether a document is of `oldest`, the one earlier format its reader upgrades (None: an
+    unnumbered document, with no "format" key; docs/formats.md). False for the current format and
+    for anything but an object (decoding names what is wrong with it). Any other format is refused,
     never read as an older one."""
     if not isinstance(doc, dict) or doc.get("format") == current:
         return False

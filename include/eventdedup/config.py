@@ -109,8 +109,8 @@ NEW_CACHE_BUCKETS = 16
 
 # The fingerprint hash (eventdedup.parse.fingerprints) is part of the cache identity: a cache's
 # entries hold the fingerprints of the events it saw, and a retransmission is natural only if it
-# is fingerprinted alike. Identities recorded before the hash was one name none: those caches were
-# built with 64-bit BLAKE2b and keep it. A new cache gets XXH3-64 (~0.1 us a line, BLAKE2b ~0.7).
+# is fingerprinted alike. An identity that names none is a 64-bit BLAKE2b cache's, which keeps it
+# (docs/formats.md). A new cache gets XXH3-64 (~0.1 us a line, BLAKE2b ~0.7).
 FINGERPRINT_BLAKE2B = "blake2b-64"
 FINGERPRINT_XXH3 = "xxh3-64"
 FINGERPRINT_HASHES = (FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3)
@@ -249,7 +249,7 @@ class Config:
             "fingerprint_hash": self.dedup.new_store_fingerprint_hash,
             "time_field": self.events.time_field,
         }
-        if self.dedup.partition_time != "event":  # absent from identities recorded before it existed
+        if self.dedup.partition_time != "event":  # absent: "event" (docs/formats.md)
             identity["partition_time"] = self.dedup.partition_time
         return identity
 

@@ -46,8 +46,8 @@ class BatchCounts(Mapping[str, int]):
     inputs_excluded: int = 0  # input objects an operator excluded, quarantined whole
     inputs_already_consumed: int = 0  # prefix inputs the ingestion ledger held, skipped
     populated: int = 0  # a populate batch: events committed to the cache, not output
-    # Counted by releases before 7b2fb56 (e3a54f4 on): events older than the window, checked only
-    # within their batch and output; nothing counts it now. Kept so those records read whole.
+    # Events older than the window, checked only within their batch and output: counted by older
+    # releases, by nothing now (docs/formats.md). Kept so that their records read whole.
     older_than_window: int = 0
 
     # Counts of work done, not of results: a rerun may do more of it (the id guards it probes hold

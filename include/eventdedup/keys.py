@@ -186,7 +186,7 @@ def guard_head_key(hour: int, bucket: int) -> str:
 
 def day_guard_head_key(day: int, bucket: int) -> str:
     """The state's name of a format-1 id guard, one per arrival day (days since the epoch) and
-    bucket, as batches before 2026-11-26 wrote them: 'guard/2026-11-22/0017'. Still read."""
+    bucket: 'guard/2026-11-22/0017'. Still read (docs/formats.md)."""
     return f"{GUARD_HEAD_PREFIX}{CacheKey(day, 0, bucket).date_text}/{bucket:04d}"
 
 

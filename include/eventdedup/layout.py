@@ -39,12 +39,13 @@ class Layout:
         return f"{self.settings.staging_prefix}{validate_batch_id(batch_id)}/"
 
     def job_result(self, batch_id: str) -> str:
-        """Format 2 and later. A new name, so that a release reading format 1 finds no job result
-        (and refuses to promote) instead of misreading one (a rolling upgrade, a rollback)."""
+        """Where a job result is written: a name of its own, so that a release that reads only
+        unnumbered job results finds none (and refuses to promote) instead of misreading one (a
+        rolling upgrade, a rollback; docs/formats.md)."""
         return f"{self.staging_root(batch_id)}job-result.json"
 
     def legacy_job_result(self, batch_id: str) -> str:
-        """Where format-1 job results were written: read when there is no format-2 one."""
+        """The older name of job results: read when `job_result` holds none (docs/formats.md)."""
         return f"{self.staging_root(batch_id)}_job_result.json"
 
     def attempt_root(self, batch_id: str, attempt: str) -> str:
@@ -116,7 +117,7 @@ class Layout:
         return f"{self.settings.cache_prefix}{_guard_folder(hour, bucket)}/{validate_batch_id(batch_id)}{GUARD_SUFFIX}"
 
     def final_day_guard(self, batch_id: str, day: int, bucket: int) -> str:
-        """A format-1 id guard of one arrival day (written before 2026-11-26; still read)."""
+        """A format-1 id guard of one arrival day (still read: docs/formats.md)."""
         key = CacheKey(day, 0, bucket)
         return (f"{self.settings.cache_prefix}guard/date={key.date_text}/bucket={bucket:04d}/"
                 f"{validate_batch_id(batch_id)}{GUARD_SUFFIX}")

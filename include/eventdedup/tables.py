@@ -53,7 +53,7 @@ AUDIT_SCHEMA = pa.schema([
     ("line_number", pa.int64()),
     ("raw", pa.string()),
     # The raw line's top-level [report] producer_field value (eventdedup.parse.producers); null when
-    # unset or absent. Files written before 2026-11-26 lack the column: readers take it as null.
+    # unset or absent. Older files lack the column (docs/formats.md): readers take it as null.
     ("producer", pa.string()),
 ])
 

@@ -10,7 +10,7 @@ immutable). A batch loads the guards of its window once per bucket and probes ev
 decides; a hit names hours to load, and the decision is then made exactly against those hours'
 segments, so a hash collision costs one segment load and never a drop.
 
-Format 2 ("EDG2", written since 2026-11-26), big-endian, about 3.6 bytes an id at 750k ids:
+Format 2 ("EDG2"), big-endian, about 3.6 bytes an id at 750k ids:
     magic | format u8 | hash bits u8 (46) | high bits u8 (k) | slot bits u8 | hours u32 |
     entries u32 | main slot u32 | other entries u32 | hours (i64 each, sorted) |
     high parts: unary, entries + 2^k bits (the Elias-Fano upper half) |
@@ -19,8 +19,8 @@ Format 2 ("EDG2", written since 2026-11-26), big-endian, about 3.6 bytes an id a
 Entries are sorted by (hash, slot). 46-bit hashes: a probe falsely hits a guard of n ids with
 probability n / 2^46 (~1e-8 at 750k), so at 1M events per 5 minutes and a 168-hour window a
 bucket's probes hit ~0.1 hours they need not load per batch (32-bit hashes: ~5,000 a batch).
-Format 1 ("EDGD", one guard per arrival day, 32-bit hashes) is still read: a store written
-before keeps its day guards until they leave the window.
+Format 1 ("EDGD", one guard per arrival day, 32-bit hashes) is still read, until such guards
+leave the window (docs/formats.md).
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class BatchHistory:
     base_version: int  # the log version the batch is computed against; it commits base_version + 1
-    arrival_hour: int  # the batch's arrival (its id guard's day); its commit records it
+    arrival_hour: int  # the batch's arrival (its id guard's hour); its commit records it
     window_start_hour: int  # entries of batches that arrived before this hour are invisible to it
     retain_from_hour: int  # what the batch's commit records as its horizon: one window before its start
     # Owners whose runs the batch sees (owner -> commit version, the order of their runs): committed
@@ -65,8 +65,8 @@ class BatchHistory:
         return tuple(range(self.window_start_hour, self._last_arrival(arrivals) + 1))
 
     def guard_days(self, arrivals: Mapping[str, int]) -> tuple[int, ...]:
-        """The arrival days of the same span: where batches before 2026-11-26 kept their guards
-        (one per arrival day, format 1)."""
+        """The arrival days of the same span: where day guards (format 1, one per arrival day) are
+        kept (docs/formats.md)."""
         return tuple(range(self.window_start_hour // 24, self._last_arrival(arrivals) // 24 + 1))
 
     def _last_arrival(self, arrivals: Mapping[str, int]) -> int:
@@ -103,7 +103,7 @@ def arrival_hour(state: CommittedState, as_of: datetime, window_hours: int, inte
 
 def _visible(state: CommittedState, window_start: int, own_version: int) -> dict[str, int]:
     """Batches committed before `own_version` that arrived at or after the window start (a batch
-    without a known arrival, from a checkpoint older than arrivals, is seen: never fewer checks)."""
+    without a known arrival, from an older checkpoint, is seen: never fewer checks; docs/formats.md)."""
     return {owner: version for owner, version in state.batches.items()
             if version < own_version and state.arrivals.get(owner, window_start) >= window_start}
 

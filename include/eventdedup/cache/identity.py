@@ -6,8 +6,8 @@ retransmission looks new: the duplicates leak silently. So the first batch recor
 (create-if-absent, so two first batches cannot record different ones) and every later batch must
 match them. Buckets may only grow, by a reshard committed to the log (eventdedup.cache.epochs,
 eventdedup.ops.reshard). The bucket count and the fingerprint hash may be left unset in the
-configuration: the cache's are taken. An identity recorded before the hash was part of it names
-none; that cache was built with BLAKE2b-64 and keeps it (its identity is never rewritten).
+configuration: the cache's are taken. An identity that names no hash is a BLAKE2b-64 cache's,
+which keeps it (an identity is never rewritten: docs/formats.md).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
     key = layout.cache_identity()
     data = store.get_bytes_or_none(key)
     if data is None and has_cache:
-        # Which hash the entries hold is unknowable (an older release's BLAKE2b, or this one's XXH3):
+        # Which hash the entries hold is unknowable (BLAKE2b-64 or XXH3-64: docs/formats.md):
         # guessing wrong turns every natural copy into a synthetic one. Never record it over a cache.
         raise CorruptStateError(
             f"the cache identity {store.uri(key)} is missing but the commit log names cache objects: restore it "
@@ -57,7 +57,7 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
             data = _encode(wanted)
         else:
             data = store.get_bytes(key)  # another first batch recorded it a moment ago
-    recorded = {"fingerprint_hash": FINGERPRINT_BLAKE2B, **orjson.loads(data)}  # absent: recorded before it was
+    recorded = {"fingerprint_hash": FINGERPRINT_BLAKE2B, **orjson.loads(data)}  # absent: BLAKE2b (docs/formats.md)
     epochs = BucketEpochs(int(recorded["buckets"]), cutovers)
     followed = {"buckets"} | (set() if config.dedup.fingerprint_hash else {"fingerprint_hash"})
     _refuse_changes(recorded, wanted, followed, store.uri(key))

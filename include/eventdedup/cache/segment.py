@@ -17,10 +17,10 @@ Layout (all integers big-endian):
     trailer:  crc32 u32 over everything before it
 Per key this is 24 bytes plus a few bytes per run (format 2: and 20 bytes per block of 256), and
 a truncated or garbled object fails the length or CRC check instead of being read as "no ids
-seen". Format 2 (written since 2026-11-26) can also be read in parts: a batch that probes a few
-ids of an hour (a late copy the id guards sent it to) reads the footer, the run table and the
-blocks that can hold them, each block checked by its own CRC (eventdedup.cache.segment_parts).
-Format 1 is still read, whole.
+seen". Format 2 can also be read in parts: a batch that probes a few ids of an hour (a late
+copy the id guards sent it to) reads the footer, the run table and the blocks that can hold
+them, each block checked by its own CRC (eventdedup.cache.segment_parts).
+Format 1 (no index, no footer) is still read, whole (docs/formats.md).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ segment is megabytes. Every entry of a probed id is in the blocks read (a digest
 block's first may also end the block before: both are read), so a lookup of the probed ids in
 these partial runs is the lookup in the whole segment (`CacheView.lookup` queries no other id
 in an hour a guard named). The byte ranges of every run are read together, ranges less than
-8 KiB apart in one request. A format-1 segment has no index: it is read whole.
+8 KiB apart in one request. A format-1 segment has no index: it is read whole (docs/formats.md).
 """
 from __future__ import annotations
 

@@ -25,53 +25,53 @@ class BatchChange:
     KIND: ClassVar[str] = "batch"
 
     # The first hour (hours since the epoch) the batch checked against the cache; a rerun checks
-    # the same hours. None in records written before it was recorded.
+    # the same hours. None in older records (docs/formats.md).
     window_start_hour: int | None = None
     # Hours before this one may leave the state: neither this batch nor a rerun of any batch whose
     # window starts within a window of this one reads them (its window start minus one window).
     retain_from_hour: int | None = None
     # The input objects the batch consumed and the ledger's horizons (eventdedup.commit.ledger);
-    # None in records written before the ledger existed.
+    # None in older records (docs/formats.md).
     ledger_update: LedgerUpdate | None = field(default=None, metadata=json_name("ledger"))
     # Dedup partitions the batch's job ran with (they lay out its data and audit files): a rerun
-    # uses them. None in records written before they were derived from the input.
+    # uses them; a rerun of an older record without them is refused (docs/formats.md).
     partitions: int | None = None
     # Input keys the job quarantined whole on an operator's exclusion (sorted): promotion refuses
     # the change if the batch's exclusions are other than these when it commits.
     excluded_inputs: tuple[str, ...] = ()
-    # False in records committed before windows were measured by arrival and copies were found
-    # across hours (format 1 records without a `cross_hour_duplicates` count): a rerun would see
-    # other history, so they are never recomputed.
+    # Whether the batch's window was measured by arrival and its copies found across hours. False
+    # only in older records (docs/formats.md): a rerun would see other history, so they are never
+    # recomputed.
     arrival_windows: bool = True
     # An interval batch: its id names its interval's start and it selected by time. Recorded, so
-    # that a manual batch named like an interval never moves the schedule (format 1 records say
-    # nothing of it: there it is read from the id, as it was).
+    # that a manual batch named like an interval never moves the schedule (older records:
+    # docs/formats.md).
     interval: bool = False
-    # The hour the batch arrived at (eventdedup.cache.history); None in records written before it
-    # was recorded (then: its window start plus one window, or its as_of's hour).
+    # The hour the batch arrived at (eventdedup.cache.history); None in older records, where it is
+    # derived (eventdedup.commit.state.record_arrival_hour; docs/formats.md).
     arrival_hour: int | None = None
     # Earlier batches its decisions depended on: holder of a kept copy -> the batch's rows decided
     # against it (audited: dropped, renamed, kept; emitted: updates, in changelog mode). What
-    # `retract` refuses on, read from the log instead of every later batch's audit. None in
-    # records written before 2026-11-26 (then the audit is read: its updates are not counted).
+    # `retract` refuses on, read from the log instead of every later batch's audit. None in older
+    # records (then the audit is read: docs/formats.md).
     decided_against: Mapping[str, int] | None = None
-    # The [dedup] mode its job ran under: "enforce" (every record written before observe mode
-    # existed), or "observe" (every event output as it arrived, the audit saying what enforcing
-    # would have done). A rerun recomputes under it; promotion refuses a job computed under another
-    # mode than the configured one (eventdedup.commit.gate).
+    # The [dedup] mode its job ran under: "enforce" (also where a record names none), or "observe"
+    # (every event output as it arrived, the audit saying what enforcing would have done). A rerun
+    # recomputes under it; promotion refuses a job computed under another mode than the configured
+    # one (eventdedup.commit.gate).
     mode: str = "enforce"
     # The batch's duplicates found (its audit's rows) by the folder of their input object, and by
     # their [report] producer_field value ("" where it recorded none): each its RECORDED_VALUES most
     # frequent values, the rest under "(others)" (eventdedup.counts.bounded_counts). What
-    # `eventdedup report` ranks without reading the audit; None in records written before
-    # 2026-11-26 (there the report reads the audit's columns).
+    # `eventdedup report` ranks without reading the audit; None in older records (there the report
+    # reads the audit's columns: docs/formats.md).
     duplicates_by_folder: Mapping[str, int] | None = None
     duplicates_by_producer: Mapping[str, int] | None = None
     # decided_against without the batches its changelog updates supersede: the holders of its
-    # copies (its audit's kept_in_batch, other than itself). None in records before 2026-11-26.
+    # copies (its audit's kept_in_batch, other than itself). None in older records (docs/formats.md).
     copies_decided_against: Mapping[str, int] | None = None
-    # Its quarantined lines by reason class (eventdedup.parse.quarantine_reasons). None in records
-    # before 2026-11-26 (the report reads the quarantine's `error` column).
+    # Its quarantined lines by reason class (eventdedup.parse.quarantine_reasons). None in older
+    # records (the report reads the quarantine's `error` column).
     quarantined_by_reason: Mapping[str, int] | None = None
 
 
@@ -87,11 +87,11 @@ class Retraction:
     retracted_output_rows: int = 0
     cache_keys_rewritten: int = 0
     # Set when the batches it retracts include what the log took for its latest interval although
-    # it was none (a manual batch named like an interval, committed by a release that read
-    # intervals from ids): the latest interval is the one before it again.
+    # it was none (a manual batch named like an interval, in an older record: docs/formats.md):
+    # the latest interval is the one before it again.
     restores_interval: RestoredInterval | None = None
     # The log versions of the batches it retracts (the committed view's index finds their objects
-    # by them); empty in records written before it was kept.
+    # by them); empty in older records (docs/formats.md).
     retracted_versions: tuple[int, ...] = ()
 
     @property

@@ -65,15 +65,16 @@ class JobResult:
 
 
 def upgrade_job_result(doc: Any) -> Any:
-    """Format 1 (no `format` key) spelt the change as loose fields; a format this release does
-    not know is refused, never read as format 1. Format 2 is format 3 with no bases."""
+    """A job result of any format as the current document: an unnumbered one through
+    `upgrade_change_v1`, format 2 as having no bases; a format this release does not know is
+    refused (docs/formats.md)."""
     doc = without_bases_format(doc)
     return upgrade_change_v1(doc) if codec.is_older_format(doc, COMMIT_FORMAT, None) else doc
 
 
 def load_job_result(store: S3Store, layout: Layout, batch_id: str) -> JobResult:
-    """The batch's job result: the current format where this release writes it, else a format-1 one an
-    earlier release wrote (a batch computed before an upgrade, promoted after it)."""
+    """The batch's job result: under the name this release writes, else under the older name (a
+    batch computed before an upgrade, promoted after it: docs/formats.md)."""
     for key in (layout.job_result(batch_id), layout.legacy_job_result(batch_id)):
         data = store.get_bytes_or_none(key)
         if data is not None:

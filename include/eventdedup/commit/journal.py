@@ -45,9 +45,9 @@ class PromotionJournal:
 
     @property
     def to_copy(self) -> tuple[StagedObject, ...]:
-        """What the promotion copies before its commit: every entry but a load manifest, which a
-        format-1 job staged and this release writes after the commit instead, from the commit
-        record, in the same bytes (eventdedup.commit.view.publish_load_manifests)."""
+        """What the promotion copies before its commit: every entry but a load manifest, which an
+        older job staged (docs/formats.md) and this release writes after the commit instead, from
+        the commit record, in the same bytes (eventdedup.commit.view.publish_load_manifests)."""
         return tuple(entry for entry in self.job.objects if entry.kind != "load_manifest")
 
     def to_bytes(self) -> bytes:
@@ -67,8 +67,8 @@ class PromotionJournal:
 
 
 def upgrade_journal(doc: Any) -> Any:
-    """Format 1 (unnumbered) held the job result's fields loose, its objects as `entries`.
-    Format 2 is format 3 with no bases."""
+    """A journal of any format as the current document: an unnumbered one's loose job result
+    fields and `entries` made its `job`, format 2 read as having no bases (docs/formats.md)."""
     doc = without_bases_format(doc)
     if not codec.is_older_format(doc, COMMIT_FORMAT, None):
         return doc

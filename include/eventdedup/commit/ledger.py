@@ -14,13 +14,14 @@ committed batch does not consult the ledger: it reads what its own commit record
 
 What a batch holds, not what the window holds: at 1,000 input objects a batch the ledger keeps
 millions of entries, so the folded state does not carry them. Each checkpoint writes the entries
-of the commits since the one before as one immutable part (`ledger/<version>.json.gz`), and the
-state names its parts with their spans of versions and hours; it carries in memory only the
-entries of the commits since its checkpoint. Applying a commit costs what the commit consumed;
-loading the state reads no part. Each entry also keeps the hour of its object's LastModified
-(S3 dates an object version the same in every listing), and each part the span of those hours:
-a lookup reads only the parts whose span holds its object's hour, whatever any clock said when
-it was consumed (`LedgerReader`). Entries of commits that did not record it are in every span.
+of the commits since the one before as one immutable part (`ledger/<last>-<first>.json.gz`, by
+log version), and the state names its parts with their spans of versions and hours; it carries
+in memory only the entries of the commits since its checkpoint. Applying a commit costs what the
+commit consumed; loading the state reads no part. Each entry also keeps the hour of its object's
+LastModified (S3 dates an object version the same in every listing), and each part the span of
+those hours: a lookup reads only the parts whose span holds its object's hour, whatever any
+clock said when it was consumed (`LedgerReader`). Entries of commits that did not record it are
+in every span.
 
 This module holds the ledger's values and their codec: its entries and how a commit changes them,
 its parts (`write_part`), where listings stop (`listing_floor`, `legacy_floor`) and what a batch's
@@ -64,10 +65,11 @@ class LedgerUpdate:
     # the sweep and the hour a producer's clock may run ahead.
     retain_from_hour: int | None = None
     # Set by the first commit that keeps a ledger on a log that had commits without one: every
-    # landing object dated before it was consumed by the earlier rule (LastModified in an interval).
+    # landing object dated before it was consumed by the rule before the ledger (LastModified in an
+    # interval; docs/formats.md).
     legacy_floor: str | None = None
-    # The hour of each input's LastModified, aligned with `inputs`; empty when not known (records
-    # written before 2026-11-26, inputs not from a listing).
+    # The hour of each input's LastModified, aligned with `inputs`; empty when not known (older
+    # records: docs/formats.md; inputs not from a listing).
     dated_hours: tuple[int, ...] = ()
 
 
@@ -137,7 +139,7 @@ class IngestionLedger:
         leaves here: `pruned` decides). Costs what the commit consumed (and the commits since the
         checkpoint), never the ledger's size."""
         if update is None:
-            return self  # a commit written before the ledger existed
+            return self  # a commit without a ledger update (older records: docs/formats.md)
         recent = dict(self.recent)
         dated: tuple[int | None, ...] = (update.dated_hours if len(update.dated_hours) == len(update.inputs)
                                          else (None,) * len(update.inputs))
@@ -221,9 +223,9 @@ def listing_floor(ledger: IngestionLedger) -> datetime | None:
 
 def legacy_floor(store: S3Store, layout: Layout, ledger: IngestionLedger,
                  latest_interval_batch_id: str | None) -> datetime | None:
-    """The end of the latest interval committed before the ledger existed (None: no such log): a
-    log that had commits before the ledger consumed, by the earlier rule, every landing object
-    with LastModified before it. The first commit that keeps a ledger records it."""
+    """The end of the latest interval a log committed without a ledger (None: no such log): such a
+    log consumed every landing object with LastModified before it (docs/formats.md). The first
+    commit that keeps a ledger records it."""
     if ledger.legacy_floor is not None:
         return datetime.fromisoformat(ledger.legacy_floor)
     if ledger.started or latest_interval_batch_id is None:

@@ -53,7 +53,7 @@ _RECORD_HEAD_BYTES = 2048
 def commit_as_of(store: S3Store, layout: Layout, version: int) -> datetime:
     """Commit `version`'s as_of, from the head of its record (the field is among its first few
     hundred bytes, written in field order): one small ranged GET where the whole record names
-    hundreds of objects. A record laid out otherwise (format 1) is read whole."""
+    hundreds of objects. A record whose head does not hold them is read whole."""
     head = store.get_bytes(layout.commit(version), byte_range=(0, _RECORD_HEAD_BYTES))
     version_at = head.find(b'"version": %d,' % version)
     found = _AS_OF.search(head) if version_at >= 0 else None

@@ -4,13 +4,11 @@ Modelled on Delta Lake's `_delta_log`: commit N is one JSON object written with
 `put_object(IfNoneMatch="*")`, so at most one writer can ever create it, and it names commit
 N-1's batch. A batch is visible, and its cache entries trusted, only once its commit exists.
 
-Format 3 (this one): the record's fields plus `change`, the typed payload of what it changes
-(eventdedup.commit.changes), and `cache_bases`, the older objects a head builds on
-(eventdedup.cache.heads). Format 2 is format 3 without bases (every head held its key's whole
-history): read as it is. Format 1 records (before the payload had one type) keep loading:
-`upgrade_change_v1` turns them into current documents, and so do the job results and promotion
-journals of that time. A release that knows only format 2 refuses format 3 instead of reading a
-head without its bases.
+The record (format COMMIT_FORMAT) holds its fields, `change`, the typed payload of what it
+changes (eventdedup.commit.changes), and `cache_bases`, the older objects a head builds on
+(eventdedup.cache.heads). Records, job results and journals of earlier formats are upgraded when
+read (`upgrade_commit`, `without_bases_format`, `upgrade_change_v1`); which release wrote which
+format, and how each is read: docs/formats.md.
 """
 from __future__ import annotations
 
@@ -88,13 +86,14 @@ def read_record(kind: type[R], data: bytes, upgrade: Callable[[Any], Any], what:
 
 
 def upgrade_commit(doc: Any) -> Any:
+    """A commit record of any format as the current document (docs/formats.md)."""
     doc = without_bases_format(doc)
     return upgrade_change_v1(doc) if codec.is_older_format(doc, COMMIT_FORMAT, 1) else doc
 
 
 def without_bases_format(doc: Any) -> Any:
-    """A format-2 document (commit record, job result or journal) as format 3: the same fields,
-    with no head building on older objects."""
+    """A format-2 document (commit record, job result or journal) as the current format: the same
+    fields, with no head building on older objects (docs/formats.md)."""
     return {**doc, "format": COMMIT_FORMAT} if isinstance(doc, dict) and doc.get("format") == 2 else doc
 
 
@@ -103,9 +102,8 @@ _V1_CHANGE_FIELDS = ("window_start_hour", "retain_from_hour", "ledger", "partiti
 
 
 def upgrade_change_v1(doc: dict[str, Any]) -> dict[str, Any]:
-    """A format-1 document (commit record, job result or journal) with its change in one object.
-    Format 1 spelt a change as loose fields, and put a retraction's and a reshard's own figures
-    among the batch counts."""
+    """A format-1 document (commit record, job result or journal) with its loose change fields,
+    and a retraction's or a reshard's figures out of its counts, made one `change` (docs/formats.md)."""
     upgraded = {key: value for key, value in doc.items() if key not in _V1_CHANGE_FIELDS}
     counts = dict(doc.get("counts") or {})
     change: dict[str, Any]
@@ -124,7 +122,7 @@ def upgrade_change_v1(doc: dict[str, Any]) -> dict[str, Any]:
         change = {"kind": BatchChange.KIND, **{key: doc[key] for key in _V1_CHANGE_FIELDS[:5]
                                                if doc.get(key) is not None},
                   "arrival_windows": "cross_hour_duplicates" in counts,
-                  # Format 1 took every batch whose id names an interval start for an interval.
+                  # An interval batch: one whose id names an interval start (docs/formats.md).
                   "interval": interval_start_of(str(doc.get("batch_id", ""))) is not None}
     upgraded["counts"] = counts
     upgraded["change"] = change

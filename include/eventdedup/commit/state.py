@@ -152,7 +152,8 @@ class CommittedState:
 
     def _arrival_of(self, record: CommitRecord) -> int:
         """The hour a commit arrived at: the one its batch recorded (eventdedup.cache.history chose
-        it); a record from before arrivals were recorded never before the log's latest arrival."""
+        it); one that records none (older records: docs/formats.md) never before the log's latest
+        arrival."""
         change = record.change
         if isinstance(change, BatchChange) and change.arrival_hour is not None:
             return change.arrival_hour
@@ -248,13 +249,10 @@ def _apply_reshard(change: Reshard, folding: _Folding) -> None:
 
 
 def upgrade_checkpoint(doc: Any) -> Any:
-    """A checkpoint of any earlier version as the current document. Before formats were numbered
-    a checkpoint could lack `latest_interval_batch_id` (found from the batch ids), `arrivals`
-    (window starts per batch, event-hour heads), `latest_arrival_hour`, and a ledger's `started`
-    (a ledger was only written once started). Before format 3 the ledger's entries were inline
-    (`entries`): they are its recent entries, written as a part by the next checkpoint. Format 4
-    added `cache_bases`: before it every head held its key's whole history."""
-    if isinstance(doc, dict) and doc.get("format") == 3:  # format 4 added cache_bases (none before)
+    """A checkpoint of any earlier format as the current document: what an unnumbered one lacks
+    is derived, a ledger's inline entries become its recent ones (written as a part by the next
+    checkpoint), and a format-3 one has no `cache_bases` (docs/formats.md)."""
+    if isinstance(doc, dict) and doc.get("format") == 3:  # no cache_bases: every head holds its key's history
         return {**doc, "format": CHECKPOINT_FORMAT}
     if isinstance(doc, dict) and doc.get("format") == 2:
         return _ledger_entries_as_recent({**doc, "format": CHECKPOINT_FORMAT})
@@ -280,7 +278,7 @@ def upgrade_checkpoint(doc: Any) -> Any:
         doc["latest_interval_arrival_hour"] = doc["arrivals"].get(doc["latest_interval_batch_id"],
                                                                   doc.get("latest_arrival_hour"))
     if isinstance(doc.get("ledger"), dict) and doc["ledger"] and "started" not in doc["ledger"]:
-        doc["ledger"] = {**doc["ledger"], "started": True}  # an empty one was a ledger never started
+        doc["ledger"] = {**doc["ledger"], "started": True}  # a ledger object without keys was never started
     return _ledger_entries_as_recent(doc)
 
 
@@ -306,10 +304,10 @@ def log_time(state: CommittedState, now: datetime) -> datetime:
 
 
 def record_arrival_hour(record: CommitRecord) -> int:
-    """A commit's arrival hour as it records it: its `arrival_hour`; in a record from before that
-    was recorded, its window start plus one window (a window start is the arrival minus the
-    window, and the horizon it records one window earlier still); in one older still, and in an
-    operation, its as_of's hour."""
+    """A commit's arrival hour as it records it: its `arrival_hour`; in a record without one, its
+    window start plus one window (a window start is the arrival minus the window, and the horizon
+    it records one window earlier still); in one without those either, and in an operation, its
+    as_of's hour (docs/formats.md)."""
     change = record.change
     if isinstance(change, BatchChange) and change.arrival_hour is not None:
         return change.arrival_hour

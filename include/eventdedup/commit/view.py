@@ -72,9 +72,10 @@ def publish_load_manifests(store: S3Store, layout: Layout, record: CommitRecord,
     A retraction empties unconditionally, after its commit. A batch's full manifest never
     overwrites an empty one (only a retraction writes it, and a batch is never un-retracted):
     it is created where none exists (IfNoneMatch), or replaces, by ETag, one that holds other
-    bytes (an earlier release copied it before a commit that never came, or the bucket was
-    copied from one of another name). Whatever order a batch's publishers and a retraction of it
-    run in, the empty write is last, with no look at the log after the write that could fail."""
+    bytes (a manifest staged and copied before a commit that never came: docs/formats.md; or the
+    bucket was copied from one of another name). Whatever order a batch's publishers and a
+    retraction of it run in, the empty write is last, with no look at the log after the write that
+    could fail."""
     if isinstance(record.change, Retraction):
         for batch_id in record.change.retracts:
             store.put_bytes(layout.redshift_manifest(batch_id), EMPTY_LOAD_MANIFEST, content_type="application/json")
@@ -243,8 +244,8 @@ class _Blocks:
     def apply(self, record: CommitRecord) -> None:
         change = record.change
         if isinstance(change, Retraction):
-            # A retraction names its batches' versions (a format-1 one does not: then every block
-            # known so far; only the first view checkpoint of a log ever meets one).
+            # A retraction names its batches' versions (an older one does not: then every block
+            # known so far, docs/formats.md; only the first view checkpoint of a log ever meets one).
             blocks = ({(version - 1) // VIEW_BLOCK for version in change.retracted_versions}
                       if change.retracted_versions else set(self.loaded) | {int(b) for b in self._parts})
             gone = set(change.retracts)

@@ -76,8 +76,8 @@ class BucketRules:
     visible_owners: Mapping[str, int]
     kept_owners: frozenset[str]
     arrival_hour: int  # the hour of the guard the batch adds its ids to
-    # The window's arrival hours and days: the guards every bucket probes (hour guards; the day
-    # guards batches before 2026-11-26 wrote). Both empty: no guard is read.
+    # The window's arrival hours and days: the guards every bucket probes (hour guards; day guards
+    # of format 1: docs/formats.md). Both empty: no guard is read.
     guard_hours: tuple[int, ...]
     guard_days: tuple[int, ...]
     epochs: BucketEpochs  # bucket counts by hour; the job groups by the coarse count

@@ -13,9 +13,10 @@ again and judged again. Whoever finds the table behind the log rolls it forward:
 `recover`, a retried task, the next batch. A reader of the table sees committed batches only:
 a Delta commit is written only after the log's commit it projects.
 
-A store created by this release gets its (empty) table before its first commit ([table] delta =
-"auto"); one that predates it keeps files and manifests only unless set to "on", which creates the
-table from the committed view in one commit. "off": never written (one already there lags).
+A new store gets its (empty) table before its first commit ([table] delta = "auto"); a store
+whose log has commits and no table (docs/formats.md) keeps files and manifests only unless set to
+"on", which creates the table from the committed view in one commit. "off": never written (one
+already there lags).
 """
 from __future__ import annotations
 

@@ -21,13 +21,13 @@ _INTERVAL_ID = re.compile(r"\d{8}T\d{4}(\d{2})?Z")
 def batch_id_for_interval(start: datetime) -> str:
     """'20261122T050000Z' for an interval starting 2026-11-22 05:00:00 UTC: deterministic, so a
     retried or cleared run reuses the same batch, and fixed-width, so ids sort as their times do
-    (the earlier '…T0500Z' for whole minutes sorted after '…T050004Z')."""
+    (a minute-only '…T0500Z' would sort after '…T050004Z')."""
     return start.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
 def interval_start_of(batch_id: str) -> datetime | None:
-    """Inverse of batch_id_for_interval (and of the earlier minute-only '…T0500Z' ids a store may
-    hold); None for a manual batch id."""
+    """Inverse of batch_id_for_interval, and of the minute-only '…T0500Z' ids of older stores
+    (docs/formats.md); None for a manual batch id."""
     if not _INTERVAL_ID.fullmatch(batch_id):
         return None
     pattern = "%Y%m%dT%H%M%SZ" if len(batch_id) == 16 else "%Y%m%dT%H%MZ"

@@ -37,10 +37,10 @@ class BatchManifest:
     as_of: datetime
     inputs: tuple[ObjectInfo, ...]
     # The log's version when the batch was staged: any commit of the batch is a later version
-    # (eventdedup.commit.log.committed_version). None in manifests written before it was kept.
+    # (eventdedup.commit.log.committed_version). None in older manifests (docs/formats.md).
     staged_at_version: int | None = None
     # The hour (since the epoch) of each input's LastModified, aligned with `inputs` (empty when
-    # unknown: manifests written before 2026-11-26, inputs not from a listing). The ingestion
+    # unknown: older manifests, docs/formats.md; inputs not from a listing). The ingestion
     # ledger files an entry by it (eventdedup.commit.ledger).
     input_hours: tuple[int, ...] = ()
 

@@ -195,7 +195,8 @@ def _expected_objects(store: S3Store, layout: Layout, state: CommittedState,
 def _load_manifest(store: S3Store, layout: Layout, state: CommittedState, record: CommitRecord) -> list[Expected]:
     """A batch's load manifest, derived from its commit (eventdedup.commit.view): its size is
     known, its ETag is the store's to choose; a retracted batch's is the empty one, never its data
-    files. A format-1 record names its manifest among its objects instead."""
+    files. A record that names its manifest among its objects (older ones: docs/formats.md) has
+    it checked there instead."""
     if record.is_operation or any(obj.kind == "load_manifest" for obj in record.objects):
         return []
     key = layout.redshift_manifest(record.batch_id)

@@ -58,8 +58,8 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
     """Compare a recomputed batch with its commit: a rerun must reproduce every object byte for
     byte, except what later commits legitimately changed in the cache chains it builds on
     (eventdedup.cache.claims): there, its own claims must be the same. Without id guards
-    (partition_time = "id"), the guards a release before 2026-11-26 committed are not compared:
-    no batch reads them."""
+    (partition_time = "id"), guards an older commit names (docs/formats.md) are not compared: no
+    batch reads them."""
     committed = {obj.key: obj for obj in record.objects
                  if id_guards or obj.kind != "cache" or not is_guard_object(obj.key)}
     recomputed = {obj.final_key: obj for obj in job.objects}
@@ -69,8 +69,8 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
     problems = []
     day_guards = _day_guards(layout, committed)
     if day_guards:
-        # Committed before 2026-11-26, with one guard per arrival day: the rerun writes its
-        # arrival hour's. What must hold is the same: the committed guards hold its claims.
+        # A commit with day guards (docs/formats.md): the rerun writes its arrival hour's instead.
+        # What must hold is the same: the committed guards hold its claims.
         problems += _day_guard_differences(store, day_guards, chains, own_entries)
         committed = {key: obj for key, obj in committed.items() if key not in day_guards}
         recomputed = {key: obj for key, obj in recomputed.items() if not is_guard_object(key)}
@@ -90,15 +90,15 @@ def differences_from_commit(store: S3Store, layout: Layout, job: JobResult, reco
         elif committed[key].kind != "audit" or not _same_audit_decisions(store, committed[key].key,
                                                                            recomputed[key].staged.key):
             problems.append(f"{key}: rerun produced different bytes")
-    # A count this version adds (e.g. inputs_excluded) is absent, i.e. 0, in older commit records.
+    # A count an older record lacks reads as 0 (docs/formats.md).
     if job.counts.results() != record.counts.results():
         problems.append(f"counts differ: committed {dict(record.counts)}, rerun {dict(job.counts)}")
     return problems + _change_differences(job, record)
 
 
-# What a batch's change records of its own decisions, compared where the commit has it (records
-# written before a field existed say nothing). Not duplicates_by_producer: it follows [report]
-# producer_field as set when the batch ran, as the audit's producer column does.
+# What a batch's change records of its own decisions, compared where the commit has it (an older
+# record without a field says nothing: docs/formats.md). Not duplicates_by_producer: it follows
+# [report] producer_field as set when the batch ran, as the audit's producer column does.
 _DECIDED_FIELDS = ("decided_against", "copies_decided_against", "duplicates_by_folder", "quarantined_by_reason")
 
 
@@ -116,7 +116,7 @@ def _change_differences(job: JobResult, record: CommitRecord) -> list[str]:
 
 def _same_audit_decisions(store: S3Store, committed_key: str, recomputed_key: str) -> bool:
     """Whether two audit files hold the same rows but for `producer`: it is copied from the raw line
-    by [report] producer_field as set when the file was written (absent before the column existed),
+    by [report] producer_field as set when the file was written (absent from older files),
     no decision of the batch's. Every other column must be equal, row for row."""
     committed = parquet_to_table(store.get_bytes(committed_key))
     recomputed = parquet_to_table(store.get_bytes(recomputed_key))
@@ -125,7 +125,8 @@ def _same_audit_decisions(store: S3Store, committed_key: str, recomputed_key: st
 
 
 def _day_guards(layout: Layout, objects: Iterable[str]) -> dict[str, str]:
-    """The format-1 day guards among a commit's objects: object key -> the state's head name."""
+    """The day guards (format 1: docs/formats.md) among a commit's objects: object key -> the
+    state's head name."""
     named = {key: layout.cache_object_of(key) for key in objects}
     return {key: parsed[1] for key, parsed in sorted(named.items())
             if parsed is not None and is_day_guard_head_key(parsed[1])}

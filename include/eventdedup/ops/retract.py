@@ -19,8 +19,9 @@ Its ids stay in the id guards: a guard only says which hour to load, so a stale 
 segment load, never a drop.
 
 Refused when a later batch's decisions depended on the batch (its commit names it as the holder
-of a kept copy: a duplicate dropped, renamed, kept or updated against it; a commit written before
-2026-11-26, its audit): retracting it alone would leave that later batch's output wrong.
+of a kept copy: a duplicate dropped, renamed, kept or updated against it; an older commit that
+records none, its audit: docs/formats.md): retracting it alone would leave that later batch's
+output wrong.
 `--cascade` retracts those batches too, transitively.
 """
 from __future__ import annotations
@@ -190,7 +191,7 @@ def _selects_an_interval(store: S3Store, layout: Layout, batch_id: str) -> bool:
 
 def _rows_decided_against(store: S3Store, record: CommitRecord, targets: set[str]) -> int:
     """Audit rows of a commit whose kept copy is in one of `targets`: as its commit records them;
-    from its audit objects for a commit written before 2026-11-26."""
+    from its audit objects for one that records none (docs/formats.md)."""
     change = record.batch_change
     if change is not None and change.decided_against is not None:
         return sum(rows for holder, rows in change.decided_against.items() if holder in targets)

@@ -6,9 +6,9 @@ to listed top-level fields, and `fingerprint_exclude` leaves out volatile ones s
 collector timestamp that differs between retransmissions of the same event.
 
 The hash of the canonical payload is the cache's (`algorithm`, recorded in its identity,
-eventdedup.cache.identity): 64-bit BLAKE2b for caches made before the hash was recorded, XXH3-64
-(seed 0) for new ones. Either is read as an unsigned 64-bit integer, big-endian for BLAKE2b's
-digest bytes.
+eventdedup.cache.identity): 64-bit BLAKE2b where the identity names none (docs/formats.md),
+XXH3-64 (seed 0) for new caches. Either is read as an unsigned 64-bit integer, big-endian for
+BLAKE2b's digest bytes.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class FingerprintRules:
     fields: tuple[str, ...] = ()  # empty: every field
     exclude: tuple[str, ...] = ()
     # The cache's fingerprint hash, FINGERPRINT_BLAKE2B or FINGERPRINT_XXH3 (the native parse core
-    # reads it too). The default is the hash of caches made before it was recorded; a batch's rules
+    # reads it too). The default is the hash of an identity that names none; a batch's rules
     # take their cache's (ParseRules.for_batch).
     algorithm: str = FINGERPRINT_BLAKE2B
 

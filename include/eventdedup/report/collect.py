@@ -9,12 +9,13 @@ newest `last` commits). Per commit in the range, in one task:
   kept slim once read: its audit and quarantine objects, no cache heads, no ledger;
 - the batch manifest's HEAD (when staging finished) and one promoted object's HEAD (when the
   promotion's copies began);
-- nothing more for its duplicates by source and producer, which the record holds (records from
-  before 2026-11-26: the audit's short columns, source object and producer, by byte range,
+- nothing more for its duplicates by source and producer, which the record holds (older
+  records: the audit's short columns, source object and producer, by byte range,
   eventdedup.report.ranged_parquet); the audit's kept_in_batch only where `decided_against`
   cannot tell copies' holders;
-- nothing more for its quarantined lines by reason class, which the record holds (records from
-  before 2026-11-26 that quarantined lines: the quarantine's `error` column).
+- nothing more for its quarantined lines by reason class, which the record holds (older records
+  that quarantined lines: the quarantine's `error` column). Which records hold what:
+  docs/formats.md.
 
 Raw lines, output files and cache segments are never read. The earlier batches copies were decided
 against, outside the range, are read once each for their time: the head of their commit record.
@@ -129,9 +130,10 @@ def copy_holders(record: CommitRecord, audit: AuditSummary | None) -> Mapping[st
 
 
 def _recorded_copy_holders(record: CommitRecord) -> Mapping[str, int] | None:
-    """The copies' holders as a batch's record says them: `copies_decided_against`; in a record that
-    predates it, `decided_against` when the batch emitted no changelog update (it counts the batches
-    updates supersede too: an update is a new version, not a copy); None where the record cannot say."""
+    """The copies' holders as a batch's record says them: `copies_decided_against`; in an older
+    record without it, `decided_against` when the batch emitted no changelog update (it counts the
+    batches updates supersede too: an update is a new version, not a copy); None where the record
+    cannot say."""
     change = record.change
     if not isinstance(change, BatchChange):
         return None
@@ -244,7 +246,7 @@ def source_prefix(key: str, depth: int) -> str:
 
 def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tuple[AuditSummary, ReadCost]:
     """A batch's duplicates by source and producer, as its commit records them (no request) or, in a
-    record from before they were recorded, from its audit's columns; and, where decided_against
+    record without them (docs/formats.md), from its audit's columns; and, where decided_against
     cannot say, its copies' holders from the audit's kept_in_batch."""
     change = record.change
     assert isinstance(change, BatchChange)

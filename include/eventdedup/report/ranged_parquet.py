@@ -42,7 +42,7 @@ class ReadCost:
 def read_columns(store: S3Store, key: str, columns: Sequence[str], *, etag: str | None = None,
                  cost: ReadCost | None = None) -> pa.Table:
     """The named columns of the object's every row group (a column the file lacks comes back null:
-    files written before it existed). `etag`: only that version of the object."""
+    older files, docs/formats.md). `etag`: only that version of the object."""
     tail = read_parquet_tail(store, key, TAIL_READ, etag=etag)
     size, metadata = tail.size, tail.metadata
     spent = ReadCost(tail.requests, tail.received, size)
