@@ -106,10 +106,10 @@ class _CacheLoader:
 
     An executor that keeps local copies reads each object whole, once: objects are immutable,
     and later batches confirm the copy by its ETag (a 304, no byte read), which costs a warm
-    executor less than reading parts every batch (measured: 0.19 against 0.51 GiB a batch at
-    1M / 168 h / 10 %). One that keeps none (an ephemeral executor) reads an object in parts
-    where the batch probes few of its ids (the tail first: footer and index), whole where it
-    probes many (or where the object is small or of format 1)."""
+    executor less than reading parts every batch (docs/performance.md, "Starting a batch"). One
+    that keeps none (an ephemeral executor) reads an object in parts where the batch probes few
+    of its ids (the tail first: footer and index), whole where it probes many (or where the
+    object is small or of format 1)."""
 
     def __init__(self, store: S3Store, chains: Mapping[str, tuple[str, ...]], pool: ThreadPoolExecutor,
                  copies: LocalCopies) -> None:

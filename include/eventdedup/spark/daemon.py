@@ -3,26 +3,27 @@
 PySpark starts one daemon per executor and forks a worker from it for every Python worker it
 needs: a first task, a second core, and again after any task failure, since a worker that
 raised is not reused. A plain daemon forks a bare interpreter and each worker then imports
-pyarrow, numpy, boto3, PySpark's worker and the job's modules itself, ~1.2 s of CPU every time.
-Importing them once here, before any fork, makes every worker start warm. Nothing here opens a
+pyarrow, numpy, boto3, PySpark's worker and the job's modules itself, every time. Importing them
+once here, before any fork, makes every worker start warm. Nothing here opens a
 connection or starts a thread (PySpark's own daemon defers `pyspark.worker` for fear of imports
 that start threads; the imports here start none, which `tests/unit/spark/test_spark_daemon.py`
 checks), and each forked worker reseeds numpy's global generator, which pandas imports.
 
 Spark also puts its `pyspark.zip` first on the executors' path, and Python keeps no bytecode
 for modules imported from a zip: every daemon and every worker compiled PySpark's sources
-again (~0.7 s a process). When that zip is the one shipped inside the installed pyspark of the
+again. When that zip is the one shipped inside the installed pyspark of the
 same version (a pip-installed Spark: local mode, the bench, the tests), the installed copy,
 byte-compiled at install, is imported instead; a cluster's own Spark keeps its zip.
 
 PySpark's daemon runs `gc.collect()` in a reused worker after each of its tasks. Each collection
-walked every object imported here (~130k: ~45 ms a task, ~0.6 core-seconds of a 1M-event batch)
-and, writing their collector headers, copied the pages holding them into the worker. They are
+walked every object imported here and, writing their collector headers, copied the pages holding
+them into the worker. They are
 frozen before the first fork (`gc.freeze`, Python's advice for a server that forks without
 exec): collections in the workers walk only what the workers themselves made.
 
 Selected by `spark.python.daemon.module` (see session.py); needs eventdedup importable by
-the executors' Python, which the job needs anyway.
+the executors' Python, which the job needs anyway. What each of these saves, measured:
+docs/performance.md, "Starting a batch".
 """
 from __future__ import annotations
 

@@ -34,14 +34,11 @@ from eventdedup.spark.java import java_binary, java_version_text
 # The local Python workers keep the memory they free for their next task instead of handing it
 # back to the kernel and faulting it in again, page by page: glibc's heap (Python's objects,
 # numpy) is neither trimmed nor bypassed with mmap, and mimalloc (pyarrow's pool) never purges.
-# Per 1M-event batch, 4 jobs alternating: the workers' minor faults 620k -> 235k, their CPU
-# 8.0-8.8 s -> 7.3-7.6 s, the job 5.7-6.1 s -> 5.3-5.6 s. The price is memory: a worker keeps
-# its peak for life (summed peak RSS 2.0 -> 2.6 GiB), and over many jobs in one context its heap
-# fragments and creeps; a command (and a spark-submit) runs one batch per process.
+# The price is memory: a worker keeps its peak for life, and over many jobs in one context its
+# heap fragments and creeps; a command (and a spark-submit) runs one batch per process.
 # pyarrow allocates from that same glibc heap (its "system" pool) instead of mimalloc, whose
-# first use in a new worker is costly: a new context's first 1M job, 3 pairs alternating, wall
-# 7.75-8.07 -> 6.73-6.93 s, the workers' CPU 10.8-11.4 -> 8.9-9.3 s; warm jobs 5.45-5.53 against
-# 5.52-5.74 s (a command's batch is always a new context's first).
+# first use in a new worker is costly (a command's batch is always a new context's first).
+# What each saves: docs/performance.md, "Starting a batch".
 WORKER_ALLOCATOR_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(4 << 30),
     "MALLOC_MMAP_THRESHOLD_": str(4 << 30),
@@ -49,8 +46,7 @@ WORKER_ALLOCATOR_ENV = {
     "ARROW_DEFAULT_MEMORY_POOL": "system",
     # glibc gives each thread that allocates its own arena (up to 8 per core), and with trimming
     # off every arena keeps its own peak: a worker's 16 I/O threads made its heap grow with every
-    # batch (the workers' summed peak 1.8 -> 3.1 GiB over 6 warm 1M jobs). Two arenas: 1.4 -> 1.8
-    # GiB, flat after the second job, and no slower.
+    # batch. Two arenas keep it flat after the second job, and no slower.
     "MALLOC_ARENA_MAX": "2",
 }
 DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
@@ -78,11 +74,8 @@ def driver_start_conf(master: str, environ: Mapping[str, str], c1_only: bool = T
 
 
 # The driver JVM lives for one batch, and on a 2-core host its C2 compiler threads take CPU from
-# the Python workers for code it will barely run again. C1 alone, on a new process's 1M batch
-# (spark-submit, 3 runs each alternating): the JVM and driver's CPU 7.25 -> 5.13 s, wall 10.91 ->
-# 9.57 s; one event 4.56 -> 3.87 s. In a context kept warm the JVM also spends less (1.2-1.6 ->
-# 0.8-0.9 s a batch, wall unchanged): the JVM moves bytes between pipes and files, and C1's code
-# does that as well as C2's.
+# the Python workers for code it will barely run again; the JVM moves bytes between pipes and
+# files, and C1's code does that as well as C2's (docs/performance.md, "Starting a batch").
 JIT_OPTION = "-XX:TieredStopAtLevel=1"
 
 
