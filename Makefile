@@ -90,16 +90,16 @@ typecheck: venv
 soak: venv check-java
 	$(PY) -m pytest -q -m soak tests/faults/test_soak.py && cat bench/results/soak-latest.json
 
-# Seeded workload, eventdedup and its three peers in one run: bench/results/latest.{json,png} + a table.
-# BENCH_ARGS passes options through, e.g. make bench BENCH_ARGS="--events 100000 --history-scales 4".
+# Seeded workload, eventdedup and its three peers in one run (python -m bench): bench/results/latest.json
+# + a table. BENCH_ARGS passes options through, e.g. make bench BENCH_ARGS="--events 100000 --history-scales 1,4".
 bench: venv check-java redis-server
-	$(PY) bench/run_bench.py $(BENCH_ARGS)
+	$(PY) -m bench $(BENCH_ARGS)
 
-# One batch at production density, by kind of object (bench/scale.py): a store seeded for one sampled
-# bucket as years of 5-minute batches would leave it; bench/results/scale-latest.json + a table.
+# One batch at production density, by kind of object (python -m bench.scale): a store seeded for one
+# sampled bucket as years of 5-minute batches would leave it; bench/results/scale-latest.{json,png} + a table.
 # SCALE_ARGS passes options through, e.g. make bench-scale SCALE_ARGS="--rates 100000 --fills 1,10".
 bench-scale: venv check-java
-	$(PY) bench/scale.py $(SCALE_ARGS)
+	$(PY) -m bench.scale $(SCALE_ARGS)
 
 # Differential fuzzing of the compiled parse core against parse_event (fuzz/README.md): atheris for
 # FUZZ_SECONDS from the seeds in fuzz/corpus/parse_core, steered by a gcc coverage build of the core;

@@ -1,206 +1,106 @@
-"""The systems eventdedup is measured against, each written as a user of that tool would write it.
-
-- Spark batch: `dropDuplicates` inside the batch, then a left-anti join against the committed
-  ids of the window (Parquet), output written as Parquet and the new ids appended.
-- Structured Streaming: `withWatermark(...).dropDuplicatesWithinWatermark` with the RocksDB state
-  store provider (changelog checkpointing on, as Spark's guide recommends), file source, Parquet
-  sink, `trigger(availableNow=True)` as a scheduler would run it.
-- Redis: Tapjoy's design (seeds/003): ids as 16 raw bytes in hashes bucketed by event hour and
-  a slice of the id, one Lua script per hash that HMGETs, claims unseen ids with an owner id and
-  returns the duplicates, pipelined. Only the dedup step: no parsing, no output.
-
-Both Spark peers read local files (no S3A jars here); eventdedup reads and writes the S3 server.
-
-Each Spark peer runs in two configurations (PeerConfiguration): "as configured", the session the
-bench has always given it (eventdedup's build_spark_session on local[2], which carries the job's
-8 shuffle partitions), and "tuned for the machine", sized by a stated rule from the cores.
-"""
+"""The peers as the main bench runs them, in the order they take turns in a round: each Spark peer in
+each configuration in a long-lived process and JVM of its own (bench.spark_peers; its leftovers,
+garbage and RocksDB maintenance, would slow eventdedup's context), then Redis: Tapjoy's design, the
+dedup step only (ids as 16 raw bytes in hashes per event hour and slice of the id; one Lua script per
+hash HMGETs, claims unseen ids with an owner id and returns the duplicates; pipelined)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import time
+import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow.parquet as pq
-from workload import HOUR_US, Workload, id_bytes
+import orjson
 
+from bench import ROOT
+from bench.history import seed_id_parquet, seed_stream_files
+from bench.spark_peers import PeerConfiguration, command
+from bench.workload import HOUR_US, Workload, id_bytes
 from eventdedup.keys import bucket_array
 from eventdedup_dev.local_s3 import free_port
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-EVENT_SCHEMA = ("event_id STRING, created_at TIMESTAMP, user_id STRING, type STRING, "
-                "props STRUCT<path: STRING, pad: STRING>")
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SPARK_PEERS = {"spark_batch": ("ids", seed_id_parquet), "streaming": ("source", seed_stream_files)}
 
 
-# A Spark user sizing a session to the machine: shuffle partitions a small multiple of the cores
-# (each core gets whole waves of tasks, none a sliver), adaptive execution left on with its
-# partition coalescing (Spark's defaults, written out so that neither a change of Spark's default
-# nor of eventdedup's own session settings moves the peer). Structured Streaming runs no adaptive
-# execution, and its state store keeps the partition count of the checkpoint's first run.
-PARTITIONS_PER_CORE = 4
-# The settings a peer reports (peer_run's "settings" action), so the result says what ran.
-REPORTED_SETTINGS = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled",
-                     "spark.sql.adaptive.coalescePartitions.enabled", "spark.sql.streaming.stateStore.providerClass",
-                     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "spark.shuffle.compress",
-                     "spark.driver.memory")
+class SparkPeerProcess:
+    """A Spark peer served by its own long-lived process and JVM; start-up is not timed."""
+
+    def __init__(self, name: str, root: Path, workload: Workload, configuration: PeerConfiguration) -> None:
+        self.name = name
+        self.process = subprocess.Popen(command(name, root, workload.spec, configuration), cwd=ROOT, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def step(self, **request: object) -> dict:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT "):])
+        raise RuntimeError(f"the {self.name} peer process died (exit {self.process.wait()})")
+
+    def run(self, batch_file: Path, lines: list[bytes], run: int) -> dict:
+        return self.step(action="run", run=run, batch_file=str(batch_file))
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(120)
 
 
-@dataclass(frozen=True)
-class PeerConfiguration:
-    """How a Spark peer's session is configured and its streaming state seeded.
-
-    `state_snapshot`: the streaming peer's seeded state is written as a RocksDB snapshot, as a
-    long-running query's state is (its maintenance snapshots the store every few versions), rather
-    than as one changelog of the whole history that every measured run replays row by row."""
-
-    name: str
-    master: str
-    spark_conf: dict[str, str] = field(default_factory=dict)
-    state_snapshot: bool = False
-
-    def key(self, peer: str) -> str:
-        """The peer's name in the result: the as-configured peer keeps its historical name."""
-        return peer if self.name == "as_configured" else f"{peer}_{self.name}"
-
-    def to_json(self) -> str:
-        return json.dumps({"name": self.name, "master": self.master, "spark_conf": self.spark_conf,
-                           "state_snapshot": self.state_snapshot})
-
-    @staticmethod
-    def from_json(text: str) -> PeerConfiguration:
-        return PeerConfiguration(**json.loads(text))
-
-
-AS_CONFIGURED = PeerConfiguration("as_configured", "local[2]")
-
-
-def tuned_for_machine(cores: int | None = None) -> PeerConfiguration:
-    cores = cores or os.cpu_count() or 1
-    return PeerConfiguration("tuned", f"local[{cores}]", {
-        "spark.sql.shuffle.partitions": str(PARTITIONS_PER_CORE * cores),
-        "spark.sql.adaptive.enabled": "true",
-        "spark.sql.adaptive.coalescePartitions.enabled": "true",
-    }, state_snapshot=True)
-
-
-def configurations(names: str) -> list[PeerConfiguration]:
-    known = {"as_configured": AS_CONFIGURED, "tuned": tuned_for_machine()}
-    unknown = [name for name in names.split(",") if name and name not in known]
-    if unknown:
-        raise SystemExit(f"unknown peer configuration(s) {unknown}: choose from {sorted(known)}")
-    return [known[name] for name in names.split(",") if name]
+@contextlib.contextmanager
+def started_peers(work: Path, workload: Workload, wanted: list[str],
+                  configured: list[PeerConfiguration]) -> Iterator[dict[str, SparkPeerProcess | RedisPeer]]:
+    """The peers with their history, closed and their files removed afterwards. A Spark peer's
+    configurations after the first get hard links to the first's history files (never modified:
+    the batch peer adds and removes files of its own, the stream only reads)."""
+    peers: dict[str, SparkPeerProcess | RedisPeer] = {}
+    try:
+        for name in [name for name in SPARK_PEERS if name in wanted]:
+            directory, seed_files = SPARK_PEERS[name]
+            for configuration in configured:
+                started, key = time.perf_counter(), configuration.key(name)
+                history = work / key / directory
+                if configuration is configured[0]:
+                    seed_files(history, workload)
+                else:
+                    shutil.copytree(work / configured[0].key(name) / directory, history, copy_function=os.link)
+                peers[key] = SparkPeerProcess(name, work / key, workload, configuration)
+                if name == "streaming":
+                    peers[key].step(action="seed")
+                print(f"{key} history in {time.perf_counter() - started:.1f}s", flush=True)
+            if name == "streaming":  # seeded: the history's JSON and the seed's output are read no more
+                for configuration in configured:
+                    for history_file in (work / configuration.key(name) / directory).glob("history-*.json"):
+                        history_file.unlink()
+                    shutil.rmtree(work / configuration.key(name) / "out-history", ignore_errors=True)
+        if "redis" in wanted:
+            if shutil.which("redis-server") is None:
+                raise SystemExit("redis-server is not installed: `apt-get install redis-server` (make bench does it as root)")
+            started, peers["redis"] = time.perf_counter(), RedisPeer(work / "redis", workload)
+            peers["redis"].seed()
+            print(f"redis history in {time.perf_counter() - started:.1f}s", flush=True)
+        yield peers
+    finally:
+        for peer in peers.values():
+            peer.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
-@dataclass(frozen=True)
-class PeerRun:
-    seconds: float
-    output_rows: int
-    detail: dict
+def peer_settings(peers: dict) -> dict:
+    """What each Spark peer's session runs with, asked of the session itself."""
+    return {key: {"peer": peer.name, **peer.step(action="settings")} for key, peer in peers.items()
+            if isinstance(peer, SparkPeerProcess)}
 
 
-class SparkBatchPeer:
-    def __init__(self, spark: SparkSession, root: Path, workload: Workload) -> None:
-        self.spark, self.workload = spark, workload
-        self.ids_dir, self.out_dir = root / "ids", root / "out"
-
-    def run(self, batch_file: Path) -> PeerRun:
-        from pyspark.sql import functions as F
-
-        spark, spec = self.spark, self.workload.spec
-        before = set(self.ids_dir.iterdir())
-        window_start = spec.anchor - timedelta(hours=spec.window_hours)
-        started = time.perf_counter()
-        events = spark.read.schema(EVENT_SCHEMA).json(str(batch_file))
-        committed = spark.read.parquet(str(self.ids_dir)).where(F.col("event_time") >= F.lit(window_start))
-        new = events.dropDuplicates(["event_id"]).join(committed.select("event_id"), "event_id", "left_anti")
-        new.write.mode("overwrite").parquet(str(self.out_dir))
-        written = spark.read.parquet(str(self.out_dir))
-        written.select("event_id", F.col("created_at").alias("event_time")).write.mode("append").parquet(str(self.ids_dir))
-        seconds = time.perf_counter() - started
-        rows = spark.read.parquet(str(self.out_dir)).count()
-        for path in set(self.ids_dir.iterdir()) - before:  # the next run starts from the same history
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-        return PeerRun(seconds, rows, {})
-
-
-class StreamingPeer:
-    def __init__(self, spark: SparkSession, root: Path, workload: Workload, state_snapshot: bool = False) -> None:
-        self.spark, self.workload, self.root = spark, workload, root
-        self.state_snapshot = state_snapshot
-        self.source, self.seed_checkpoint = root / "source", root / "checkpoint-after-history"
-        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-
-    def _query(self, checkpoint: Path, out: Path):  # noqa: ANN202 (pyspark StreamingQuery)
-        window = self.workload.spec.window_hours
-        stream = self.spark.readStream.schema(EVENT_SCHEMA).json(str(self.source))
-        deduped = stream.withWatermark("created_at", f"{window} hours").dropDuplicatesWithinWatermark(["event_id"])
-        return (deduped.writeStream.format("parquet").option("path", str(out))
-                .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-
-    def seed(self) -> float:
-        """Run the history through the query once; its checkpoint (with the RocksDB state) is
-        copied before every measured run, so each run sees the same history. With `state_snapshot`
-        the seed commits a snapshot (changelog checkpointing off for it alone): the measured runs
-        then load the state as a long-running query's restart would, and write changelogs."""
-        changelog = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-        started = time.perf_counter()
-        if self.state_snapshot:
-            self.spark.conf.set(changelog, "false")
-        try:
-            query = self._query(self.seed_checkpoint, self.root / "out-history")
-            query.awaitTermination()
-        finally:
-            self.spark.conf.set(changelog, "true")
-        seconds = time.perf_counter() - started
-        self._unload_state_stores()
-        return seconds
-
-    def _unload_state_stores(self) -> None:
-        """Unload the finished query's state stores now rather than at the next maintenance
-        (every 60 s): each holds a local copy of the whole state (3 GB at 10x history), which
-        would pile up run after run, and the next run then starts with no other store loaded."""
-        state = self.spark._jvm.org.apache.spark.sql.execution.streaming.state  # type: ignore[attr-defined]
-        getattr(state, "StateStore$").__getattr__("MODULE$").stop()
-
-    def run(self, batch_file: Path, run: int) -> PeerRun:
-        checkpoint, out = self.root / f"checkpoint-{run}", self.root / f"out-{run}"
-        shutil.rmtree(checkpoint, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(self.seed_checkpoint, checkpoint)
-        target = self.source / "batch.json"
-        target.unlink(missing_ok=True)
-        started = time.perf_counter()
-        shutil.copyfile(batch_file, target)
-        query = self._query(checkpoint, out)
-        query.awaitTermination()
-        seconds = time.perf_counter() - started
-        progress = [p for p in query.recentProgress if p["numInputRows"]]
-        # The sink's own log starts at the restored batch number, so count the part files directly.
-        rows = sum(pq.ParquetFile(part).metadata.num_rows for part in out.glob("part-*.parquet"))
-        trigger_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in progress)
-        target.unlink()
-        self._unload_state_stores()
-        shutil.rmtree(checkpoint)
-        shutil.rmtree(out)
-        # The micro-batch itself (state store loads included, query start-up not) is what the
-        # ratio uses: the favourable reading for the peer.
-        return PeerRun(trigger_ms / 1000, rows, {"wall_seconds_with_query_start": seconds,
-                                                 "micro_batches": len(progress)})
-
-
-# Tapjoy's script: HMGET once, claim what is unclaimed (or already ours), return the duplicates.
 DEDUP_LUA = """
 local n = #ARGV / 2
 local ids = {}
@@ -229,8 +129,7 @@ class RedisPeer:
     def __init__(self, root: Path, workload: Workload) -> None:
         import redis
 
-        self.workload = workload
-        port = free_port()
+        self.workload, port = workload, free_port()
         root.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -249,53 +148,37 @@ class RedisPeer:
         self.process.terminate()
         self.process.wait(10)
 
-    def memory_bytes(self) -> int:
-        return int(self.client.info("memory")["used_memory"])
-
-    @staticmethod
-    def hash_keys(ids: np.ndarray, times_us: np.ndarray) -> np.ndarray:
-        return (times_us // HOUR_US) * SLICES_PER_HOUR + bucket_array(ids, SLICES_PER_HOUR)
-
-    def seed(self) -> float:
-        started = time.perf_counter()
+    def seed(self) -> None:
         for j in range(self.workload.spec.history_batches):
             batch = self.workload.history_batch(j)
-            owners = [f"{batch.batch_id}:{i}".encode() for i in range(len(batch.ids))]
-            groups = self._grouped(batch.ids, batch.times_us)
             pipe = self.client.pipeline(transaction=False)
-            for key, rows in groups.items():
-                mapping = {id_bytes(batch.ids, i): owners[i] for i in rows}
-                pipe.hset(str(key), mapping=mapping)
+            for key, rows in _grouped(batch.ids, batch.times_us).items():
+                pipe.hset(str(key), mapping={id_bytes(batch.ids, i): f"{batch.batch_id}:{i}".encode() for i in rows})
                 if len(pipe) >= 500:
                     pipe.execute()
             pipe.execute()
-        return time.perf_counter() - started
 
-    def _grouped(self, ids: np.ndarray, times_us: np.ndarray) -> dict[int, list[int]]:
-        groups: dict[int, list[int]] = defaultdict(list)
-        for row, key in enumerate(self.hash_keys(ids, times_us).tolist()):
-            groups[key].append(row)
-        return groups
-
-    def run(self, ids: np.ndarray, times_us: np.ndarray, batch_id: str) -> PeerRun:
-        """Dedup one batch; afterwards remove what it claimed, so every run starts alike."""
-        owners = [f"{batch_id}:{i}".encode() for i in range(len(ids))]
+    def run(self, batch_file: Path, lines: list[bytes], run: int) -> dict:
+        """Dedup one round's batch, its ids parsed before the clock starts; afterwards remove what it
+        claimed, so every round starts alike."""
+        events = [orjson.loads(line) for line in lines]
+        ids = np.array([uuid.UUID(e["event_id"]).bytes for e in events], "S16")
+        times = np.array([int(datetime.fromisoformat(e["created_at"]).timestamp() * 1_000_000) for e in events])
+        owners = [f"main-{run}:{i}".encode() for i in range(len(ids))]
         raw_ids = [id_bytes(ids, i) for i in range(len(ids))]
         started = time.perf_counter()
-        groups = self._grouped(ids, times_us)
+        groups = _grouped(ids, times)
         duplicates: list[int] = []
-        calls: list[tuple[int, list[int]]] = []
+        calls: list[list[int]] = []
         pipe = self.client.pipeline(transaction=False)
         for key, rows in groups.items():
             for start in range(0, len(rows), IDS_PER_CALL):
-                part = rows[start:start + IDS_PER_CALL]
-                args = [value for i in part for value in (raw_ids[i], owners[i])]
-                self.script(keys=[str(key)], args=args, client=pipe)
-                calls.append((key, part))
+                calls.append(rows[start:start + IDS_PER_CALL])
+                self.script(keys=[str(key)], args=[v for i in calls[-1] for v in (raw_ids[i], owners[i])], client=pipe)
             if len(pipe) >= 256:
-                duplicates += _positions(pipe.execute(), calls)
+                duplicates += [part[int(i) - 1] for dupes, part in zip(pipe.execute(), calls, strict=True) for i in dupes]
                 calls = []
-        duplicates += _positions(pipe.execute(), calls)
+        duplicates += [part[int(i) - 1] for dupes, part in zip(pipe.execute(), calls, strict=True) for i in dupes]
         seconds = time.perf_counter() - started
         dropped = set(duplicates)
         pipe = self.client.pipeline(transaction=False)
@@ -304,8 +187,12 @@ class RedisPeer:
             if claimed:
                 pipe.hdel(str(key), *claimed)
         pipe.execute()
-        return PeerRun(seconds, len(ids) - len(dropped), {"lua_calls": sum(1 for _ in groups)})
+        return {"seconds": seconds, "output_rows": len(ids) - len(dropped), "lua_calls": len(groups)}
 
 
-def _positions(results: list, calls: list[tuple[int, list[int]]]) -> list[int]:
-    return [part[int(i) - 1] for dupes, (_, part) in zip(results, calls, strict=False) for i in dupes]
+def _grouped(ids: np.ndarray, times_us: np.ndarray) -> dict[int, list[int]]:
+    """Rows by hash: (event hour, slice of the id)."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for row, key in enumerate(((times_us // HOUR_US) * SLICES_PER_HOUR + bucket_array(ids, SLICES_PER_HOUR)).tolist()):
+        groups[key].append(row)
+    return groups

@@ -1,15 +1,10 @@
-"""bench/scale.py's merge costs: the chain policy played over an hour's batches, beside
-copy-forward, computed here from the composition (99 % of a batch in its hour, 1 % stragglers
-over 24 old hours, 16 buckets, 24 bytes an entry)."""
+"""bench.scale's merge costs: the chain policy played over an hour's batches, beside copy-forward,
+computed here from the composition (99 % of a batch in its hour, 1 % stragglers over 24 old hours,
+16 buckets, 24 bytes an entry)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from scale import merge_costs  # noqa: E402
-
-from eventdedup.cache.heads import ChainPolicy  # noqa: E402
+from bench.scale import merge_costs
+from eventdedup.cache.heads import ChainPolicy
 
 
 def test_chains_of_one_object_cost_what_copy_forward_costs() -> None:

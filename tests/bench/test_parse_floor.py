@@ -2,26 +2,31 @@
 figures' arithmetic."""
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from itertools import count
-from pathlib import Path
 
 import orjson
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from parse_floor import REQUIRED_STEPS, _blake2b, _canonical_dumps, _loads, _vouch, _xxh3, measure_floor  # noqa: E402
-from parse_shapes import SHAPES, rules_for, shape_lines  # noqa: E402
-from report import print_parse_floor  # noqa: E402
-
-from eventdedup.parse import native_core  # noqa: E402
-from eventdedup.parse.event_parser import parse_event  # noqa: E402
+from bench.parse_floor import (
+    REQUIRED_STEPS,
+    _blake2b,
+    _canonical_dumps,
+    _loads,
+    _vouch,
+    _xxh3,
+    main_shape_lines,
+    measure_floor,
+    new_cache_rules,
+)
+from bench.summary import print_parse_floor
+from eventdedup.parse import native_core
+from eventdedup.parse.event_parser import parse_event
 
 
 def test_each_step_computes_what_the_parser_computes_for_a_line() -> None:
-    rules = rules_for(SHAPES[0])
-    line = shape_lines(SHAPES[0], 3, seed=7)[-1]
+    rules = new_cache_rules()
+    line = main_shape_lines(3, seed=7)[-1]
     event = orjson.loads(line)
     assert list(event) != sorted(event)  # the canonical step has keys to sort
     assert _loads([line]) == event
@@ -31,6 +36,13 @@ def test_each_step_computes_what_the_parser_computes_for_a_line() -> None:
     assert _xxh3([canonical]) == parse_event(line, rules).fingerprint
     older = replace(rules, fingerprint=replace(rules.fingerprint, algorithm="blake2b-64"))
     assert int.from_bytes(_blake2b([canonical]), "big") == parse_event(line, older).fingerprint
+
+
+def test_the_main_shape_is_the_workloads_events_in_orjsons_compact_spelling() -> None:
+    lines = main_shape_lines(50, seed=5)
+    events = [orjson.loads(line) for line in lines]
+    assert [orjson.dumps(event) for event in events] == lines
+    assert all(len(event["event_id"]) == 36 and event["created_at"].endswith("+00:00") for event in events)
 
 
 def test_the_vouching_step_compares_what_it_dumps() -> None:

@@ -6,15 +6,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from process_cpu import GroupCpu, cpu_seconds, is_spark_python, process_cpu_seconds, spark_groups  # noqa: E402
-from report import print_cpu_budget, summarise  # noqa: E402
-
-from eventdedup_dev.stack import process_start_ticks, stat_fields_of  # noqa: E402
+from bench.processes import GroupCpu, cpu_seconds, is_spark_python, process_cpu_seconds, spark_groups
+from bench.summary import print_cpu, summarise
+from eventdedup_dev.stack import process_start_ticks, stat_fields_of
 
 # A child that says "waiting", then for each line it reads burns CPU until its own count reaches
 # the seconds the line gives and says "ready"; it ends when its stdin closes. It is idle whenever
@@ -128,7 +125,7 @@ def test_what_a_process_uses_goes_to_the_phase_named_at_each_sample(children: li
     phase[0] = "dedup"
     after_dedup = _burn(child, after_read + 0.2)
     used = cpu.stop()
-    by_phase = cpu.rounded_by_phase()
+    by_phase = cpu.by_phase
     assert set(by_phase) == {"read", "dedup"}
     assert by_phase["read"]["workers"] == pytest.approx(after_read - at_start, abs=0.02)
     assert by_phase["dedup"]["workers"] == pytest.approx(after_dedup - after_read, abs=0.02)
@@ -139,8 +136,8 @@ def test_spark_python_processes_are_told_by_the_daemon_module_they_run(children:
     worker = _burner("-m", "eventdedup.spark.daemon")
     jvm_like = _burner("--conf", "spark.python.daemon.module=eventdedup.spark.daemon")
     children.extend([worker, jvm_like])
-    assert is_spark_python(Path(f"/proc/{worker.pid}"))
-    assert not is_spark_python(Path(f"/proc/{jvm_like.pid}"))
+    assert is_spark_python(worker.pid)
+    assert not is_spark_python(jvm_like.pid)
     # This process stands for the JVM: its Spark Python descendants are workers, the others not
     # (under the whole suite it has more: the shared Spark session's own daemon and workers).
     groups = spark_groups(jvm_pid=os.getpid(), server_pid=jvm_like.pid)
@@ -155,15 +152,14 @@ def test_spark_python_processes_are_told_by_the_daemon_module_they_run(children:
 
 def _round(seconds: float, workers: float, jvm: float, server: float) -> dict:
     cpu = {"python_workers": workers, "jvm": jvm, "server": server, "driver": 0.0, "total": workers + jvm + server}
-    return {"eventdedup": {"seconds": seconds, "server_cpu_seconds": server, "output_rows": 1, "counts": {},
+    return {"eventdedup": {"seconds": seconds, "output_rows": 1, "counts": {},
                            "cpu_seconds": cpu, "cpu_seconds_by_phase": {"read stage": cpu}}}
 
 
 def test_the_cpu_summary_is_the_round_of_median_total_whose_parts_add_up() -> None:
     # Part by part, the medians would be workers 11, JVM 1, server 2: no round's, summing to 14.
     rounds = [_round(7.0, 12.0, 0.5, 2.5), _round(6.0, 11.0, 1.0, 1.0), _round(8.0, 10.0, 2.0, 2.0)]
-    result = {"rounds": rounds, "workload": {"events": 10}, "spark_startup_seconds": 1.0,
-              "promotion": {"seconds": 0.1}, "history_scaling": [], "batch_sizes": []}
+    result = {"rounds": rounds, "workload": {"events": 10}, "one_event": {"seconds": [0.5]}, "history_scaling": []}
     summarise(result)
     cpu = result["summary"]["eventdedup"]["cpu_seconds"]
     assert cpu == rounds[2]["eventdedup"]["cpu_seconds"]  # totals 15, 13, 14: the median is 14
@@ -176,11 +172,11 @@ def test_the_budgets_are_the_targets_in_wall_and_core_seconds(capsys: pytest.Cap
             "cpu_seconds": {"python_workers": 11.0, "jvm": 0.75, "server": 1.75, "driver": 0.125, "total": 13.625},
             "cpu_seconds_by_phase": {"read stage": {"python_workers": 5.0, "jvm": 0.25, "server": 0.5, "driver": 0.0,
                                                     "total": 5.75}}}
-    print_cpu_budget(ours, {"median_seconds": 10.25}, events=1_000_000, cores=2)
+    print_cpu(ours, {"median_seconds": 10.25}, events=1_000_000, cores=2)
     out = capsys.readouterr().out
     # 250k events/s marginal: the one-event batch plus 1M / 250k = 4 s; 3x the (tuned) peer: 10.25 / 3.
     marginal_wall, peer_wall = 0.25 + 1_000_000 / 250_000, 10.25 / 3
     assert f"<= {marginal_wall:.2f}s wall, <= {marginal_wall * 2:.1f} core-seconds" in out
     assert f"<= {peer_wall:.2f}s wall, <= {peer_wall * 2:.1f} core-seconds" in out
     assert "13.6 core-seconds in 6.50s wall on 2 cores" in out
-    assert "read stage: workers 5.0s, JVM 0.2s, S3 emulator 0.5s, driver 0.0s: 5.8 core-seconds" in out
+    assert "read stage: workers 5.0s, JVM 0.2s, S3 store 0.5s, driver 0.0s: 5.8 core-seconds" in out

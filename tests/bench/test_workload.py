@@ -3,7 +3,6 @@ run on the seeded cache, finds exactly the resent events as cross-batch duplicat
 planted copies as in-batch ones, and the workload is the same bytes for the same seed."""
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,16 +10,14 @@ import numpy as np
 import orjson
 import pyarrow.parquet as pq
 
+from bench.history import seed_eventdedup, seed_id_parquet, seed_stream_files
+from bench.workload import Workload, WorkloadSpec, id_bytes, uuid_text
 from eventdedup.commit.log import load_committed_state, read_commit
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch
 
 from ..support.helpers import make_config
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from seed_history import seed_eventdedup, seed_id_parquet, seed_stream_files  # noqa: E402
-from workload import Workload, WorkloadSpec, id_bytes, uuid_text  # noqa: E402
 
 SPEC = WorkloadSpec(events=3000, history_batches=5, history_batch_events=800, cross_batch_max_age_hours=4, seed=7)
 
@@ -60,33 +57,6 @@ def test_the_engine_on_the_seeded_history_finds_exactly_the_planted_duplicates(s
     counts = seed_and_run_measured(store, config, workload, lines, spark)
     assert (counts["cross_batch_natural"], counts["in_batch_natural"], counts["output_rows"]) == (90, 60, 2850)
     assert counts["cross_batch_synthetic"] == counts["in_batch_synthetic"] == 0
-
-
-def test_shifted_copies_are_the_history_events_re_stamped_and_the_engine_finds_every_one(
-        spark, s3_server, bucket, store) -> None:
-    shifted_spec = WorkloadSpec(**{**SPEC.__dict__, "cross_batch_shift_hours": 6})
-    workload = Workload(shifted_spec)
-    lines = workload.batch_lines()
-    # The same events as the unshifted batch, the resent ones later by 1 us to 6 h.
-    plain = {orjson.loads(line)["event_id"]: orjson.loads(line) for line in Workload(SPEC).batch_lines()}
-    shifts = []
-    for line in lines:
-        event = orjson.loads(line)
-        original = plain[event["event_id"]]
-        assert {**event, "created_at": None} == {**original, "created_at": None}
-        delta = np.datetime64(event["created_at"][:-6]) - np.datetime64(original["created_at"][:-6])
-        shifts.append(delta / np.timedelta64(1, "us"))
-    moved = [shift for shift in shifts if shift]
-    assert len(moved) == 90 and 0 < min(moved) and max(moved) <= 6 * 3600 * 1e6
-    # A re-stamped retry is a natural duplicate once the time is out of the fingerprint: every
-    # copy is dropped, whichever hour its new time falls in.
-    config = make_config(s3_server.endpoint_url, bucket, dedup={
-        "buckets": 4, "window_hours": SPEC.window_hours, "fingerprint_exclude": ["created_at"]})
-    counts = seed_and_run_measured(store, config, workload, lines, spark)
-    assert (counts["cross_batch_natural"], counts["in_batch_natural"], counts["output_rows"]) == (90, 60, 2850)
-    crossing = sum(1 for line in lines for event in [orjson.loads(line)]
-                   if event["created_at"][:13] != plain[event["event_id"]]["created_at"][:13])
-    assert counts["cross_hour_duplicates"] == crossing > 0
 
 
 def test_peer_history_files_hold_every_history_id(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def test_an_id_in_many_hours_is_named_in_each() -> None:
 
 def test_a_guard_costs_under_four_bytes_an_id_at_production_density() -> None:
     """An arrival hour's guard of one bucket at 1M events per 5 minutes and 16 buckets: 750k ids,
-    1 % of them stragglers in 24 other hours (bench/scale.py's stream)."""
+    1 % of them stragglers in 24 other hours (bench/scale_history.py's stream)."""
     count = 750_000
     rng = np.random.default_rng(30)
     hours = np.where(rng.random(count) < 0.01, 490_000 - rng.integers(24, 49, count), 490_000)

@@ -46,7 +46,7 @@ def test_a_format_1_batch_commit_loads_with_its_change_in_one_value() -> None:
         ("quarantine", 1), ("load_manifest", 0)]
     assert sorted(record.cache_heads) == ["2026-11-22/04/0000", "2026-11-22/04/0001", "guard/2026-11-26/0000",
                                           "guard/2026-11-26/0001"]
-    assert CommitRecord.from_bytes(record.to_bytes(), "again") == record  # and it is written as format 2
+    assert CommitRecord.from_bytes(record.to_bytes(), "again") == record  # and it is written as the current format
 
 
 def test_a_format_1_retraction_and_reshard_keep_their_own_figures_out_of_the_counts() -> None:

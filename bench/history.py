@@ -1,14 +1,11 @@
-"""Bulk-load the workload's history into each system, in that system's own format.
+"""The workload's history, loaded into each system in its own format before the measured batch.
 
-eventdedup: history batches are committed as the engine commits them (one copy-on-write cache
-segment per touched (date, hour, bucket), one commit record per batch, log checkpoints), but
-written directly instead of by running 24-384 Spark jobs over text nobody reads. Two shortcuts,
-both invisible to the measured batch: history batches commit no data files (the measured batch
-never reads output data), and the fingerprint of a history event the measured batch does not
-resend is derived from its id rather than from its JSON (it is never compared with anything).
-Fingerprints of resent events are the library's own, computed from the exact resent line.
-Each batch also copies its arrival hour's id guards forward, as the job does. Superseded segments
-and guards are deleted as the maintenance DAG would, so the emulator holds only heads.
+eventdedup's is written as its batches would have committed it (a segment per (hour, bucket),
+copied forward by each batch adding to it; each arrival hour's id guards; commit records and log
+checkpoints; superseded objects deleted as maintenance does), but directly, not by Spark jobs. Two shortcuts the measured batch cannot
+see: history batches commit no data files (it never reads output data), and a history event it
+does not resend gets a fingerprint derived from its id (never compared with anything); a resent
+event's is the library's own, of the exact line.
 """
 from __future__ import annotations
 
@@ -19,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, iso_texts, uuid_texts
 
+from bench.stores import commit_directly
+from bench.workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes
 from eventdedup.cache.guard import IdGuard, encode_guard
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.cache.segment import CacheRun, encode_segment
-from eventdedup.commit.log import write_checkpoint_if_due, write_commit
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
@@ -35,8 +32,11 @@ from eventdedup.parse.event_parser import parse_event
 from eventdedup.parse.rules import ParseRules
 from eventdedup.s3store import S3Store
 
+Written = tuple[PromotedObject, tuple[str, str]]  # the object and the head it becomes
+
 
 def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> CommittedState:
+    """Commit the workload's history batches into an empty store, oldest first."""
     layout = Layout(config.layout)
     identity = check_cache_identity(store, layout, config)
     buckets = identity.epochs.coarse
@@ -48,30 +48,31 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
         for j in range(workload.spec.history_batches):
             batch = workload.history_batch(j)
             fingerprints = _fingerprints(batch, workload.resent_indexes(j), rules)
-            segments = []
+            puts = []
             for key, run in _runs_by_cache_key(batch, fingerprints, buckets):
-                runs = open_runs.get(key, []) + [run]
-                open_runs[key] = runs
-                segments.append((key, encode_segment(runs)))
-            written = list(pool.map(lambda item, batch_id=batch.batch_id: _put_segment(store, layout, batch_id, *item),
-                                    segments))
+                open_runs[key] = [*open_runs.get(key, []), run]
+                puts.append((layout.final_cache_segment(batch.batch_id, key), str(key), encode_segment(open_runs[key])))
             arrival = int(batch.as_of.timestamp()) // 3600
-            written += list(pool.map(lambda item, batch_id=batch.batch_id, hour=arrival: _put_guard(
-                store, layout, batch_id, hour, *item), _grown_guards(guards, arrival, batch, buckets)))
-            superseded = [state.cache_heads[name] for _, (name, _) in written if name in state.cache_heads]
+            puts += [(layout.final_guard(batch.batch_id, arrival, bucket), guard_head_key(arrival, bucket),
+                      encode_guard(guard)) for bucket, guard in _grown_guards(guards, arrival, batch, buckets)]
+            written: list[Written] = list(pool.map(lambda put: _put(store, *put), puts))
+            superseded = [state.cache_heads[head] for _, (head, _) in written if head in state.cache_heads]
             record = CommitRecord(
                 version=state.version + 1, batch_id=batch.batch_id, previous_batch_id=state.last_batch_id,
                 token=f"bench-seed-{j}", as_of=batch.as_of.isoformat(),
                 counts=BatchCounts(input_lines=len(batch.ids), output_rows=len(batch.ids),
                                    cache_keys_written=len(batch.ids)),
                 objects=tuple(obj for obj, _ in written), cache_heads=dict(heads for _, heads in written))
-            write_commit(store, layout, record)
-            state = state.apply(record, layout.commit(record.version))
-            state = write_checkpoint_if_due(store, layout, state, config.dedup.checkpoint_interval)
+            state = commit_directly(store, config, state, record)
             store.delete_keys(superseded)
             oldest_open = int(batch.as_of.timestamp()) * 1_000_000 // HOUR_US - 1
             open_runs = {k: v for k, v in open_runs.items() if k.hour_index >= oldest_open}
     return state
+
+
+def _put(store: S3Store, key: str, head: str, body: bytes) -> Written:
+    info = store.put_bytes(key, body)
+    return PromotedObject("cache", key, info.size, info.etag), (head, key)
 
 
 def _fingerprints(batch: HistoryBatch, resent: np.ndarray, rules: ParseRules) -> np.ndarray:
@@ -86,60 +87,36 @@ def _runs_by_cache_key(batch: HistoryBatch, fingerprints: np.ndarray, buckets: i
     order = np.argsort(code, kind="stable")
     sorted_code = code[order]
     starts = np.r_[0, np.flatnonzero(np.diff(sorted_code)) + 1]
-    stops = np.r_[starts[1:], len(order)]
-    for start, stop in zip(starts, stops, strict=False):
+    for start, stop in zip(starts, np.r_[starts[1:], len(order)], strict=True):
         rows = order[start:stop]
-        run = CacheRun.build(batch.batch_id, batch.ids[rows], fingerprints[rows])
-        yield CacheKey.of_code(int(sorted_code[start]), buckets), run
+        yield CacheKey.of_code(int(sorted_code[start]), buckets), CacheRun.build(batch.batch_id, batch.ids[rows],
+                                                                                 fingerprints[rows])
 
 
 def _grown_guards(guards: dict[tuple[int, int], IdGuard], arrival: int, batch: HistoryBatch,
                   buckets: int) -> list[tuple[int, IdGuard]]:
-    bucket_of_row = bucket_array(batch.ids, buckets)
-    hours = batch.times_us // HOUR_US
-    grown = []
+    bucket_of_row, hours = bucket_array(batch.ids, buckets), batch.times_us // HOUR_US
     for bucket in range(buckets):
         rows = bucket_of_row == bucket
-        guard = guards.get((arrival, bucket), IdGuard.empty()).with_ids(batch.ids[rows], hours[rows])
-        guards[(arrival, bucket)] = guard
-        grown.append((bucket, guard))
-    return grown
-
-
-def _put_guard(store: S3Store, layout: Layout, batch_id: str, arrival: int, bucket: int,
-               guard: IdGuard) -> tuple[PromotedObject, tuple[str, str]]:
-    final = layout.final_guard(batch_id, arrival, bucket)
-    info = store.put_bytes(final, encode_guard(guard))
-    return PromotedObject("cache", final, info.size, info.etag), (guard_head_key(arrival, bucket), final)
-
-
-def _put_segment(store: S3Store, layout: Layout, batch_id: str, key: CacheKey,
-                 segment: bytes) -> tuple[PromotedObject, tuple[str, str]]:
-    final = layout.final_cache_segment(batch_id, key)
-    info = store.put_bytes(final, segment)
-    return PromotedObject("cache", final, info.size, info.etag), (str(key), final)
-
-
-def uuid_column(ids: np.ndarray) -> pa.Array:
-    count = len(ids)
-    offsets = pa.py_buffer((np.arange(count + 1, dtype=np.int32) * 36).tobytes())
-    return pa.StringArray.from_buffers(count, offsets, pa.py_buffer(uuid_texts(ids).tobytes()))
+        guards[(arrival, bucket)] = guards.get((arrival, bucket), IdGuard.empty()).with_ids(batch.ids[rows], hours[rows])
+    return [(bucket, guards[(arrival, bucket)]) for bucket in range(buckets)]
 
 
 def seed_id_parquet(directory: Path, workload: Workload) -> None:
-    """The Spark batch peer's committed ids: one Parquet file per history batch, as its own
-    commits would have appended them (event_id, event_time)."""
+    """The Spark batch peer's committed ids: one Parquet file per history batch, as its own commits
+    would have appended them (event_id, event_time)."""
     directory.mkdir(parents=True, exist_ok=True)
     for j in range(workload.spec.history_batches):
         batch = workload.history_batch(j)
-        table = pa.table({"event_id": uuid_column(batch.ids),
-                          "event_time": pa.array(batch.times_us, pa.timestamp("us", tz="UTC"))})
+        offsets = pa.py_buffer((np.arange(len(batch.ids) + 1, dtype=np.int32) * 36).tobytes())
+        ids = pa.StringArray.from_buffers(len(batch.ids), offsets, pa.py_buffer(uuid_texts(batch.ids).tobytes()))
+        table = pa.table({"event_id": ids, "event_time": pa.array(batch.times_us, pa.timestamp("us", tz="UTC"))})
         pq.write_table(table, directory / f"{batch.batch_id}.parquet", compression="snappy")
 
 
 def seed_stream_files(directory: Path, workload: Workload) -> None:
-    """The Structured Streaming peer's history: one JSON-lines file per history batch holding the
-    two fields its state depends on (id and event time); the other columns read as null."""
+    """The Structured Streaming peer's history: a JSON-lines file per history batch holding the two
+    fields its state depends on (id and event time); the other columns read as null."""
     directory.mkdir(parents=True, exist_ok=True)
     for j in range(workload.spec.history_batches):
         batch = workload.history_batch(j)
@@ -148,3 +125,19 @@ def seed_stream_files(directory: Path, workload: Workload) -> None:
         columns = [np.broadcast_to(np.frombuffer(p, np.uint8), (len(batch.ids), len(p))) if isinstance(p, bytes) else p
                    for p in parts]
         (directory / f"{batch.batch_id}.json").write_bytes(np.ascontiguousarray(np.hstack(columns)).tobytes())
+
+
+def uuid_texts(ids: np.ndarray) -> np.ndarray:
+    """Canonical UUID text of every id as an (n, 36) uint8 matrix, without per-row Python."""
+    raw = ids.view(np.uint8).reshape(-1, 16)
+    digits = np.frombuffer(b"0123456789abcdef", np.uint8)
+    out = np.full((len(raw), 36), ord("-"), np.uint8)
+    out[:, [i for i in range(36) if i not in (8, 13, 18, 23)]] = np.stack([digits[raw >> 4], digits[raw & 15]], 2).reshape(-1, 32)
+    return out
+
+
+def iso_texts(times_us: np.ndarray) -> np.ndarray:
+    """'YYYY-MM-DDTHH:MM:SS.ffffffZ' of every time as an (n, 27) uint8 matrix."""
+    out = np.full((len(times_us), 27), ord("Z"), np.uint8)
+    out[:, :26] = np.datetime_as_string(times_us.astype("datetime64[us]"), unit="us").astype("S26").view(np.uint8).reshape(-1, 26)
+    return out

@@ -1,13 +1,9 @@
 """The bench's density growth is read round by round, as the peers' ratios are."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from report import summarise_scaling  # noqa: E402
+from bench.summary import summarise_scaling
 
 
 def _density(scale: int, seconds: list[float]) -> dict:

@@ -1,0 +1,14 @@
+"""The benchmarks (docs/performance.md), each run from the repository root as a module:
+
+    python -m bench               eventdedup against its peers on one seeded workload (make bench)
+    python -m bench.scale         one batch at production density, by kind of object (make bench-scale)
+    python -m bench.report_week   `eventdedup report` over a week of 5-minute batches
+    python -m bench.profile       where a batch's CPU goes, by function
+    python -m bench.parse_floor   a line's parse steps in Python beside the compiled core
+
+Results go to bench/results/, which git ignores but for the runs the docs cite.
+"""
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
