@@ -6,8 +6,9 @@
 Per cell, the store years of batches leave is written for one sampled bucket (bench.scale_history),
 then one real batch runs on it through a counting proxy, its output rows checked. Reported per kind
 of object: requests and bytes read and written (times 16 for the kinds that grow with the buckets),
-cold (no executor-local copies) and warm (after a batch before it read the window on the same
-executor); a cell whose bucket would hold more than --max-seed-ids entries is skipped. Also the chain
+cold (no executor-local copies: an ephemeral executor), cold with local copies on as shipped (an
+empty directory: a new executor that keeps copies) and warm (every cache object of the window
+already copied locally, as a persistent executor holds them after a few batches); a cell whose bucket would hold more than --max-seed-ids entries is skipped. Also the chain
 policy played over an hour's batches ("merges"). Writes --out (.json; the growth chart as .png,
 dotted: the run --before) and a table.
 """
@@ -28,6 +29,7 @@ from bench.stores import BenchSettings, fresh_store, upload_lines
 from bench.traffic import added, requests, traffic
 from eventdedup.cache.heads import ChainPolicy
 from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings
+from eventdedup.commit.log import load_committed_state
 from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
@@ -48,8 +50,9 @@ def scale_settings(spec: ScaleSpec, local_copies: Path | None = None, copy_bytes
 
 
 def run_spec(spec: ScaleSpec, spark: object, work: Path) -> dict:
-    """Seed, then the measured batch's job cold (no local copies), again warm (local copies of all
-    but what the last commit wrote, as after a batch before it read the window), and its promotion."""
+    """Seed, then the measured batch's job cold (no local copies), cold with copies on (an empty
+    directory), warm (local copies of all but what the last commit wrote, as a persistent executor
+    holds them once earlier batches read the window), and its promotion."""
     rng = np.random.default_rng([spec.rate, spec.window, spec.fill, int(spec.partition_time == "id")])
     composition = Composition.of(spec.per_bucket)
     with fresh_store(scale_settings(spec)) as (server, config, store):
@@ -70,10 +73,15 @@ def run_spec(spec: ScaleSpec, spark: object, work: Path) -> dict:
             job = run_dedup_job(spark, cold, batch_id)
             job_seconds = time.perf_counter() - job_started
             cold_traffic = traffic(layout, proxy)
-            run_dedup_job(spark, warm, batch_id)  # as a batch before it read the window
+            proxy.arm(None)
+            shipped_job = run_dedup_job(spark, scale_settings(spec, work / "shipped", 4 << 30).config(
+                proxy.endpoint_url), batch_id)
+            shipped_traffic = traffic(layout, proxy)
             copies = LocalCopies(LocalCopySettings(str(work / "warm"), 8 << 30))
-            for key in seeded.last_commit_objects:  # its own writes: not read by any batch yet
-                copies.path_of(store, key).unlink(missing_ok=True)
+            last = set(seeded.last_commit_objects)  # its own writes: not read by any batch yet
+            via_proxy = S3Store(make_client(warm.s3), "scale")  # copies are named by the endpoint read through
+            for key in load_committed_state(store, layout).cache_objects() - last:
+                copies.get_or_none(via_proxy, key)
             proxy.arm(None)
             warm_job = run_dedup_job(spark, warm, batch_id)
             warm_traffic = traffic(layout, proxy)
@@ -83,13 +91,15 @@ def run_spec(spec: ScaleSpec, spark: object, work: Path) -> dict:
             promote_seconds = time.perf_counter() - promote_started
             promotion = traffic(layout, proxy)
     counts = dict(job.counts)
-    if counts["output_rows"] != composition.expected_output or dict(warm_job.counts) != counts:
+    if (counts["output_rows"] != composition.expected_output or dict(warm_job.counts) != counts
+            or dict(shipped_job.counts) != counts):
         raise SystemExit(f"{spec.label}: the batch emitted {counts['output_rows']:,} rows (warm: "
                          f"{warm_job.counts['output_rows']:,}); its composition {asdict(composition)} makes "
                          f"{composition.expected_output:,}")
     return {"spec": asdict(spec), "label": spec.label, "seeded_ids": spec.seeded_ids,
             "seed_seconds": round(seed_seconds, 1), "composition": asdict(composition), "input_bytes": input_bytes,
             "traffic": added(cold_traffic, promotion), "traffic_warm": added(warm_traffic, promotion),
+            "traffic_cold_copies": added(shipped_traffic, promotion),
             "job_seconds": round(job_seconds, 2), "promote_seconds": round(promote_seconds, 2), "counts": counts}
 
 
@@ -141,15 +151,17 @@ def mib(value: float) -> str:
 
 def table(results: list[dict]) -> str:
     rows = ["| stream, window, partition_time, fill | seeded ids (1 bucket) | segments read MiB | guards read MiB | "
-            "cache read warm MiB | state read MiB | cache read / input (warm) | cache written MiB | requests | job s |",
-            "|" + " --- |" * 10]
+            "cache read cold, copies on MiB | cache read warm MiB | state read MiB | cache and state read / input "
+            "(cold; copies on; warm) | cache written MiB | requests | job s |",
+            "|" + " --- |" * 11]
     for result in results:
         whole, (read, written), (warm, _) = all_buckets(result), cache_figures(result), cache_figures(result, "traffic_warm")
-        input_bytes = result["input_bytes"] * BUCKETS
+        shipped = cache_figures(result, "traffic_cold_copies")[0] if "traffic_cold_copies" in result else float("nan")
+        state, input_bytes = whole["state"]["read_bytes"], result["input_bytes"] * BUCKETS
+        ratios = "; ".join(f"{(cache + state) / input_bytes:.2f}" for cache in (read, shipped, warm))
         rows.append(f"| {result['label']} | {result['seeded_ids']:,} | {mib(whole['segments']['read_bytes'])} | "
-                    f"{mib(whole['guards']['read_bytes'])} | {mib(warm)} | {mib(whole['state']['read_bytes'])} | "
-                    f"{read / input_bytes:.2f} ({warm / input_bytes:.2f}) | {mib(written)} | {requests(whole):,.0f} | "
-                    f"{result['job_seconds']} |")
+                    f"{mib(whole['guards']['read_bytes'])} | {mib(shipped)} | {mib(warm)} | {mib(state)} | "
+                    f"{ratios} | {mib(written)} | {requests(whole):,.0f} | {result['job_seconds']} |")
     return "\n".join(rows)
 
 

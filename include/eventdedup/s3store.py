@@ -146,12 +146,63 @@ def quoted_etag(etag: str) -> str:
     return etag if etag.startswith('"') or etag.startswith('W/"') else f'"{etag}"'
 
 
+class BatchReads:
+    """What the steps of one batch have read of the store's metadata, handed from step to step
+    (`S3Store.for_one_batch`): the bytes of each object that never changes once written (commit
+    records, checkpoints, ledger parts: `S3Store.get_immutable_or_none`), and values derived from
+    such reads that a later step may take instead of reading again (the folded state, a table
+    snapshot: `held`/`hold`, each named by its owner). Thread-safe; lives as long as the batch."""
+
+    def __init__(self) -> None:
+        self._objects: dict[str, bytes] = {}
+        self._values: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def object(self, key: str) -> bytes | None:
+        with self._lock:
+            return self._objects.get(key)
+
+    def remember(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self._objects[key] = data
+
+    def held(self, name: str) -> Any:
+        with self._lock:
+            return self._values.get(name)
+
+    def hold(self, name: str, value: Any) -> None:
+        with self._lock:
+            self._values[name] = value
+
+
 class S3Store:
     """Bucket-scoped operations with the semantics the commit protocol needs."""
 
-    def __init__(self, client: S3Client, bucket: str) -> None:
+    def __init__(self, client: S3Client, bucket: str, reads: BatchReads | None = None) -> None:
         self.client = client
         self.bucket = bucket
+        self.reads = reads  # set for one batch's steps: metadata read once (BatchReads)
+
+    def for_one_batch(self) -> S3Store:
+        """The same bucket and client, remembering what one batch reads of its metadata: the
+        steps of a batch (staging, the job's driver, the promotion, the table's projection) each
+        need the folded state and the records, and read them once between them."""
+        return S3Store(self.client, self.bucket, BatchReads())
+
+    def get_immutable_or_none(self, key: str) -> bytes | None:
+        """An object that never changes once written (None: absent): read once per batch."""
+        known = None if self.reads is None else self.reads.object(key)
+        if known is not None:
+            return known
+        data = self.get_bytes_or_none(key)
+        if data is not None and self.reads is not None:
+            self.reads.remember(key, data)
+        return data
+
+    def wrote_immutable(self, key: str, data: bytes) -> None:
+        """This batch wrote (or found) an immutable object with these bytes: it need not read it."""
+        if self.reads is not None:
+            self.reads.remember(key, data)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from eventdedup.cache.epochs import BucketEpochs
-from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings
+from eventdedup.cache.local_copies import FILL_AFTER_PART_READS, LocalCopies, LocalCopySettings
 from eventdedup.cache.segment import CacheRun, decode_segment, encode_segment
+from eventdedup.cache.segment_parts import TAIL_BYTES
 from eventdedup.job.dedup_stage import _CacheLoader
 from eventdedup.keys import CacheKey
 from eventdedup.s3store import S3Store, make_client
@@ -82,8 +83,10 @@ def test_a_key_probed_again_is_read_for_the_keys_it_lacks_and_a_copy_is_read_onc
     """One object of 200,000 entries (782 blocks). On an executor without local copies: two
     keys probed, then a third; the second read is the third key's blocks (the tail, run table
     and index again, and its digests and fingerprints), not the first two keys' again. On one
-    with copies: the object is read whole, once; a later loader reads it through the copy
-    (confirmed by ETag: no bytes)."""
+    with copies: the first FILL_AFTER_PART_READS loaders (batches) read it in parts as an
+    executor without copies does (a first touch costs no more than on an ephemeral executor);
+    the next reads it whole, keeping a copy; later loaders read it through the copy (confirmed by
+    ETag: no bytes)."""
     with FaultProxy(s3_server.endpoint_url) as proxy:
         config = make_config(proxy.endpoint_url, bucket)
         store = S3Store(make_client(config.s3), bucket)
@@ -104,10 +107,16 @@ def test_a_key_probed_again_is_read_for_the_keys_it_lacks_and_a_copy_is_read_onc
             assert set(ids[[1000, 90_000, 150_000]].tolist()) <= set(held[0].digests.tolist())
             assert gets() - before == 5  # tail, run table, index, one block's digests and fingerprints
         copies = LocalCopies(LocalCopySettings(str(tmp_path / "copies"), 1 << 30))
-        for expected_bytes in (len(data), 0):  # read whole, then confirmed by a 304
+        for batch in range(1, FILL_AFTER_PART_READS + 3):
             proxy.arm(None)
             with ThreadPoolExecutor(4) as pool:
                 loader = _CacheLoader(store, {NAME: ("cache/big.seg",)}, pool, copies)
                 loader.prefetch(BucketEpochs(1), 0, {HOUR: first}, [])
-                assert sum(map(len, loader.runs_holding(HOUR, FINE, first))) == 200_000
-            assert (gets(), sum(proxy.bytes_served.values())) == (1, expected_bytes)
+                entries = sum(map(len, loader.runs_holding(HOUR, FINE, first)))
+            read = (gets(), sum(proxy.bytes_served.values()))
+            if batch <= FILL_AFTER_PART_READS:  # in parts: the tail, run table, index and two blocks
+                assert entries <= 2 * 2 * 256 and read[1] < len(data) // 20, (batch, read)
+            elif batch == FILL_AFTER_PART_READS + 1:  # whole, after its tail: the copy is filled
+                assert (entries, read) == (200_000, (2, TAIL_BYTES + len(data))), batch
+            else:  # through the copy, confirmed by a 304
+                assert (entries, read) == (200_000, (1, 0)), batch

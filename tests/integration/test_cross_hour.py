@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -326,3 +327,30 @@ def test_an_hour_only_a_guard_names_is_read_in_parts_and_decided_the_same(s3_ser
     assert audit(store, config) == [("b2", "many-1234", "cross_batch_natural", "dropped", "b1")]
     assert commit_counts(store, config)["b2"]["guard_hours_loaded"] == 1
     assert size > 72_000 and read < 3 * 4096 + 256 * 24 + 1000  # footer and index, run table, one block
+
+
+def test_late_events_in_an_old_hour_read_a_tenth_of_it_on_a_cold_executor_with_the_default_settings(
+        s3_server, bucket, spark, tmp_path) -> None:
+    """Issue 57: an executor that starts empty (EMR Serverless, a new container), with local copies
+    on as shipped: 20 late events dated in an hour of 3,000 committed ids read that hour's segment
+    in parts, as an ephemeral executor does, not whole to fill a copy (it read 73-82 % before)."""
+    def events(prefix: str, count: int) -> list[dict[str, Any]]:
+        return [{"event_id": f"{prefix}-{n}", "created_at": at(NOW - timedelta(hours=3)), "v": 1} for n in range(count)]
+
+    with FaultProxy(s3_server.endpoint_url) as proxy:
+        def on_executor(directory: str) -> Config:
+            return make_config(proxy.endpoint_url, bucket,
+                               spark={"local_cache_dir": str(tmp_path / directory)})  # the rest: the defaults
+
+        store = S3Store(make_client(on_executor("first").s3), bucket)
+        run(store, on_executor("first"), "b1", events("old", 100_000), NOW, spark)
+        segments = [key for name, key in load_committed_state(store, Layout(on_executor("first").layout))
+                    .cache_heads.items() if not is_guard_head_key(name)]
+        size = sum(store.head(key).size for key in segments)  # type: ignore[union-attr]
+        proxy.arm(None)
+        run(store, on_executor("cold"), "b2", events("late", 20), NOW + timedelta(minutes=5), spark)
+        read = sum(served for request, served in proxy.bytes_served.items()
+                   if any(key in unquote(request) for key in segments))
+    assert on_executor("cold").spark.local_cache_bytes > 0 and len(segments) > 1
+    assert commit_counts(store, on_executor("cold"))["b2"]["output_rows"] == 20
+    assert size > 2_000_000 and read <= size // 10, (read, size)

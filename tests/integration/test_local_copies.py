@@ -3,12 +3,13 @@ after S3 confirms its ETag; a damaged, stale or deleted one is never trusted; th
 within its bound; and a batch decides exactly as it does without copies, reading less from S3."""
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
 import orjson
 
-from eventdedup.cache.local_copies import SUFFIX, LocalCopies, LocalCopySettings
+from eventdedup.cache.local_copies import PARTS_FORGET_SECONDS, PARTS_SUFFIX, SUFFIX, LocalCopies, LocalCopySettings
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.ops.pipeline import run_batch
 from eventdedup.s3store import S3Store, make_client
@@ -39,6 +40,48 @@ def test_a_copy_is_used_only_when_s3_confirms_its_etag(s3_server, bucket, tmp_pa
         store.delete_keys(["cache/a.seg"])
         assert copies.get_or_none(store, "cache/a.seg") is None
         assert not list(tmp_path.glob(f"*{SUFFIX}"))
+
+
+def test_a_kept_copy_of_written_bytes_is_used_only_once_s3_holds_those_bytes(s3_server, bucket, tmp_path) -> None:
+    """An executor keeps what it staged under the name the promotion copies it to: before the
+    copy exists the kept bytes are nothing (S3 has no such object), once it does they are read
+    by a 304, and bytes kept under another ETag than S3's are replaced by S3's, never served."""
+    with FaultProxy(s3_server.endpoint_url) as proxy:
+        store = S3Store(make_client(make_config(proxy.endpoint_url, bucket).s3), bucket)
+        copies = copies_in(tmp_path)
+        staged = store.put_bytes("staging/x.seg", b"the staged segment")
+        copies.keep(store, "cache/x.seg", staged.etag, b"the staged segment")
+        assert copies.held(store, "cache/x.seg") is None  # not promoted (and the copy is dropped)
+        assert not list(tmp_path.glob(f"*{SUFFIX}"))
+        copies.keep(store, "cache/x.seg", staged.etag, b"the staged segment")
+        store.copy(staged, "cache/x.seg")
+        proxy.arm(None)
+        assert copies.held(store, "cache/x.seg") == b"the staged segment"
+        assert sum(proxy.bytes_served.values()) == 0  # a 304: the copy keeps its source's ETag
+        copies.keep(store, "cache/x.seg", '"not its etag"', b"other bytes")
+        assert copies.held(store, "cache/x.seg") == b"the staged segment"  # S3's, and kept
+        assert copies.held(store, "cache/y.seg") is None  # no copy held: no request either
+        assert [request.key for request in proxy.requests] == ["cache/x.seg", "cache/x.seg"]
+
+
+def test_counts_of_part_reads_fill_a_copy_then_are_forgotten_when_stale(s3_server, bucket, tmp_path) -> None:
+    store = S3Store(s3_server.client(), bucket)
+    now = [0.0]
+    copies = LocalCopies(LocalCopySettings(str(tmp_path), 1 << 20), clock=lambda: now[0])
+    assert [copies.count_part_read(store, "cache/p.seg") for _ in range(3)] == [1, 2, 3]
+    store.put_bytes("cache/p.seg", b"probed often")
+    assert copies.get_or_none(store, "cache/p.seg") == b"probed often"  # the fill: its count goes
+    assert copies.count_part_read(store, "cache/p.seg") == 1
+    copies.count_part_read(store, "cache/q.seg")
+    counts = sorted(tmp_path.glob(f"*{PARTS_SUFFIX}"))
+    assert len(counts) == 2
+    for path in counts:  # no batch added to them for longer than PARTS_FORGET_SECONDS
+        os.utime(path, (0, 0))
+    now[0] = PARTS_FORGET_SECONDS + 1
+    store.put_bytes("cache/r.seg", b"r")
+    assert copies.get_or_none(store, "cache/r.seg") == b"r"  # a copy written: the directory is listed
+    assert not list(tmp_path.glob(f"*{PARTS_SUFFIX}"))
+    assert copies.held(store, "cache/p.seg") == b"probed often"  # copies stay
 
 
 def test_a_damaged_copy_is_read_again_from_s3_never_trusted(s3_server, bucket, tmp_path) -> None:
@@ -76,9 +119,9 @@ def test_the_directory_stays_within_its_bound_and_a_cycle_bigger_than_it_keeps_w
 
 
 def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server, bucket, spark, tmp_path) -> None:
-    """Three batches through a proxy, with and without copies: the same rows; with copies, the
-    third batch reads b1's segments of hours 03 and 04 (b2 read them and wrote none there) from
-    local disk: S3 answers 304."""
+    """Three batches through a proxy, with and without copies: the same rows; with copies, every
+    cache object a batch reads was written by a batch before it on this executor, which kept a
+    copy under its committed name: S3 answers 304 to each, and no byte of the cache is read."""
     def event(n: int, hour: int) -> bytes:
         return orjson.dumps({"event_id": f"e{n}", "created_at": f"2026-11-22T0{hour}:10:00Z", "v": 1})
 
@@ -112,8 +155,9 @@ def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server,
     for label in ("without", "with"):
         assert results[label][:2] == (expected_data, expected_audit), label
     without, with_copies = results["without"][2], results["with"][2]
-    assert with_copies[:2] == without[:2]  # b1 and b2 read every cache object for the first time
-    assert with_copies[2] < without[2]  # b3 finds b1's segments b2 read, still heads, on local disk
+    assert with_copies[0] == without[0] == 0  # nothing is committed before b1
+    assert without[1] > 0 and without[2] > 0  # b2 reads b1's segments and guards, b3 b1's and b2's
+    assert with_copies[1:] == [0, 0]  # ...each written here, kept as a copy, confirmed by a 304
 
 
 def test_a_process_lists_the_directory_once_a_minute_not_once_a_copy(s3_server, bucket, tmp_path, monkeypatch) -> None:

@@ -14,6 +14,13 @@ written to a temporary name and renamed: a reader sees a whole copy or none) and
 half hour: every batch reads every guard of its window in turn, and under plain LRU a window
 bigger than the bound would evict each copy just before its next use (every read a miss). A new
 copy that finds no room is not kept; what fits stays warm.
+
+A copy costs a read of the whole object, which an executor that starts empty need not pay for an
+object it probes for a few ids (eventdedup.cache.segment_parts reads those in parts). So copies
+are filled from what costs no extra read: objects this executor wrote itself (`keep`, under the
+name the promotion copies them to, with their ETag: a copy keeps its source's), objects read
+whole anyway, and an object whose parts this directory has read for FILL_AFTER_PART_READS
+batches (`count_part_read`): one probed that often is cheaper whole, once, then by 304s.
 """
 from __future__ import annotations
 
@@ -42,6 +49,9 @@ RECENT_SECONDS = 1800  # a copy used this recently is not evicted for a new one
 # lists it again to make room: a full directory at production density holds thousands of copies,
 # and listing them for every copy written cost ~20 ms each, most of a batch's time.
 RESCAN_SECONDS = 60
+FILL_AFTER_PART_READS = 3  # batches that read parts of an object before a whole read fills its copy
+PARTS_SUFFIX = ".parts"
+PARTS_FORGET_SECONDS = 7 * 86400  # a count of part reads not added to for this long is removed at a listing
 
 
 @dataclass(frozen=True)
@@ -89,15 +99,57 @@ class LocalCopies:
             raise
         if answer is None:
             assert copy is not None
-            now = self.clock()
-            try:
-                os.utime(path, (now, now))  # recently used
-            except OSError:
-                pass  # evicted meanwhile by another worker: the bytes are confirmed all the same
+            self._touch(path)
             return copy.data
         data, etag = answer
         self._write(path, key, etag, data)
         return data
+
+    def held(self, store: S3Store, key: str) -> bytes | None:
+        """The object's bytes if this directory holds a copy S3 confirms (a conditional GET: no
+        bytes cross the network while it is unchanged); None, with no request, where it holds none,
+        or where S3 has no such object any more (the caller's own read then says it is missing)."""
+        if not self.enabled:
+            return None
+        path = self.path_of(store, key)
+        copy = self._read(path, key)
+        if copy is None:
+            return None
+        try:
+            answer = store.get_versioned(key, unless_etag=copy.etag)
+        except ClientError as exc:
+            if is_not_found(exc):
+                path.unlink(missing_ok=True)
+                return None
+            raise
+        if answer is None:
+            self._touch(path)
+            return copy.data
+        data, etag = answer  # replaced under the same name: never for cache objects, but never served stale
+        self._write(path, key, etag, data)
+        return data
+
+    def keep(self, store: S3Store, key: str, etag: str, data: bytes) -> None:
+        """Keep a copy of bytes this process has (it wrote them, under `key` or a key that will be
+        copied to `key` with the same ETag); used only once S3 confirms it holds them."""
+        if self.enabled:
+            self._write(self.path_of(store, key), key, etag, data)
+
+    def count_part_read(self, store: S3Store, key: str) -> int:
+        """Record that a batch read parts of an object; how many have, this one included (0
+        without copies). Best effort: a count lost to a full disk or a race costs a later fill."""
+        if not self.enabled:
+            return 0
+        path = self.path_of(store, key).with_suffix(PARTS_SUFFIX)
+        try:
+            count = int(path.read_text() or 0) + 1
+        except (OSError, ValueError):
+            count = 1
+        try:
+            path.write_text(str(count))
+        except OSError:
+            pass
+        return count
 
     def path_of(self, store: S3Store, key: str) -> Path:
         """Where the copy of an object of the store's bucket lives. The endpoint is part of its name:
@@ -106,6 +158,24 @@ class LocalCopies:
         check keeps that correct, never cheap)."""
         name = f"{store.endpoint}|{store.bucket}/{key}"
         return self.directory / (hashlib.sha256(name.encode()).hexdigest() + SUFFIX)
+
+    @staticmethod
+    def _forget_if_stale(entry: os.DirEntry[str], now: float) -> None:
+        """Counts of part reads are a few bytes each, one per object probed in parts: those no batch
+        added to for PARTS_FORGET_SECONDS go (their objects have mostly left the window)."""
+        try:
+            if entry.stat().st_mtime < now - PARTS_FORGET_SECONDS:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+    def _touch(self, path: Path) -> None:
+        """Mark a copy recently used."""
+        now = self.clock()
+        try:
+            os.utime(path, (now, now))
+        except OSError:
+            pass  # evicted meanwhile by another worker: the bytes are confirmed all the same
 
     def _read(self, path: Path, key: str) -> _Copy | None:
         try:
@@ -129,6 +199,7 @@ class LocalCopies:
     def _write(self, path: Path, key: str, etag: str, data: bytes) -> None:
         if not self._make_room(len(data) + _HEADER.size + len(key) + len(etag), path):
             return
+        path.with_suffix(PARTS_SUFFIX).unlink(missing_ok=True)  # a copy needs no count of part reads
         encoded_key, encoded_etag = key.encode(), etag.encode()
         header = _HEADER.pack(MAGIC, len(encoded_key), len(encoded_etag), len(data), zlib.crc32(data))
         writing = path.with_name(f".writing-{os.getpid()}-{path.name}")
@@ -160,7 +231,9 @@ class LocalCopies:
     def _list_and_evict(self, size: int, replacing: Path, now: float) -> bool:
         entries = []
         for entry in os.scandir(self.directory):
-            if entry.name.endswith(SUFFIX) and entry.path != str(replacing):
+            if entry.name.endswith(PARTS_SUFFIX):
+                self._forget_if_stale(entry, now)
+            elif entry.name.endswith(SUFFIX) and entry.path != str(replacing):
                 try:
                     stat = entry.stat()
                 except OSError:

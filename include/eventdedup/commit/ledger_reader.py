@@ -65,7 +65,7 @@ class LedgerReader:
                 continue
             if self.store is None:
                 raise CorruptStateError(f"ingestion ledger part {part.key} cannot be read without a store")
-            data = self.store.get_bytes_or_none(part.key)
+            data = self.store.get_immutable_or_none(part.key)  # a part is written once, by its range
             entries = (decode_part(data, self.store.uri(part.key)) if data is not None
                        else self._rebuilt(part))
             for key, entry in entries:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 def read_commit(store: S3Store, layout: Layout, version: int) -> CommitRecord | None:
     key = layout.commit(version)
-    data = store.get_bytes_or_none(key)
+    data = store.get_immutable_or_none(key)  # a commit is created once and never changed
     return None if data is None else CommitRecord.from_bytes(data, store.uri(key))
 
 
@@ -165,9 +165,15 @@ def load_committed_state(store: S3Store, layout: Layout, fresh: bool = False) ->
     A process loads a state version once: what it folded is kept, and a later load that finds
     the log still holding it (`_Loaded.still_true`) folds only the commits after it. The state
     is what a load from that checkpoint gives, markers and ledger parts still to write included;
-    commits are immutable, so a fold once made stays true. `fresh`: read it all again (a check
-    that the log itself still folds)."""
+    commits are immutable, so a fold once made stays true. Within one batch (`store.reads`) the
+    state an earlier step held is taken as it is and only the commits listed after it are folded:
+    one LIST, the protocol's look at whether the log moved on. `fresh`: read it all again (a
+    check that the log itself still folds)."""
     where = f"{store.endpoint} {store.uri(layout.settings.commit_log_prefix)}"
+    held = None if fresh else _held_state(store, where)
+    if held is not None:
+        state, _ = _fold_commits_after(store, layout, held)
+        return hold_state(store, layout, state)
     checkpoint = _checkpoint_named(store, layout)
     with _LOADED_LOCK:
         loaded = None if fresh else _LOADED.get(where)
@@ -180,6 +186,22 @@ def load_committed_state(store: S3Store, layout: Layout, fresh: bool = False) ->
     if loaded is not None:
         with _LOADED_LOCK:
             _LOADED[where] = _Loaded(loaded.checkpoint, folded or newest, state)
+    return hold_state(store, layout, state)
+
+
+def _held_state(store: S3Store, where: str) -> CommittedState | None:
+    held = None if store.reads is None else store.reads.held(f"committed state {where}")
+    return held if isinstance(held, CommittedState) else None
+
+
+def hold_state(store: S3Store, layout: Layout, state: CommittedState) -> CommittedState:
+    """Hand the folded state to the batch's later steps (a promotion holds the state its commit
+    made); without `store.reads`, nothing is held."""
+    if store.reads is not None:
+        held = _held_state(store, f"{store.endpoint} {store.uri(layout.settings.commit_log_prefix)}")
+        if held is None or held.version <= state.version:
+            store.reads.hold(f"committed state {store.endpoint} {store.uri(layout.settings.commit_log_prefix)}",
+                             state)
     return state
 
 
@@ -237,7 +259,9 @@ def _load_checkpoint(store: S3Store, layout: Layout,
 def write_commit(store: S3Store, layout: Layout, record: CommitRecord) -> None:
     """Create commit `record.version` if absent; a commit already there with our token is ours."""
     key = layout.commit(record.version)
-    if store.put_if_absent(key, record.to_bytes()) is not None:
+    data = record.to_bytes()
+    if store.put_if_absent(key, data) is not None:
+        store.wrote_immutable(key, data)
         return
     existing = read_commit(store, layout, record.version)
     if existing is not None and existing.token == record.token:

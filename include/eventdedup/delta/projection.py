@@ -54,9 +54,14 @@ from eventdedup.s3store import S3Store
 log = logging.getLogger(__name__)
 
 APP_ID = "eventdedup"
-# After a commit, a checkpoint every 100 versions (delta-rs's default), but no clean-up of expired log
-# entries: that lists the whole log, every batch; the maintenance DAG does it daily (eventdedup.delta.upkeep).
-AFTER_COMMIT = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+# delta-rs reads every log entry after the last checkpoint twice to open a table and once more for
+# each app-transaction lookup, and a batch opens it once: a checkpoint every 10 versions (written
+# by the projection itself; delta-rs's own default is 100) bounds what a batch reads of the table's
+# log by the table's live files, not by its history. No clean-up of expired log entries after a
+# commit: that lists the whole log, every batch; the maintenance DAG does it daily
+# (eventdedup.delta.upkeep).
+CHECKPOINT_EVERY = 10
+AFTER_COMMIT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 ATTEMPTS = 8  # Delta commits lost to other writers (projectors, compaction) before giving up
 FOOTER_THREADS = 16
 
@@ -130,24 +135,23 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
         table = create_table(store, config, state.version)
     check_is_ours(table, store, config)
     done: list[int] = []
-    conflicts = 0
-    while True:
-        current = projected_version(table)
-        if current >= state.version:
-            break
+    conflicts, backfilled = 0, False
+    current = projected_version(table)  # once per snapshot: delta-rs replays the log for each lookup
+    written = table.version()
+    while current < state.version:
         target = current + 1
         try:
             if current == 0 and _created_over_log_version(store, config) > 0:
                 target = state.version
                 _commit(table, _backfill_actions(store, layout, state.version), state.version,
-                        {"eventdedup.operation": "backfill", "eventdedup.committed_view_at": state.version})
-                _checkpoint_after_backfill(table, store, config)
+                        {"eventdedup.operation": "backfill", "eventdedup.committed_view_at": state.version}, current)
+                backfilled = True
             else:
                 record = committed_record(store, layout, target)
-                _commit(table, _actions(store, layout, table, record), target, _metadata(record))
+                _commit(table, _actions(store, layout, table, record), target, _metadata(record), current)
+            # The handle stays as read: delta-rs does not move it to its own commit.
             done.append(target)
-            if target >= state.version:
-                break  # done: the table handle stays as read (delta-rs does not move it to its own commit)
+            current, written = target, table.version() + 1
         except CommitFailedError as exc:
             conflicts += 1
             if conflicts >= ATTEMPTS:
@@ -156,26 +160,29 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
                     f"to other writers {conflicts} times ({exc}); the log is unharmed: run `eventdedup recover`, "
                     "which rolls the table forward") from None
             log.info("Delta table: version %d was taken by another writer; reading it again", table.version() + 1)
-        table.update_incremental()
-    reflected = max([projected_version(table), *done])
-    status = TableStatus(config.table.delta, table_location(store, config), True,
-                         table.version() + (1 if done and reflected > projected_version(table) else 0),
-                         reflected, state.version)
+        if current < state.version:
+            # Read again, and judged again: another projector may have committed since (module docstring).
+            table.update_incremental()
+            current, written = projected_version(table), table.version()
+    if backfilled or (done and written % CHECKPOINT_EVERY == 0):
+        _checkpoint(table, store, config)
+    status = TableStatus(config.table.delta, table_location(store, config), True, written, current, state.version)
     if done:
         log.info("Delta table %s at version %d reflects log version %d (projected %s)", status.location,
                  status.table_version, status.projected_version, _span(done))
     return Projection(status, tuple(done))
 
 
-def _checkpoint_after_backfill(table: DeltaTable, store: S3Store, config: Config) -> None:
-    """So that every later load reads the backfill's files as Parquet, not its one large JSON. The
-    backfill stands without it: a failure is logged, and delta-rs checkpoints at its 100th version."""
+def _checkpoint(table: DeltaTable, store: S3Store, config: Config) -> None:
+    """A checkpoint at the table's newest version (after a backfill: so that every later load reads
+    its files as Parquet, not its one large JSON). Derived data: the commit stands without it, a
+    failure is logged, and the next one is CHECKPOINT_EVERY versions later."""
     table.update_incremental()
     try:
         table.create_checkpoint()
     except (DeltaError, OSError) as exc:
-        log.warning("Delta table %s: no checkpoint after the backfill (%s); loads read its JSON until the next one",
-                    table_location(store, config), exc)
+        log.warning("Delta table %s: no checkpoint at version %d (%s); loads read its JSON until the next one",
+                    table_location(store, config), table.version(), exc)
 
 
 def _span(versions: Sequence[int]) -> str:
@@ -235,10 +242,11 @@ def check_is_ours(table: DeltaTable, store: S3Store, config: Config) -> None:
 
 
 def _commit(table: DeltaTable, actions: Sequence[AddAction | RemoveAction], version: int,
-            metadata: Mapping[str, Any]) -> None:
-    """One Delta commit at exactly the version after the snapshot read, if that snapshot does not
-    reflect log `version` yet (checked here: see the module's docstring)."""
-    if projected_version(table) >= version:
+            metadata: Mapping[str, Any], projected: int | None = None) -> None:
+    """One Delta commit at exactly the version after the snapshot read, if that snapshot (which
+    reflects log version `projected`: asked of it where not given) does not reflect log `version`
+    yet (checked here: see the module's docstring)."""
+    if (projected_version(table) if projected is None else projected) >= version:
         return
     table.create_write_transaction(
         list(actions), "append", TABLE_SCHEMA, partition_by=list(PARTITION_COLUMNS),

@@ -91,11 +91,13 @@ def freeze_batch_inputs(
     dated = [hour_index_at(info.last_modified) for info in inputs if info.last_modified is not None]
     manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs, log_version,
                              tuple(dated) if len(dated) == len(inputs) else ())
-    if store.put_if_absent(key, manifest.to_bytes()) is None:
+    data = manifest.to_bytes()
+    if store.put_if_absent(key, data) is None:
         # Another stager won the race; its manifest is the batch's definition.
         winner = load_batch_manifest_or_none(store, layout, batch_id)
         assert winner is not None
         return _reused(winner, selector, store.uri(key))
+    store.wrote_immutable(key, data)
     log.info("staged batch %s: %d input objects (%s)", batch_id, len(inputs), codec.to_doc(selector))
     return manifest
 
@@ -111,7 +113,7 @@ def load_batch_manifest(store: S3Store, layout: Layout, batch_id: str) -> BatchM
 
 def load_batch_manifest_or_none(store: S3Store, layout: Layout, batch_id: str) -> BatchManifest | None:
     key = layout.batch_manifest(batch_id)
-    data = store.get_bytes_or_none(key)
+    data = store.get_immutable_or_none(key)  # created once per batch id, never replaced
     return None if data is None else BatchManifest.from_bytes(data, store.uri(key))
 
 

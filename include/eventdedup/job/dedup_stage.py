@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import load_segment_runs, missing_segment
-from eventdedup.cache.local_copies import LocalCopies, LocalCopySettings
+from eventdedup.cache.local_copies import FILL_AFTER_PART_READS, LocalCopies, LocalCopySettings
 from eventdedup.cache.segment import BLOCK_ENTRIES, CacheRun, decode_segment
 from eventdedup.cache.segment_parts import ENTRY_BYTES, TAIL_BYTES, runs_holding
 from eventdedup.commit.job_result import StagedObject
@@ -104,12 +104,12 @@ class _CacheLoader:
     """The committed cache over S3 (a `BucketCache`): each object of a key's chain read once,
     whole or in parts, every read of a partition's own hours in flight at once.
 
-    An executor that keeps local copies reads each object whole, once: objects are immutable,
-    and later batches confirm the copy by its ETag (a 304, no byte read), which costs a warm
-    executor less than reading parts every batch (docs/performance.md, "Starting a batch"). One
-    that keeps none (an ephemeral executor) reads an object in parts where the batch probes few
-    of its ids (the tail first: footer and index), whole where it probes many (or where the
-    object is small or of format 1)."""
+    An object is read in parts where the batch probes few of its ids (the tail first: footer
+    and index), whole where it probes many (or where it is small or of format 1). An executor
+    that keeps local copies uses a copy S3 confirms by its ETag (a 304, no byte read): objects are
+    immutable. Copies come from what it wrote itself, what it read whole, and objects it read
+    in parts for a few batches, whole once then (eventdedup.cache.local_copies): so a first touch
+    costs what an ephemeral executor pays, and a warm one mostly 304s."""
 
     def __init__(self, store: S3Store, chains: Mapping[str, tuple[str, ...]], pool: ThreadPoolExecutor,
                  copies: LocalCopies) -> None:
@@ -168,11 +168,16 @@ class _CacheLoader:
                            unique_inverse(np.concatenate([earlier.probed, more.probed]))[0])
 
     def _load(self, key: str, digests: npt.NDArray[np.bytes_] | None) -> _ObjectRead:
-        """One object: whole where that is what is asked, where executor-local copies are kept
-        (read once, then confirmed by its ETag: no byte read when unchanged) or where the probes
-        are many for its size; else in parts."""
-        if digests is None or self._copies.enabled:
+        """One object: whole where that is what is asked, where this executor holds a local copy
+        S3 confirms (no byte read while unchanged), or where the probes are many for its size;
+        else in parts, as an executor that starts empty reads it. A copy is filled by a whole
+        read, which the parts' reads make only once enough batches probed it
+        (eventdedup.cache.local_copies)."""
+        if digests is None:
             return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
+        held = self._copies.held(self._store, key)
+        if held is not None:
+            return _ObjectRead(decode_segment(held, self._store.uri(key)), len(held), None)
         try:
             tail, size = self._store.get_tail(key, TAIL_BYTES)
         except ClientError as exc:
@@ -182,10 +187,11 @@ class _CacheLoader:
         if len(tail) >= size:  # the whole object
             return _ObjectRead(decode_segment(tail, self._store.uri(key)), size, None)
         runs: list[CacheRun] | None = None
-        if len(digests) * BLOCK_ENTRIES * ENTRY_BYTES * DENSE_READ < size:
+        if (len(digests) * BLOCK_ENTRIES * ENTRY_BYTES * DENSE_READ < size
+                and self._copies.count_part_read(self._store, key) <= FILL_AFTER_PART_READS):
             runs = runs_holding(tail, size, lambda start, stop: self._store.get_bytes(key, byte_range=(start, stop)),
                                 self._store.uri(key), digests)
-        if runs is None:  # many probes for its size (most blocks would be read), or format 1: whole
+        if runs is None:  # many probes for its size, probed in parts often enough, or format 1: whole
             return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
         return _ObjectRead(runs, size, digests)
 
@@ -313,7 +319,8 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
     copy_holders: Counter[str] = Counter()  # the same, less the batches updates supersede
     # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
     # as its loads land, and its segments are written while the next is decided.
-    loader = _CacheLoader(store, cache_chains, pool, LocalCopies(ctx.local_copies))
+    local = LocalCopies(ctx.local_copies)
+    loader = _CacheLoader(store, cache_chains, pool, local)
     digests = digest_array(narrow.column("key_digest"))
     for bucket, rows in groups.items():
         loader.prefetch(rules.epochs, bucket, _keys_by_hour(hours[rows], digests[rows]), rules.guard_heads(bucket))
@@ -332,9 +339,9 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
         for (hour, fine), segment in result.segments.items():
             key = CacheKey.of_hour(hour, fine)
             builds_on = cache_chains.get(str(key), ())[:segment.builds_on]
-            writes.append(pool.submit(_stage_segment, store, ctx, key, segment.data, builds_on))
+            writes.append(pool.submit(_stage_segment, store, ctx, key, segment.data, builds_on, local))
         if result.guard is not None:
-            writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard)))
+            writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard), local))
     output_rows, output = _in_input_order(outputs)
     output_hours = hours[output_rows]
     for hour in [] if rules.populate else distinct_sorted(output_hours).tolist():
@@ -386,10 +393,13 @@ def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp]) -> 
 
 
 def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes,
-                   builds_on: tuple[str, ...]) -> StagedObject:
+                   builds_on: tuple[str, ...], copies: LocalCopies) -> StagedObject:
+    """A new head of a cache key; this executor keeps a copy under the name the promotion gives it
+    (a copy keeps its source's ETag), so the next batch that reads it here reads no byte of it."""
     info = store.put_bytes(ctx.layout.staged_cache_segment(ctx.batch_id, ctx.attempt, key), segment)
-    return StagedObject("cache", info, ctx.layout.final_cache_segment(ctx.batch_id, key), 0, cache_key=str(key),
-                        builds_on=builds_on)
+    final = ctx.layout.final_cache_segment(ctx.batch_id, key)
+    copies.keep(store, final, info.etag, segment)
+    return StagedObject("cache", info, final, 0, cache_key=str(key), builds_on=builds_on)
 
 
 def _keys_by_hour(hours: npt.NDArray[np.int64], digests: npt.NDArray[np.bytes_]) -> dict[int, npt.NDArray[np.bytes_]]:
@@ -398,11 +408,13 @@ def _keys_by_hour(hours: npt.NDArray[np.int64], digests: npt.NDArray[np.bytes_])
     return {int(hour): unique_inverse(digests[hours == hour])[0] for hour in distinct_sorted(hours).tolist()}
 
 
-def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes) -> StagedObject:
+def _stage_guard(store: S3Store, ctx: DedupContext, bucket: int, guard: bytes, copies: LocalCopies) -> StagedObject:
+    """A bucket's new id guard, with a local copy under its final name (as a segment's)."""
     hour = ctx.rules.arrival_hour
     info = store.put_bytes(ctx.layout.staged_guard(ctx.batch_id, ctx.attempt, hour, bucket), guard)
-    return StagedObject("cache", info, ctx.layout.final_guard(ctx.batch_id, hour, bucket), 0,
-                        cache_key=guard_head_key(hour, bucket))
+    final = ctx.layout.final_guard(ctx.batch_id, hour, bucket)
+    copies.keep(store, final, info.etag, guard)
+    return StagedObject("cache", info, final, 0, cache_key=guard_head_key(hour, bucket))
 
 
 def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int, table: pa.Table) -> StagedObject:

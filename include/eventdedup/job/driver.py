@@ -50,8 +50,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def run_dedup_job(sc: SparkContext, config: Config, batch_id: str) -> JobResult:
-    store = S3Store(process_client(config.s3), config.s3.bucket)
+def run_dedup_job(sc: SparkContext, config: Config, batch_id: str, store: S3Store | None = None) -> JobResult:
+    """Compute a staged batch into its job result. `store`: the batch's (with what its earlier
+    steps read: eventdedup.s3store.BatchReads); by default a store of the configured bucket."""
+    store = store or S3Store(process_client(config.s3), config.s3.bucket)
     layout = Layout(config.layout)
     manifest = load_batch_manifest(store, layout, batch_id)
     state = load_committed_state(store, layout)

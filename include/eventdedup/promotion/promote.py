@@ -31,6 +31,7 @@ from eventdedup.commit.log import (
     checkpoint_due,
     committed_record,
     committed_version,
+    hold_state,
     load_committed_state,
     write_checkpoint_if_due,
     write_commit,
@@ -171,7 +172,7 @@ def execute_journal(store: S3Store, config: Config, journal: PromotionJournal,
     write_commit(store, layout, record)
     committed = state.apply(record, store.uri(layout.commit(record.version)))
     publish_load_manifests(store, layout, record, committed)
-    write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval)
+    hold_state(store, layout, write_checkpoint_if_due(store, layout, committed, config.dedup.checkpoint_interval))
     if checkpoint_due(record.version, config.dedup.checkpoint_interval):
         _checkpoint_the_view(store, layout, record.version)
     clean_up_batch(store, layout, journal.batch_id)
