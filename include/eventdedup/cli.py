@@ -275,12 +275,13 @@ def _report(args: argparse.Namespace) -> int:
 
     from eventdedup.report.build import build_report
 
-    config = load_config(args.config)
     now = datetime.now(timezone.utc)
     until = args.until or now
-    if args.last is not None and (args.last < 1 or args.since or args.until):
-        print("eventdedup: --last takes a positive count, without --since or --until", file=sys.stderr)
+    refused = _report_arguments_refused(args, until)
+    if refused:  # before anything is read: a report of a large range reads for minutes
+        print(f"eventdedup: {refused}", file=sys.stderr)
         return 2
+    config = load_config(args.config)
     report = build_report(_store(config), config, args.since or until - timedelta(days=1), until,
                           now if args.until is None else None, args.last)
     if args.json:
@@ -291,6 +292,27 @@ def _report(args: argparse.Namespace) -> int:
         print(f"{args.out}: {figures['log']['batches']} batches committed from {figures['range']['since']} to "
               f"{figures['range']['until']}; {figures['copy_lag']['verdict']}")
     return 0
+
+
+def _report_arguments_refused(args: argparse.Namespace, until: datetime) -> str | None:
+    """Why `report`'s arguments cannot make a report (None: they can): a range that holds no
+    moment, or a page that could not be written where --out says."""
+    from pathlib import Path
+
+    if args.last is not None and (args.last < 1 or args.since or args.until):
+        return "--last takes a positive count, without --since or --until"
+    if args.last is None and args.since is not None and args.since >= until:
+        end = f"--until {until.isoformat()}" if args.until else f"now ({until.isoformat()})"
+        return f"--since {args.since.isoformat()} is not before {end}: the range [since, until) holds no commit"
+    if not args.json:
+        out = Path(args.out)
+        if out.is_dir():
+            return f"--out {args.out} is a directory: name the page's file, e.g. {out / 'report.html'}"
+        if not out.parent.is_dir():
+            return f"--out {args.out}: {out.parent} is not an existing directory"
+        if not os.access(out.parent, os.W_OK):
+            return f"--out {args.out}: the directory {out.parent} is not writable"
+    return None
 
 
 def _populate(args: argparse.Namespace) -> int:

@@ -8,7 +8,9 @@ commit record, the CLI's JSON and the metrics show it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+import hashlib
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -119,14 +121,68 @@ RECORDED_VALUES = 100
 OTHER_VALUES = "(others)"
 # A value is recorded to this many characters (a producer field may hold a payload: the record stays small).
 RECORDED_VALUE_CHARS = 128
+# A longer folder ends in one folder named by a hash of the whole: "…" and 16 hex digits, then "/".
+_FOLDER_DIGEST_BYTES = 8
+_FOLDER_TAIL_CHARS = 1 + 2 * _FOLDER_DIGEST_BYTES + 1
+_CUT_FOLDER = re.compile(rf"…[0-9a-f]{{{2 * _FOLDER_DIGEST_BYTES}}}/\Z")
 
 
-def bounded_counts(counts: Mapping[str, int], limit: int = RECORDED_VALUES) -> dict[str, int]:
-    """The `limit` most frequent values by name (ties by name), each cut to RECORDED_VALUE_CHARS
-    (values alike to there add up), the rest summed under OTHER_VALUES."""
+def recorded_value(value: str) -> str:
+    """A producer value as a commit records it: cut to RECORDED_VALUE_CHARS, "…" last (values alike
+    to there add up)."""
+    return value if len(value) <= RECORDED_VALUE_CHARS else value[:RECORDED_VALUE_CHARS - 1] + "…"
+
+
+def recorded_folder(folder: str) -> str:
+    """An input folder ("a/b/") as a commit records it: whole up to RECORDED_VALUE_CHARS; a longer
+    one as its first characters, "…" and a hash of the whole folder, then "/" (128 characters in
+    all). Cut so, a folder stays a folder and stays apart from every other: cut like a value, it
+    lost its "/" and read as a file of its parent, and two folders alike to there added up."""
+    if len(folder) <= RECORDED_VALUE_CHARS:
+        return folder
+    digest = hashlib.blake2b(folder.encode("utf-8", "surrogatepass"), digest_size=_FOLDER_DIGEST_BYTES).hexdigest()
+    return f"{folder[:RECORDED_VALUE_CHARS - _FOLDER_TAIL_CHARS]}…{digest}/"
+
+
+def is_folder_cut_as_value(name: str) -> bool:
+    """Whether a recorded folder was cut as a value, as records written before 2026-11-28 hold a
+    folder over RECORDED_VALUE_CHARS: its first 127 characters and "…", without its "/"
+    (docs/formats.md)."""
+    return len(name) == RECORDED_VALUE_CHARS and name.endswith("…")
+
+
+def read_recorded_folder(name: str) -> str:
+    """A folder as a commit record names it, read as a folder: a folder cut as a value (an older
+    record) gets back its "/", so it is credited to itself, not to its parent."""
+    return name + "/" if is_folder_cut_as_value(name) else name
+
+
+def same_recorded_folders(held: Mapping[str, int], recomputed: Mapping[str, int]) -> bool:
+    """Whether a rerun recorded the folders its commit holds. A commit that cut a folder as a value
+    (an older record) cannot be matched name for name: there every long folder of either is counted
+    by the first characters both keep (RECORDED_VALUE_CHARS - 18), the rest name for name."""
+    if not any(is_folder_cut_as_value(name) for name in held):
+        return dict(held) == dict(recomputed)
+
+    def pooled(folders: Mapping[str, int]) -> dict[str, int]:
+        kept = RECORDED_VALUE_CHARS - _FOLDER_TAIL_CHARS
+        pools: dict[str, int] = {}
+        for name, n in folders.items():
+            long = len(name) == RECORDED_VALUE_CHARS and (is_folder_cut_as_value(name) or _CUT_FOLDER.search(name))
+            key = name[:kept] + "…" if long else name
+            pools[key] = pools.get(key, 0) + n
+        return pools
+
+    return pooled(held) == pooled(recomputed)
+
+
+def bounded_counts(counts: Mapping[str, int], limit: int = RECORDED_VALUES,
+                   recorded: Callable[[str], str] = recorded_value) -> dict[str, int]:
+    """The `limit` most frequent values by name (ties by name), each as `recorded` bounds it
+    (values it makes alike add up), the rest summed under OTHER_VALUES."""
     cut: dict[str, int] = {}
     for value, n in counts.items():
-        short = value if len(value) <= RECORDED_VALUE_CHARS else value[:RECORDED_VALUE_CHARS - 1] + "…"
+        short = recorded(value)
         cut[short] = cut.get(short, 0) + n
     ranked = sorted(cut.items(), key=lambda item: (-item[1], item[0]))
     kept = dict(ranked[:limit])
@@ -140,7 +196,8 @@ def rolled_up_folders(counts: Mapping[str, int], limit: int = RECORDED_VALUES) -
     """Input folders ("a/b/c/") and their counts, at most `limit` of them: while there are more, the
     deepest folders are counted in their parent's ("a/b/"), level by level, so the sum under every
     prefix of the levels kept is exact (a report by the first N folders adds up whatever was
-    rolled up below them); past the top level, the least frequent go to OTHER_VALUES."""
+    rolled up below them); past the top level, the least frequent go to OTHER_VALUES. Each is
+    recorded as `recorded_folder` bounds it."""
     folders = dict(counts)
     while len(folders) > limit:
         deepest = max(folder.count("/") for folder in folders)
@@ -151,4 +208,4 @@ def rolled_up_folders(counts: Mapping[str, int], limit: int = RECORDED_VALUES) -
             parent = folder.rsplit("/", 2)[0] + "/" if folder.count("/") == deepest else folder
             rolled[parent] = rolled.get(parent, 0) + n
         folders = rolled
-    return bounded_counts(folders, limit)
+    return bounded_counts(folders, limit, recorded_folder)

@@ -265,6 +265,10 @@ def test_status_and_fsck_report_the_table_and_fsck_fails_on_a_file_it_uses_that_
     status = store_status(store, config, NOW)
     assert status["table"]["lag"] == 1 and status["table"]["projected_log_version"] == 1
     assert "lags by 1" in format_status(status)
+    # The pending list says what `recover --dry-run` says of the lag (docs/delta-table.md).
+    lag = (f"the Delta table {status['table']['location']} lags the log by 1 commit(s) (at 1, the log at 2); "
+           "would catch it up")
+    assert status["pending"] == [lag] and f"  pending: {lag}" in format_status(status).splitlines()
     report = fsck(store, config)
     assert report.consistent and "lags by 1" in report.text()
     recover(store, config)
@@ -274,6 +278,10 @@ def test_status_and_fsck_report_the_table_and_fsck_fails_on_a_file_it_uses_that_
     report = fsck(store, config)
     assert not report.consistent and report.table_missing == [config.layout.output_prefix + used]
     assert f"missing: a file the Delta table uses: {config.layout.output_prefix + used}" in report.text()
+    # Two problems, the file gone as a commit's data object and as the table's; the table's own line
+    # (its version) is information.
+    assert (len(report.missing), len(report.table_missing)) == (1, 1)
+    assert report.text().splitlines()[-1].endswith("LIST request(s): 2 problem(s)"), report.text()
 
 
 def test_a_compaction_of_a_snapshot_a_retraction_has_changed_gives_way_and_the_retracted_rows_stay_out(

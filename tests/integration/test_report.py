@@ -360,6 +360,45 @@ def test_the_page_draws_every_chart_in_a_real_browser(workload: Workload, tmp_pa
                        capture_output=True, timeout=120, check=True)
 
 
+# Measures, once the page has loaded, the body's right edge, the widest table's, and how wide the
+# document scrolls against the window, into a data- attribute of the body for --dump-dom.
+_MEASURE_WIDTHS = """<script>addEventListener('load',function(){var r=0;document.querySelectorAll('table').forEach(
+function(t){r=Math.max(r,t.getBoundingClientRect().right)});document.body.setAttribute('data-widths',
+[Math.round(document.body.getBoundingClientRect().right),Math.ceil(r),document.documentElement.scrollWidth,
+window.innerWidth].join(' '))});</script>"""
+
+
+def test_a_long_name_wraps_within_the_page_in_a_real_browser(tmp_path: Path) -> None:
+    """A producer value of 128 characters without a space (as a commit records it at most), and a
+    folder as long: every table stays within the page's column, and the page does not scroll sideways."""
+    from eventdedup.commit.changes import BatchChange
+    from eventdedup.commit.records import CommitRecord
+    from eventdedup.counts import BatchCounts
+    from eventdedup.report.collect import AuditSummary, Collected, CommitInRange
+    from eventdedup.report.figures import report_figures
+    from eventdedup.report.page import render_page
+
+    chromium = shutil.which("chromium")
+    assert chromium, "the report's browser test needs Debian's chromium (make chromium installs it)"
+    config = make_config("http://127.0.0.1:9", "wrap", report={"producer_field": "app"})
+    record = CommitRecord(1, "b1", None, "t", T0.isoformat(), BatchCounts.of(
+        {"input_lines": 2, "output_rows": 1, "in_batch_duplicates": 1, "in_batch_natural": 1}), (), {},
+        BatchChange(decided_against={}))
+    audits = {"b1": AuditSummary(Counter({"landing/" + "f" * 119 + "/": 1}), Counter({"ab12" * 32: 1}))}
+    collected = Collected(T0, T0 + timedelta(days=1), 1, [CommitInRange(record, T0)], audits, {}, {"b1": T0}, {},
+                          None)
+    page = tmp_path / "report.html"
+    page.write_text(render_page(report_figures(collected, config)).replace("</body>", _MEASURE_WIDTHS + "</body>"),
+                    encoding="utf-8")
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,2000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "ab12" * 32 in dom
+    widths = re.search(r'data-widths="(\d+) (\d+) (\d+) (\d+)"', dom)
+    assert widths, dom[:2000]
+    body_right, table_right, scroll_width, window_width = map(int, widths.groups())
+    assert table_right <= body_right and scroll_width <= window_width, widths.groups()
+
+
 def test_a_rerun_under_another_producer_field_still_verifies_but_a_changed_decision_does_not(
         workload: Workload, spark) -> None:  # type: ignore[no-untyped-def]
     """The producer is copied from the raw line as [report] producer_field says when the audit is

@@ -29,6 +29,7 @@ import logging
 import os
 import struct
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -83,6 +84,17 @@ class LocalCopies:
         self._estimate: int | None = None
         self._listed_at = 0.0
         self._full = False  # the last listing found no room to evict
+        self._room = threading.Lock()  # a task's I/O threads write copies at once: one of them lists
+
+    @classmethod
+    def of_process(cls, settings: LocalCopySettings) -> LocalCopies:
+        """This process's copies under these settings: one per worker process, shared by its tasks
+        and threads, so that its estimate of the directory's bytes spares them a listing each."""
+        key = (os.getpid(), settings)
+        with _PROCESS_LOCK:
+            if key not in _PROCESS_COPIES:
+                _PROCESS_COPIES[key] = cls(settings)
+            return _PROCESS_COPIES[key]
 
     def get_or_none(self, store: S3Store, key: str) -> bytes | None:
         """The object's bytes as S3 holds them now; None when S3 has no such object."""
@@ -219,14 +231,15 @@ class LocalCopies:
         bytes fit within max_bytes; False (keep nothing) if they cannot. The directory is listed
         when this process's estimate says the copy may not fit, or the listing is RESCAN_SECONDS
         old: other processes' copies since then may take the directory past the bound until then."""
-        now = self.clock()
-        if self._estimate is not None and now - self._listed_at < RESCAN_SECONDS:
-            if self._estimate + size <= self.settings.max_bytes:
-                self._estimate += size
-                return True
-            if self._full:  # the last listing found no room: none until it is old
-                return False
-        return self._list_and_evict(size, replacing, now)
+        with self._room:
+            now = self.clock()
+            if self._estimate is not None and now - self._listed_at < RESCAN_SECONDS:
+                if self._estimate + size <= self.settings.max_bytes:
+                    self._estimate += size
+                    return True
+                if self._full:  # the last listing found no room: none until it is old
+                    return False
+            return self._list_and_evict(size, replacing, now)
 
     def _list_and_evict(self, size: int, replacing: Path, now: float) -> bool:
         entries = []
@@ -254,3 +267,7 @@ class LocalCopies:
             total -= entry_size
         self._estimate = total
         return True
+
+
+_PROCESS_COPIES: dict[tuple[int, LocalCopySettings], LocalCopies] = {}
+_PROCESS_LOCK = threading.Lock()

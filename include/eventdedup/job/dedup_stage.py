@@ -319,7 +319,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
     copy_holders: Counter[str] = Counter()  # the same, less the batches updates supersede
     # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
     # as its loads land, and its segments are written while the next is decided.
-    local = LocalCopies(ctx.local_copies)
+    local = LocalCopies.of_process(ctx.local_copies)
     loader = _CacheLoader(store, cache_chains, pool, local)
     digests = digest_array(narrow.column("key_digest"))
     for bucket, rows in groups.items():

@@ -58,9 +58,18 @@ class FsckReport:
     table_problems: list[str] = field(default_factory=list)  # a table that cannot be read, or is not eventdedup's
 
     @property
+    def table_ahead(self) -> bool:
+        """Whether the table reflects a log version the log does not hold (a lag is no problem)."""
+        return self.table is not None and self.table.projected_version > self.table.log_version
+
+    @property
+    def problems(self) -> int:
+        return (len(self.missing) + len(self.changed) + len(self.table_missing) + len(self.table_problems)
+                + int(self.table_ahead))
+
+    @property
     def consistent(self) -> bool:
-        ahead = self.table is not None and self.table.projected_version > self.table.log_version
-        return not (self.missing or self.changed or self.table_missing or self.table_problems or ahead)
+        return not self.problems
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,11 +93,11 @@ class FsckReport:
             lines.append(f"Delta table {table.location}: version {table.table_version}, reflects log version "
                          f"{table.projected_version} of {table.log_version}"
                          + (f" (lags by {table.lag}: `eventdedup recover` rolls it forward)" if table.lag else "")
-                         + (" (AHEAD of the log: the log is missing commits)"
-                            if table.projected_version > table.log_version else ""))
+                         + (" (AHEAD of the log: the log is missing commits)" if self.table_ahead else ""))
+        # The table's line is a problem only when the table is ahead: counted by `problems`, not by lines.
         summary = (f"{self.commits_checked} commit(s), {self.objects_checked} object(s) checked with "
                    f"{self.list_requests} LIST request(s): " + ("consistent" if self.consistent else
-                                                                 f"{len(lines)} problem(s)"))
+                                                                 f"{self.problems} problem(s)"))
         return "\n".join([*lines, summary])
 
 

@@ -30,8 +30,9 @@ TABLE_COLUMNS = BatchCounts.SUMMARY
 def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20) -> dict[str, Any]:
     layout = Layout(config.layout)
     report = examine(store, config)
+    # Pending: what `recover` would do, the leftovers of committed batches (a lagging Delta table) too.
     status: dict[str, Any] = {"consistent": report.consistent, "problems": report.problems,
-                              "pending": report.actions, "head_version": None, "batches": []}
+                              "pending": report.actions + report.cleanups, "head_version": None, "batches": []}
     if not report.consistent:
         return status
     state = load_committed_state(store, layout)

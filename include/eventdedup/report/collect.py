@@ -38,7 +38,7 @@ from eventdedup.commit.log import commit_as_of, committed_record, committed_vers
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
 from eventdedup.config import Config
-from eventdedup.counts import OTHER_VALUES, bounded_counts
+from eventdedup.counts import OTHER_VALUES, bounded_counts, read_recorded_folder, recorded_folder
 from eventdedup.errors import CorruptStateError
 from eventdedup.layout import Layout
 from eventdedup.naming import key_folder
@@ -244,6 +244,16 @@ def source_prefix(key: str, depth: int) -> str:
     return "".join(f"{name}/" for name in folder.split("/")[:-1][:depth])
 
 
+def recorded_sources(folders: Mapping[str, int], depth: int) -> Counter[str]:
+    """A commit's duplicates by folder as sources (`source_prefix` at `depth`). A folder an older
+    record cut as a value, without its "/" (docs/formats.md), is read as a folder: credited to
+    itself, not to its parent."""
+    sources: Counter[str] = Counter()
+    for folder, n in folders.items():
+        sources[folder if folder == OTHER_VALUES else source_prefix(read_recorded_folder(folder), depth)] += n
+    return sources
+
+
 def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tuple[AuditSummary, ReadCost]:
     """A batch's duplicates by source and producer, as its commit records them (no request) or, in a
     record without them (docs/formats.md), from its audit's columns; and, where decided_against
@@ -253,9 +263,7 @@ def _audit_summary(store: S3Store, config: Config, record: CommitRecord) -> tupl
     summary = AuditSummary()
     recorded = change.duplicates_by_folder is not None and change.duplicates_by_producer is not None
     if recorded:
-        for folder, n in (change.duplicates_by_folder or {}).items():
-            depth = config.report.source_prefix_depth
-            summary.sources[folder if folder == OTHER_VALUES else source_prefix(folder, depth)] += n
+        summary.sources.update(recorded_sources(change.duplicates_by_folder or {}, config.report.source_prefix_depth))
         summary.producers.update({value or None: n for value, n in (change.duplicates_by_producer or {}).items()})
     columns = ([] if recorded else ["source_object", "producer"]) + (
         ["kept_in_batch"] if _recorded_copy_holders(record) is None else [])
@@ -272,14 +280,15 @@ def _read_audit(store: S3Store, config: Config, record: CommitRecord, columns: S
         if table is None:
             continue
         if "source_object" in columns:  # counted per distinct value: a batch's duplicates come from few objects
-            for value, n in value_counts(table.column("source_object")):
-                summary.sources[source_prefix(value or "", config.report.source_prefix_depth)] += n
+            for value, n in value_counts(table.column("source_object")):  # each folder as a commit records it
+                folder = recorded_folder(key_folder(value or ""))
+                summary.sources[source_prefix(folder, config.report.source_prefix_depth)] += n
             summary.producers.update(dict(value_counts(table.column("producer"))))
         if "kept_in_batch" in columns:
             summary.holders.update({holder: n for holder, n in value_counts(table.column("kept_in_batch"))
                                     if holder is not None and holder != record.batch_id})
     if "source_object" in columns:  # bounded as a commit records them
-        summary.sources = Counter(bounded_counts(summary.sources))
+        summary.sources = Counter(bounded_counts(summary.sources, recorded=recorded_folder))
         producers = bounded_counts({value or "": n for value, n in summary.producers.items()})
         summary.producers = Counter({value or None: n for value, n in producers.items()})
 

@@ -187,6 +187,10 @@ def _stages(commit: CommitInRange, as_of: datetime) -> dict[str, float | None]:
     def between(start: datetime | None, end: datetime | None) -> float | None:
         return None if start is None or end is None else (end - start).total_seconds()
 
+    # The store dates objects to the whole second (LastModified), and a manual batch's as_of has
+    # microseconds: an object written within as_of's second would come out before it. As_of is
+    # taken to the same second.
+    as_of = as_of.replace(microsecond=0)
     return {"latency": between(as_of, commit.committed_at), "staging": between(as_of, commit.staged_at),
             "dedup_job": between(commit.staged_at, commit.promoted_at),
             "promotion": between(commit.promoted_at, commit.committed_at)}

@@ -15,6 +15,7 @@ from eventdedup.report.collect import (
     CommitInRange,
     commit_times,
     first_version_at_or_after,
+    recorded_sources,
     source_prefix,
 )
 from eventdedup.report.figures import lag_figures, nearest_rank, report_figures
@@ -180,6 +181,64 @@ def test_more_folders_than_recorded_are_rolled_up_to_their_parents_keeping_every
     assert rolled_up_folders(few) == few  # within the limit: as they are
     assert OTHER_VALUES not in rolled_up_folders({f"t{i}/": 1 for i in range(100)})
     assert rolled_up_folders({f"t{i:03d}/": 1 for i in range(150)})[OTHER_VALUES] == 50
+
+
+def recorded_long_folder(folder: str) -> str:
+    """A folder over 128 characters as docs/report.md says a commit records it."""
+    import hashlib
+
+    return folder[:110] + "…" + hashlib.blake2b(folder.encode(), digest_size=8).hexdigest() + "/"
+
+
+def test_long_folders_are_recorded_apart_as_folders_and_credited_to_themselves() -> None:
+    from eventdedup.counts import rolled_up_folders
+
+    shared = "landing/" + "p" * 120 + "/"  # alike to 129 characters, past the 128 kept
+    one, two = shared + "one/", shared + "two/"
+    rolled = rolled_up_folders({one: 2, two: 3, "short/": 1})
+    assert rolled == {recorded_long_folder(two): 3, recorded_long_folder(one): 2, "short/": 1}
+    assert {len(name) for name in rolled if name != "short/"} == {128}
+    assert recorded_sources(rolled, 0) == Counter(rolled)  # each is its own source, not its parent's
+    assert recorded_sources(rolled, 1) == Counter({"landing/": 5, "short/": 1})
+
+
+def test_a_long_folder_an_older_record_cut_as_a_value_is_credited_to_itself() -> None:
+    """Records written before 2026-11-28 cut a folder over 128 characters to 127 and "…", no "/"."""
+    cut = ("landing/" + "p" * 130 + "/one/")[:127] + "…"
+    assert recorded_sources({cut: 4, "landing/b/": 1}, 0) == Counter({cut + "/": 4, "landing/b/": 1})
+    assert recorded_sources({cut: 4, "landing/b/": 1}, 1) == Counter({"landing/": 5})
+
+
+def test_verify_rerun_matches_an_older_records_cut_folders_with_the_rerun() -> None:
+    from eventdedup.commit.job_result import JobResult
+    from eventdedup.counts import rolled_up_folders
+    from eventdedup.ops.pipeline import _change_differences
+
+    one, two = "landing/" + "p" * 130 + "/one/", "landing/" + "p" * 130 + "/two/"
+    held = CommitRecord(1, "b1", None, "t", T.isoformat(), BatchCounts(), (), {}, BatchChange(
+        duplicates_by_folder={one[:127] + "…": 5, "landing/b/": 1}))  # one and two, added up as cut then
+
+    def rerun(folders: dict[str, int]) -> JobResult:
+        return JobResult("b1", 0, T.isoformat(), BatchCounts(), (),
+                         BatchChange(duplicates_by_folder=rolled_up_folders(folders)))
+
+    assert _change_differences(rerun({one: 2, two: 3, "landing/b/": 1}), held) == []
+    assert [d.split(":")[0] for d in _change_differences(rerun({one: 2, two: 2, "landing/b/": 2}), held)] == [
+        "duplicates_by_folder differs"]
+    newer = CommitRecord(1, "b1", None, "t", T.isoformat(), BatchCounts(), (), {}, BatchChange(
+        duplicates_by_folder={recorded_long_folder(one): 2, recorded_long_folder(two): 3}))
+    assert _change_differences(rerun({one: 2, two: 3}), newer) == []
+    assert _change_differences(rerun({one: 3, two: 2}), newer) != []  # recorded apart: compared apart
+
+
+def test_stages_take_as_of_down_to_the_stores_whole_second() -> None:
+    """A manual batch staged at 00:00:00.75: its manifest, written within that second, is dated 00:00:00."""
+    as_of = T + timedelta(microseconds=750_000)
+    record = batch(1, "b1", as_of, {}, input_lines=1, output_rows=1)
+    commit = CommitInRange(record, T + timedelta(seconds=6), staged_at=T, promoted_at=T + timedelta(seconds=5))
+    figures = report_figures(Collected(T, T + timedelta(days=1), 1, [commit], {}, {}, {"b1": as_of}, {}, None), CONFIG)
+    assert figures["batches"][0]["seconds"] == {"latency": 6.0, "staging": 0.0, "dedup_job": 5.0, "promotion": 1.0}
+    assert figures["batches"][0]["as_of"] == as_of.isoformat()
 
 
 def test_operations_are_listed_and_copies_without_a_timed_holder_counted_apart() -> None:
