@@ -1,4 +1,4 @@
-"""`eventdedup-dev`: the embedded S3 server and the planted-batches demo, for development."""
+"""`eventdedup-dev`: the embedded S3 server, a sample to upload and the planted-batches demo, for development."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--data-dir", help="keep the store's data in this directory (default: a temporary one)")
     local.add_argument("--create-bucket", action="append", default=[], help="bucket to create at start")
     local.set_defaults(handler=_local_s3)
+    sample = sub.add_parser("upload-sample", help="upload a sample of 110 JSON-lines events, 10 of them exact copies, "
+                                                  "to the bucket a configuration names (waits for the store to answer)")
+    sample.add_argument("--config", required=True, help="eventdedup's TOML configuration: its S3 endpoint and bucket")
+    sample.add_argument("--prefix", required=True, help="where the object goes, e.g. landing/sample/")
+    sample.set_defaults(handler=_upload_sample)
     planted = sub.add_parser("planted-batches", help="three planted micro-batches through run_batch, counts checked")
     planted.add_argument("--json", action="store_true", help="print the counts as JSON too")
     planted.set_defaults(handler=_planted_batches)
@@ -43,6 +48,13 @@ def _local_s3(args: argparse.Namespace) -> int:
     print(f"{READY_LINE}{server.endpoint_url} (Ctrl-C to stop)", flush=True)
     stop.wait()
     server.stop()
+    return 0
+
+
+def _upload_sample(args: argparse.Namespace) -> int:
+    from eventdedup_dev.sample_upload import upload_sample
+
+    print(upload_sample(args.config, args.prefix), flush=True)
     return 0
 
 

@@ -173,7 +173,9 @@ def _early_spark(config: Config) -> Callable[[], SparkContext]:
 
 
 def _run_batch(args: argparse.Namespace) -> int:
+    from eventdedup.errors import EmptyIntervalError
     from eventdedup.ops.pipeline import run_batch
+    from eventdedup.ops.scheduling import explain_empty_selection
     from eventdedup.ops.timings import PhaseTimes
 
     timings = PhaseTimes()
@@ -181,9 +183,18 @@ def _run_batch(args: argparse.Namespace) -> int:
         batch_id, selector = _batch_request(args)
         config = load_config(args.config)
         spark = _early_spark(config)  # first: the JVM starts while the S3 client is made and staging runs
-        outcome = run_batch(_store(config), config, batch_id, selector, datetime.now(timezone.utc), spark, timings)
+        store, now = _store(config), datetime.now(timezone.utc)
+        try:
+            outcome = run_batch(store, config, batch_id, selector, now, spark, timings, by_hand=True)
+        except EmptyIntervalError as refused:  # its message names this command's configuration file
+            print(f"eventdedup: {refused.explain(args.config)}", file=sys.stderr)
+            return EXIT_FAILED
     state = "committed" if outcome.newly_committed else "already committed"
     print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {_counts_text(outcome.counts)}")
+    empty = (explain_empty_selection(store, config, batch_id, now)
+             if selector.since is not None and outcome.counts["input_lines"] == 0 else None)
+    if empty is not None:  # a batch of a time range that selected nothing: why, and what waits outside it
+        print(empty.committed(args.config))
     if args.timings:
         print(orjson.dumps({name: round(seconds, 3) for name, seconds in timings.seconds.items()}).decode(),
               file=sys.stderr)

@@ -1,6 +1,8 @@
 """Specific exceptions, each with a message a data engineer can act on."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class EventDedupError(Exception):
     """Base class: every failure eventdedup raises on purpose derives from it."""
@@ -54,3 +56,12 @@ class InconsistentStoreError(EventDedupError):
 class RetractionRefusedError(EventDedupError):
     """A retraction that would leave the committed view inconsistent (a later batch decided
     against the retracted one) or that names no recent committed batch."""
+
+
+class EmptyIntervalError(EventDedupError):
+    """A store's first interval batch, run by hand, selected no input: it is not committed, since
+    committed empty it would fix where the store's intervals start (eventdedup.ops.scheduling)."""
+
+    def __init__(self, explain: Callable[[str], str]) -> None:
+        super().__init__(explain("<config>"))
+        self.explain = explain  # the message, naming the configuration file its commands should name

@@ -68,10 +68,13 @@ def freeze_batch_inputs(
     store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
     is_consumed: Callable[[ObjectInfo], bool] = lambda _: False, floor: datetime | None = None,
     objects: Callable[[], Iterable[ObjectInfo]] | None = None, log_version: int | None = None,
+    before_freezing: Callable[[tuple[ObjectInfo, ...]], None] | None = None,
 ) -> BatchManifest:
     """Return the batch's manifest, listing its inputs and writing it first if this batch id is new.
     `objects` gives a prefix batch's objects where a listing of the prefix would not (a populate of
-    our own output reads the committed view: eventdedup.commit.view.dataset_objects)."""
+    our own output reads the committed view: eventdedup.commit.view.dataset_objects).
+    `before_freezing` sees a new batch's inputs before its manifest is written, and may refuse the
+    batch by raising: then nothing is written, and the batch id stays free."""
     validate_batch_id(batch_id)
     layout = Layout(config.layout)
     selector = checked_selector(layout, selector)
@@ -88,6 +91,8 @@ def freeze_batch_inputs(
             f"batch {batch_id}: its interval ends at {utc_iso(as_of)}, after the current time {utc_iso(now)}; "
             "a batch may only take what has already landed")
     inputs = tuple(_list_inputs(store, config, selector, is_consumed, floor, objects))
+    if before_freezing is not None:
+        before_freezing(inputs)
     dated = [hour_index_at(info.last_modified) for info in inputs if info.last_modified is not None]
     manifest = BatchManifest(batch_id, selector, as_of.astimezone(timezone.utc), inputs, log_version,
                              tuple(dated) if len(dated) == len(inputs) else ())
@@ -133,8 +138,7 @@ def _list_inputs(store: S3Store, config: Config, selector: InputSelector, is_con
         listed = store.list(selector.input_prefix) if objects is None else objects()
         found = [item for item in listed if not item.key.endswith("/")]  # no "folders"
     else:
-        start, end = selector_range(config, selector)
-        start = start if floor is None else max(start, floor)  # below it the ledger has forgotten
+        start, end = listed_range(config, selector, floor)
         found, listing = unconsumed_in_range(store, config, start, end, is_consumed,
                                              ahead=selector.sweep_before is None)
         log.info("listed %d landing object(s) of %s .. %s in %d LIST request(s); %d not consumed yet",
@@ -143,6 +147,13 @@ def _list_inputs(store: S3Store, config: Config, selector: InputSelector, is_con
     # is no part of an object's identity and not written as one.
     return sorted((ObjectInfo(item.key, item.size, item.etag, item.last_modified) for item in found),
                   key=lambda info: info.key)
+
+
+def listed_range(config: Config, selector: InputSelector, floor: datetime | None) -> tuple[datetime, datetime]:
+    """The range an interval or sweep batch lists: its selector's range, from no earlier than `floor`
+    (below it the ingestion ledger has forgotten what was consumed)."""
+    start, end = selector_range(config, selector)
+    return (start if floor is None else max(start, floor)), end
 
 
 def selector_range(config: Config, selector: InputSelector) -> tuple[datetime, datetime]:

@@ -35,16 +35,18 @@ log = logging.getLogger(__name__)
 
 
 def run_batch(store: S3Store, config: Config, batch_id: str, selector: InputSelector, now: datetime,
-              spark: Callable[[], SparkContext], timings: PhaseTimes | None = None) -> PromotionOutcome:
+              spark: Callable[[], SparkContext], timings: PhaseTimes | None = None,
+              by_hand: bool = False) -> PromotionOutcome:
     """Process one batch; rerunning a committed batch is a no-op that reports its commit.
-    `spark` (it starts Spark) is called only when the job must run; `timings` receives each phase's wall time."""
+    `spark` (it starts Spark) is called only when the job must run; `timings` receives each phase's wall time;
+    `by_hand`: a person's run, whose empty first interval is refused (eventdedup.ops.scheduling)."""
     layout = Layout(config.layout)
     clock = timings or PhaseTimes()
     # The same staging as a scheduled run: unsafe names refused before any S3 request, then the gate.
     plan = BatchPlan(validate_batch_id(batch_id), checked_selector(layout, selector))
     store = store.for_one_batch()  # each step reads what an earlier one has not (eventdedup.s3store.BatchReads)
     with clock.phase("staging"):
-        stage_planned_batch(store, config, plan, now)
+        stage_planned_batch(store, config, plan, now, by_hand)
         needed = needs_dedup_job(store, layout, batch_id)
     if needed:
         with clock.phase("spark_wait"):

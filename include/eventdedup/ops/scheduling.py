@@ -6,7 +6,7 @@ The Airflow DAGs call these; each task body stays one or two calls.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,14 +18,15 @@ from eventdedup.commit.log import load_committed_state
 from eventdedup.commit.state import CommittedState
 from eventdedup.commit.view import dataset_objects
 from eventdedup.config import Config
-from eventdedup.errors import BatchManifestError, InconsistentStoreError
+from eventdedup.errors import BatchManifestError, EmptyIntervalError, InconsistentStoreError
+from eventdedup.inputs.empty_interval import EmptySelection, empty_selection
 from eventdedup.inputs.intervals import IntervalBatch
-from eventdedup.inputs.manifest import BatchManifest, freeze_batch_inputs
-from eventdedup.inputs.selector import InputSelector, checked_selector
+from eventdedup.inputs.manifest import BatchManifest, freeze_batch_inputs, load_batch_manifest_or_none
+from eventdedup.inputs.selector import InputSelector, checked_selector, utc_iso
 from eventdedup.layout import Layout
 from eventdedup.naming import validate_batch_id
 from eventdedup.promotion.recovery import RecoveryReport, examine, recover
-from eventdedup.s3store import S3Store
+from eventdedup.s3store import ObjectInfo, S3Store
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,15 @@ class BatchPlan:
 
 
 
-def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: datetime) -> BatchManifest:
+def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: datetime,
+                        by_hand: bool = False) -> BatchManifest:
     """The promotion gate first (a refused batch costs no Spark work), then the frozen inputs.
-    An unsafe or overlapping prefix is refused before any S3 request."""
+    An unsafe or overlapping prefix is refused before any S3 request.
+
+    An interval that selects nothing is staged, and commits, to keep the schedule moving, but for
+    one case: `by_hand` (a person's run, `eventdedup run-batch`), the store's first interval batch
+    is refused (EmptyIntervalError) before its manifest is written. Committed empty, it would fix
+    where the store's intervals start (eventdedup.commit.gate), and nothing waits for it."""
     layout = Layout(config.layout)
     checked_selector(layout, plan.selector)
     state = _StateOnce(store, layout)
@@ -87,12 +94,45 @@ def stage_planned_batch(store: S3Store, config: Config, plan: BatchPlan, now: da
     elif plan.selector.input_prefix is not None:
         manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, log_version=committed.version)
     else:
-        floor = legacy_floor(store, layout, committed.ledger, committed.latest_interval_batch_id)
-        consumed = consumed_predicate(LedgerReader(store, committed.ledger, layout), committed.version, floor)
-        manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, consumed,
-                                       listing_floor(committed.ledger), log_version=committed.version)
+        consumed, floor = _ledger_filter(store, layout, committed)
+        first_by_hand = (by_hand and committed.latest_interval_batch_id is None
+                         and IntervalBatch.of_request(plan.batch_id, plan.selector) is not None)
+
+        def refuse_if_empty(inputs: tuple[ObjectInfo, ...]) -> None:
+            if not inputs:
+                raise EmptyIntervalError(
+                    empty_selection(store, config, plan.batch_id, plan.selector, consumed, floor, now).refused)
+
+        manifest = freeze_batch_inputs(store, config, plan.batch_id, plan.selector, now, consumed, floor,
+                                       log_version=committed.version,
+                                       before_freezing=refuse_if_empty if first_by_hand else None)
+        if not manifest.inputs and manifest.interval is not None:
+            log.info("batch %s: its interval %s .. %s selected no landing object (none that no batch consumed "
+                     "arrived in the lookback before its end); it commits empty, so that the interval after it can "
+                     "follow on from its end", manifest.batch_id, utc_iso(manifest.interval.since),
+                     utc_iso(manifest.interval.until))
     log.info("batch %s staged: %d input object(s)", manifest.batch_id, len(manifest.inputs))
     return manifest
+
+
+def explain_empty_selection(store: S3Store, config: Config, batch_id: str, now: datetime) -> EmptySelection | None:
+    """Why a staged batch that selects by time selected nothing, and what waits outside it (None: it
+    selected input, or selects a prefix). What `eventdedup run-batch` prints after its commit line."""
+    layout = Layout(config.layout)
+    manifest = load_batch_manifest_or_none(store, layout, batch_id)
+    if manifest is None or manifest.inputs or manifest.selector.since is None:
+        return None
+    consumed, floor = _ledger_filter(store, layout, load_committed_state(store, layout))
+    return empty_selection(store, config, batch_id, manifest.selector, consumed, floor, now)
+
+
+def _ledger_filter(store: S3Store, layout: Layout,
+                   committed: CommittedState) -> tuple[Callable[[ObjectInfo], bool], datetime | None]:
+    """What the ingestion ledger says of listed landing objects: whether each was consumed, and where
+    listings stop (eventdedup.commit.ledger)."""
+    floor = legacy_floor(store, layout, committed.ledger, committed.latest_interval_batch_id)
+    consumed = consumed_predicate(LedgerReader(store, committed.ledger, layout), committed.version, floor)
+    return consumed, listing_floor(committed.ledger)
 
 
 class _StateOnce:
