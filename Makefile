@@ -25,14 +25,16 @@ $(VENV)/.installed: pyproject.toml devtools/pyproject.toml requirements.lock
 	$(PY) -m compileall -q include devtools/eventdedup_dev >/dev/null
 	touch $@
 
-# The compiled parse core (native/parse_core.cpp, eventdedup_dev.native), built in place with this
-# machine's g++ and Debian's libxxhash-dev (installed here when missing, as root). Without them, or
-# if the compiler fails, the build says why, removes any core of older sources, and the pure-Python
-# parser runs; the stamp records the outcome. `make native` tries again (after installing g++).
-$(VENV)/.native: native/parse_core.cpp devtools/eventdedup_dev/native.py $(VENV)/.installed
-	@[ -e /usr/include/xxhash.h ] || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || { \
-	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q libxxhash-dev >/dev/null \
-	    || { apt-get update -q >/dev/null && apt-get install -y -q libxxhash-dev >/dev/null; } || true; }
+# The compiled cores (native/parse_core.cpp and native/dedup_core.cpp, eventdedup_dev.native), built
+# in place with this machine's g++, Debian's libxxhash-dev and zlib1g-dev (installed here when
+# missing, as root). Without them, or if the compiler fails, the build says why, removes any core of
+# older sources, and the Python paths run; the stamp records the outcome. `make native` tries again.
+NATIVE_HEADERS := /usr/include/xxhash.h:libxxhash-dev /usr/include/zlib.h:zlib1g-dev
+$(VENV)/.native: native/parse_core.cpp native/dedup_core.cpp devtools/eventdedup_dev/native.py $(VENV)/.installed
+	@for needed in $(NATIVE_HEADERS); do header=$${needed%%:*}; package=$${needed##*:}; \
+	  [ -e $$header ] || ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ] || { \
+	    export DEBIAN_FRONTEND=noninteractive; apt-get install -y -q $$package >/dev/null \
+	      || { apt-get update -q >/dev/null && apt-get install -y -q $$package >/dev/null; } || true; }; done
 	$(PY) -m eventdedup_dev.native --stamp $@
 
 native: $(VENV)/.installed
@@ -149,7 +151,7 @@ postgres:
 # in production"). Rebuilt only when the code or the job's locked dependencies change (~15 s).
 package: dist/job/manifest.json
 
-dist/job/manifest.json: $(VENV)/.installed $(VENV)/.native native/parse_core.cpp packaging/job-requirements.lock pyproject.toml spark_jobs/dedup_batch.py \
+dist/job/manifest.json: $(VENV)/.installed $(VENV)/.native native/parse_core.cpp native/dedup_core.cpp packaging/job-requirements.lock pyproject.toml spark_jobs/dedup_batch.py \
 		$(shell find include -name '*.py' -o -name '*.toml')
 	$(PY) -m eventdedup_dev.package --out dist/job
 

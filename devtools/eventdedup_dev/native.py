@@ -1,13 +1,18 @@
-"""Build eventdedup's compiled parse core (native/parse_core.cpp) in place, as `make venv` does:
+"""Build eventdedup's compiled cores in place, as `make venv` does:
 
     python -m eventdedup_dev.native [--check]
 
-The extension lands beside its loader, include/eventdedup/parse/_parse_core<EXT_SUFFIX>, so the
-editable install imports it and `make package` ships it in the job archive. It needs a C++17
-compiler and xxhash.h (Debian's libxxhash-dev, which `make native-deps` installs); without them the
-build says what is missing and stops with status 0: the pure-Python parser runs, and the library
-warns once per process (eventdedup.parse.native_core). Built for the baseline of this machine's
-architecture (no -march=native): the archive runs on a cluster's other hosts of the same platform.
+- the parse core (native/parse_core.cpp) -> include/eventdedup/parse/_parse_core<EXT_SUFFIX>: needs
+  xxhash.h (Debian's libxxhash-dev, which `make venv` installs as root when missing);
+- the dedup core (native/dedup_core.cpp) -> include/eventdedup/_dedup_core<EXT_SUFFIX>:
+  needs zlib.h (Debian's zlib1g-dev, installed the same way).
+
+Each lands beside its loader, so the editable install imports it and `make package` ships it in
+the job archive. Both need a C++17 compiler; without what a core needs, the build says what is
+missing, removes any core of older sources and stops with status 0: the Python paths run, and the
+library warns once per process (eventdedup.parse.native_core, eventdedup.native_dedup).
+Built for the baseline of this machine's architecture (no -march=native): the archive runs on a
+cluster's other hosts of the same platform.
 """
 from __future__ import annotations
 
@@ -19,36 +24,63 @@ import sys
 import sysconfig
 import tempfile
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
-SOURCE = PROJECT / "native" / "parse_core.cpp"
-TARGET_DIR = PROJECT / "include" / "eventdedup" / "parse"
 # Warnings are shown, not fatal: a newer compiler's new warning must not cost a user the core.
 FLAGS = ["-O3", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-fno-strict-aliasing"]
 
 
-def source_digest() -> str:
-    """SHA-256 of the core's source, compiled into it: the loader refuses a core built from other
-    sources than the checkout's (eventdedup.parse.native_core)."""
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+@dataclass(frozen=True)
+class Core:
+    """One compiled core: its source, where it lands, the header it needs and what it links."""
+
+    name: str  # the module: _<name>
+    source: Path
+    package: str  # include/eventdedup/<package>/
+    header: str  # a header the build needs, and the Debian package that has it
+    debian: str
+    libraries: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return self.name.replace("_", " ")
+
+    @property
+    def target_dir(self) -> Path:
+        return PROJECT / "include" / "eventdedup" / self.package if self.package else PROJECT / "include" / "eventdedup"
 
 
-def target() -> Path:
-    return TARGET_DIR / f"_parse_core{sysconfig.get_config_var('EXT_SUFFIX')}"
+PARSE = Core("parse_core", PROJECT / "native" / "parse_core.cpp", "parse", "xxhash.h", "libxxhash-dev")
+# At the package's top: its kernels serve the cache's formats, the decision and the sorting alike.
+DEDUP = Core("dedup_core", PROJECT / "native" / "dedup_core.cpp", "", "zlib.h", "zlib1g-dev", ("-lz",))
+CORES = (PARSE, DEDUP)
+# The parse core's old spellings (make's stamp and package.py read them).
+SOURCE, TARGET_DIR = PARSE.source, PARSE.target_dir
 
 
-def missing() -> str | None:
-    """What the build lacks on this machine, or None."""
+def source_digest(core: Core = PARSE) -> str:
+    """SHA-256 of a core's source, compiled into it: the loader refuses a core built from other
+    sources than the checkout's (eventdedup.parse.native_core, eventdedup.native_dedup)."""
+    return hashlib.sha256(core.source.read_bytes()).hexdigest()
+
+
+def target(core: Core = PARSE) -> Path:
+    return core.target_dir / f"_{core.name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+
+
+def missing(core: Core = PARSE) -> str | None:
+    """What a core's build lacks on this machine, or None."""
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
         return "no C++ compiler (g++)"
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
         return f"no Python.h under {sysconfig.get_paths()['include']}"
-    probe = subprocess.run([compiler, "-E", "-x", "c++", "-"], input=b"#include <xxhash.h>\n",
+    probe = subprocess.run([compiler, "-E", "-x", "c++", "-"], input=f"#include <{core.header}>\n".encode(),
                            capture_output=True, check=False)
     if probe.returncode:
-        return "no xxhash.h (Debian: apt-get install libxxhash-dev; `make native-deps` does it as root)"
+        return f"no {core.header} (Debian: apt-get install {core.debian}; `make venv` does it as root)"
     return None
 
 
@@ -74,19 +106,19 @@ def unicode_tables() -> str:
     ])
 
 
-def build() -> Path:
+def build(core: Core = PARSE) -> Path:
     compiler = shutil.which("g++") or shutil.which("c++")
     assert compiler is not None
-    out = target()
+    out = target(core)
     # Written beside and renamed: a process importing it meanwhile sees the old file or the new.
-    with tempfile.NamedTemporaryFile(dir=TARGET_DIR, suffix=".so.tmp", delete=False) as scratch:
+    with tempfile.NamedTemporaryFile(dir=core.target_dir, suffix=".so.tmp", delete=False) as scratch:
         partial = Path(scratch.name)
     try:
         with tempfile.TemporaryDirectory() as generated:
             (Path(generated) / "unicode_tables.h").write_text(unicode_tables())
             subprocess.run([compiler, *FLAGS, f"-I{sysconfig.get_paths()['include']}", f"-I{generated}",
-                            f'-DEVENTDEDUP_SOURCE_SHA256="{source_digest()}"', str(SOURCE), "-o", str(partial)],
-                           check=True)
+                            f'-DEVENTDEDUP_SOURCE_SHA256="{source_digest(core)}"', str(core.source), "-o",
+                            str(partial), *core.libraries], check=True)
         partial.chmod(0o755)
         partial.replace(out)
     finally:
@@ -94,28 +126,37 @@ def build() -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only say whether the core can be built here")
-    parser.add_argument("--stamp", type=Path, help="write this file with the outcome, built or not (make's record)")
-    args = parser.parse_args(argv)
-    lacking = missing()
-    if args.check:
-        print(f"the compiled parse core cannot be built here: {lacking}" if lacking
-              else "the compiled parse core can be built here")
-        return 0
+def build_core(core: Core) -> str | None:
+    """Build one core; what it lacked (then any core of older sources is removed), or None."""
+    lacking = missing(core)
     if not lacking:
         try:
-            print(f"built {build().relative_to(PROJECT)}")
+            print(f"built {build(core).relative_to(PROJECT)}")
         except subprocess.CalledProcessError as exc:
             lacking = f"the compiler failed (exit {exc.returncode}; its messages are above)"
     if lacking:
         # No core from older sources stays behind to be imported or packaged in its place.
-        target().unlink(missing_ok=True)
-        print(f"eventdedup: the compiled parse core is not built: {lacking}. The pure-Python parser runs "
-              "(several times slower); install what is missing and run `make native`.", file=sys.stderr)
+        target(core).unlink(missing_ok=True)
+        print(f"eventdedup: the compiled {core.title} is not built: {lacking}. The Python path runs (several "
+              "times slower); install what is missing and run `make native`.", file=sys.stderr)
+    return lacking
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only say whether the cores can be built here")
+    parser.add_argument("--stamp", type=Path, help="write this file with the outcome, built or not (make's record)")
+    args = parser.parse_args(argv)
+    if args.check:
+        for core in CORES:
+            lacking = missing(core)
+            print(f"the compiled {core.title} cannot be built here: {lacking}" if lacking
+                  else f"the compiled {core.title} can be built here")
+        return 0
+    outcomes = [(core, build_core(core)) for core in CORES]
     if args.stamp:
-        args.stamp.write_text(f"not built: {lacking}\n" if lacking else f"built {source_digest()}\n")
+        args.stamp.write_text("".join(f"{core.name}: not built: {lacking}\n" if lacking
+                                      else f"{core.name}: built {source_digest(core)}\n" for core, lacking in outcomes))
     return 0
 
 

@@ -149,6 +149,9 @@ class DedupSettings:
     # every event is output as it arrived, and the audit says what enforcing would have done. The
     # cache is the one enforcing builds either way, so switching to enforce keeps it.
     mode: str = "enforce"
+    # Decide buckets with the compiled dedup core where it is built (eventdedup.native_dedup); false:
+    # the Python only (the same output, more CPU), a switch for suspecting the core.
+    compiled_stage: bool = True
 
     @property
     def uses_id_guards(self) -> bool:

@@ -14,10 +14,13 @@ distinct (packed hour-key pairs, guard entries).
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+from eventdedup import native_dedup
 
 _WORD = 8
 
@@ -25,9 +28,12 @@ Order = npt.NDArray[np.intp]
 Integers = TypeVar("Integers", bound=np.integer[Any])
 
 
-def lex_order(values: npt.NDArray[np.bytes_]) -> Order:
-    """The indexes that sort `values` (an `S<n>` array), as `np.argsort(values, kind="stable")`."""
+def lex_order(values: npt.NDArray[np.bytes_], core: ModuleType | None = None) -> Order:
+    """The indexes that sort `values` (an `S<n>` array), as `np.argsort(values, kind="stable")`;
+    `core`: by the compiled dedup core (eventdedup.native_dedup)."""
     width = values.dtype.itemsize
+    if core is not None and width and width % _WORD == 0:
+        return native_dedup.sort_order(core, values)
     if width == 0 or width % _WORD or len(values) < 2:
         stable: Order = np.argsort(values, kind="stable")
         return stable
@@ -48,10 +54,11 @@ def lex_order(values: npt.NDArray[np.bytes_]) -> Order:
     return order
 
 
-def unique_inverse(values: npt.NDArray[np.bytes_]) -> tuple[npt.NDArray[np.bytes_], Order]:
+def unique_inverse(values: npt.NDArray[np.bytes_],
+                   core: ModuleType | None = None) -> tuple[npt.NDArray[np.bytes_], Order]:
     """The distinct values, sorted, and each value's index among them: what
     `np.unique(values, return_inverse=True)` returns for a one-dimensional array."""
-    order = lex_order(values)
+    order = lex_order(values, core)
     ordered = values[order]
     starts = np.ones(len(ordered), bool)
     starts[1:] = ordered[1:] != ordered[:-1]

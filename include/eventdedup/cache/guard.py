@@ -27,10 +27,12 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
+from eventdedup import native_dedup
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE, splitmix64_finalised
 
@@ -93,8 +95,13 @@ class IdGuard:
         """Every (hash, hour) it holds."""
         return set(zip(self.hashes.tolist(), self.hours[self.slots.astype(np.int64)].tolist(), strict=True))
 
-    def with_ids(self, digests: npt.NDArray[np.bytes_], hours: Hours) -> IdGuard:
-        """This guard plus the ids a batch claimed, each in its hour (copy-forward, like a head)."""
+    def with_ids(self, digests: npt.NDArray[np.bytes_], hours: Hours, core: ModuleType | None = None) -> IdGuard:
+        """This guard plus the ids a batch claimed, each in its hour (copy-forward, like a head);
+        `core`: by the compiled dedup core."""
+        if core is not None:
+            merged = native_dedup.guard_with_ids(core, self.hours, self.hashes, self.slots, self.hash_bits, digests,
+                                                 hours.astype(np.int64))
+            return IdGuard(*merged, self.hash_bits)
         distinct_hours = np.union1d(self.hours, hours.astype(np.int64))
         old_slots = np.searchsorted(distinct_hours, self.hours)[self.slots.astype(np.int64)]
         new_slots = np.searchsorted(distinct_hours, hours.astype(np.int64))
@@ -105,11 +112,16 @@ class IdGuard:
         keep = np.r_[True, (np.diff(all_hashes) != 0) | (np.diff(all_slots) != 0)] if len(order) else np.zeros(0, bool)
         return IdGuard(distinct_hours.astype(np.int64), all_hashes[keep], all_slots[keep], self.hash_bits)
 
-    def candidate_hours(self, digests: npt.NDArray[np.bytes_] | GuardProbe) -> tuple[npt.NDArray[np.intp], Hours]:
+    def candidate_hours(self, digests: npt.NDArray[np.bytes_] | GuardProbe,
+                        core: ModuleType | None = None) -> tuple[npt.NDArray[np.intp], Hours]:
         """(query index, hour) for every hour that may hold a queried id; usually none or one each.
-        Ids probed against several guards are hashed and sorted once: pass their GuardProbe."""
+        Ids probed against several guards are hashed and sorted once: pass their GuardProbe.
+        `core`: merged by the compiled dedup core."""
         probe = digests if isinstance(digests, GuardProbe) else GuardProbe.of(digests)
         wanted = _top_bits(probe.sorted_hashes, self.hash_bits)
+        if core is not None:
+            queries, positions = native_dedup.guard_probe(core, self.hashes, wanted, probe.order)
+            return queries, self.hours[self.slots[positions].astype(np.int64)]
         low = np.searchsorted(self.hashes, wanted, side="left")
         widths = self._equal_run_lengths(low, wanted)
         query = np.repeat(probe.order, widths)
@@ -168,10 +180,14 @@ def _bit_bytes(bits: int) -> int:
     return (bits + 7) // 8
 
 
-def encode_guard(guard: IdGuard) -> bytes:
-    """Format 2 (the layout above). Only a guard of full-width hashes is written."""
+def encode_guard(guard: IdGuard, core: ModuleType | None = None) -> bytes:
+    """Format 2 (the layout above). Only a guard of full-width hashes is written. `core`: by the
+    compiled dedup core."""
     if guard.hash_bits != HASH_BITS:
         raise ValueError(f"a guard is written with {HASH_BITS}-bit hashes, not {guard.hash_bits}")
+    if core is not None:
+        body = native_dedup.guard_encode(core, guard.hours, guard.hashes, guard.slots)
+        return body + _CRC.pack(zlib.crc32(body))
     count = len(guard.hashes)
     high_bits = min(HASH_BITS, max(0, count.bit_length() - 1))
     low_bits = HASH_BITS - high_bits
@@ -193,9 +209,9 @@ def encode_guard(guard: IdGuard) -> bytes:
     return body + _CRC.pack(zlib.crc32(body))
 
 
-def decode_guard(data: bytes, name: str) -> IdGuard:
+def decode_guard(data: bytes, name: str, core: ModuleType | None = None) -> IdGuard:
     """Parse a guard of either format; damage raises CorruptStateError (read as empty, it would
-    hide duplicates)."""
+    hide duplicates). `core`: the bits unpacked by the compiled dedup core (the checks are these)."""
     if len(data) < _HEADER_V1.size + _CRC.size:
         raise CorruptStateError(f"id guard {name} is truncated ({len(data)} bytes)")
     body, (crc,) = data[:-_CRC.size], _CRC.unpack(data[-_CRC.size:])
@@ -220,16 +236,24 @@ def decode_guard(data: bytes, name: str) -> IdGuard:
         parts.append(body[offset:offset + size])
         offset += size
     hours = np.frombuffer(parts[0], ">i8").astype(np.int64)
-    ones = np.flatnonzero(np.unpackbits(np.frombuffer(parts[1], np.uint8), count=count + (1 << high_bits)))
-    if len(ones) != count:
-        raise CorruptStateError(f"id guard {name}: its high parts hold {len(ones)} entries, its header {count}")
-    highs = (ones - np.arange(count)).astype(np.uint64)
-    hashes = (highs << np.uint64(low_bits)) | _unpack_bits(parts[2], count, low_bits)
-    flags = np.unpackbits(np.frombuffer(parts[3], np.uint8), count=count).astype(bool)
-    if int(np.count_nonzero(flags)) != others:
-        raise CorruptStateError(f"id guard {name}: {int(np.count_nonzero(flags))} entries flagged, header {others}")
-    slots = np.full(count, main, np.uint32)
-    slots[flags] = _unpack_bits(parts[4], others, slot_bits).astype(np.uint32)
+    if core is not None:
+        hashes, slots, ones_found, flagged = native_dedup.guard_unpack(core, parts[1:], count, high_bits, low_bits,
+                                                                       slot_bits, main)
+        if ones_found != count:
+            raise CorruptStateError(f"id guard {name}: its high parts hold {ones_found} entries, its header {count}")
+        if flagged != others:
+            raise CorruptStateError(f"id guard {name}: {flagged} entries flagged, header {others}")
+    else:
+        ones = np.flatnonzero(np.unpackbits(np.frombuffer(parts[1], np.uint8), count=count + (1 << high_bits)))
+        if len(ones) != count:
+            raise CorruptStateError(f"id guard {name}: its high parts hold {len(ones)} entries, its header {count}")
+        highs = (ones - np.arange(count)).astype(np.uint64)
+        hashes = (highs << np.uint64(low_bits)) | _unpack_bits(parts[2], count, low_bits)
+        flags = np.unpackbits(np.frombuffer(parts[3], np.uint8), count=count).astype(bool)
+        if int(np.count_nonzero(flags)) != others:
+            raise CorruptStateError(f"id guard {name}: {int(np.count_nonzero(flags))} entries flagged, header {others}")
+        slots = np.full(count, main, np.uint32)
+        slots[flags] = _unpack_bits(parts[4], others, slot_bits).astype(np.uint32)
     if count and int(slots.max()) >= hour_count:
         raise CorruptStateError(f"id guard {name} names an hour it does not hold")
     if count > 1 and bool((np.diff(hashes.view(np.int64)) < 0).any()):  # 46-bit values: int64 order is uint64 order

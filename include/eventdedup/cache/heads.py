@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from eventdedup.cache.local_copies import LocalCopies
 from eventdedup.cache.segment import CacheRun, decode_segment, encode_segment
@@ -68,9 +69,10 @@ def load_chain_runs(store: S3Store, chain: Sequence[str], copies: LocalCopies | 
     return [run for key in chain for run in load_segment_runs(store, key, copies)[0]]
 
 
-def merged_segment(runs: list[CacheRun], kept_owners: Collection[str], own_run: CacheRun) -> bytes:
+def merged_segment(runs: list[CacheRun], kept_owners: Collection[str], own_run: CacheRun,
+                   core: ModuleType | None = None) -> bytes:
     """A key's next head from the runs of the objects it merges: those of batches still in the
     log's state and committed before this one, then its own. Runs of batches that left the state
     (arrived before the horizon: nobody sees them any more), a rerun's own earlier claim and later
     batches' runs are never copied."""
-    return encode_segment([run for run in runs if run.owner in kept_owners] + [own_run])
+    return encode_segment([run for run in runs if run.owner in kept_owners] + [own_run], core)

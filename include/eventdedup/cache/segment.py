@@ -28,10 +28,12 @@ import struct
 import zlib
 from dataclasses import dataclass
 from functools import cached_property
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
+from eventdedup import native_dedup
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
 from eventdedup.sorting import first_word, lex_order
@@ -59,8 +61,9 @@ class CacheRun:
     fingerprints: npt.NDArray[np.uint64]  # aligned with digests
 
     @classmethod
-    def build(cls, owner: str, digests: npt.NDArray[np.bytes_], fingerprints: npt.NDArray[np.uint64]) -> CacheRun:
-        order = lex_order(digests)
+    def build(cls, owner: str, digests: npt.NDArray[np.bytes_], fingerprints: npt.NDArray[np.uint64],
+              core: ModuleType | None = None) -> CacheRun:
+        order = lex_order(digests, core)
         return cls(owner, digests[order], fingerprints[order].astype(np.uint64))
 
     def __len__(self) -> int:
@@ -72,7 +75,10 @@ class CacheRun:
         return first_word(self.digests)
 
 
-def encode_segment(runs: list[CacheRun]) -> bytes:
+def encode_segment(runs: list[CacheRun], core: ModuleType | None = None) -> bytes:
+    """A segment of these runs (the layout above); `core`: by the compiled dedup core."""
+    if core is not None:
+        return native_dedup.segment_encode(core, [(run.owner, run.digests, run.fingerprints) for run in runs])
     parts = [_HEADER.pack(MAGIC, FORMAT_VERSION, KEY_DIGEST_BYTES, FINGERPRINT_BYTES, 0, len(runs))]
     for run in runs:
         owner = run.owner.encode("ascii")

@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from eventdedup import native_dedup
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import GuardProbe, IdGuard
 from eventdedup.cache.heads import ChainPolicy, merged_segment
@@ -93,6 +95,9 @@ class BucketRules:
     # Whether the batch adds its ids to an id guard (config: DedupSettings.uses_id_guards).
     write_guard: bool = True
     chains: ChainPolicy = ChainPolicy()  # when a new head merges its key's newest objects
+    # [dedup] compiled_stage: the compiled dedup core decides where it is built (eventdedup.native_dedup);
+    # the same outcome either way.
+    compiled: bool = True
 
     def guard_heads(self, bucket: int) -> list[str]:
         """The state's names of every guard a bucket probes."""
@@ -122,12 +127,13 @@ class BucketOutcome:
 
 def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: BucketCache) -> BucketOutcome:
     """Decide one bucket's rows (in input order, narrow: SHUFFLE_SCHEMA without raw) of every hour."""
+    core = native_dedup.in_use(rules.compiled)
     hours = table.column("cache_hour").to_numpy()
     digests = digest_array(table.column("key_digest"))
     fingerprints = table.column("fingerprint").to_numpy()
     own_hours = [int(hour) for hour in distinct_sorted(hours)]
-    keys, key_of_row = unique_inverse(digests)
-    key_hours = _key_hours(rules, bucket, keys, key_of_row, hours, cache)
+    keys, key_of_row = unique_inverse(digests, core)
+    key_hours = _key_hours(rules, bucket, keys, key_of_row, hours, cache, core)
     other_hours = sorted(set(key_hours.hours) - set(own_hours))
     segments: dict[tuple[int, int], list[CacheRun]] = {}
     for hour, probed in sorted(key_hours.hours.items()):  # each hour read only for the keys probed there
@@ -139,7 +145,7 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
         loaded[hour].extend(runs)
     view = CacheView.from_hours(loaded, rules.visible_owners)
     priorities = rules.survivor.priorities(table.column("order_key"), table.num_rows)
-    decision = decide_key_group(digests, fingerprints, priorities, view, rules.batch_id, rules.policy, key_hours)
+    decision = decide_key_group(digests, fingerprints, priorities, view, rules.batch_id, rules.policy, key_hours, core)
     emitted = decision.emitted_mask  # what enforcing emits: observing too, the cache holds exactly these
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
     fine_buckets = rules.epochs.fine_buckets(digests, hours)
@@ -148,13 +154,14 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     written = 0
     for hour, fine in zip(new_hours.tolist(), new_fines.tolist(), strict=True):
         within = (hours == hour) & (fine_buckets == fine)
-        own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within)
+        own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within, core=core)
         sizes = cache.chain_sizes(hour, fine)
         merge = rules.chains.objects_to_merge(sizes, len(own_run) * ENTRY_BYTES)
         merged = cache.runs(hour, fine, merge) if merge else []
-        new_segments[(hour, fine)] = NewSegment(merged_segment(merged, rules.kept_owners, own_run), len(sizes) - merge)
+        new_segments[(hour, fine)] = NewSegment(merged_segment(merged, rules.kept_owners, own_run, core),
+                                                len(sizes) - merge)
         written += len(own_run)
-    guard = (cache.guard(guard_head_key(rules.arrival_hour, bucket)).with_ids(digests[emitted], hours[emitted])
+    guard = (cache.guard(guard_head_key(rules.arrival_hour, bucket)).with_ids(digests[emitted], hours[emitted], core)
              if rules.write_guard and emitted.any() else None)
     cross_hour = int(np.count_nonzero(cross_hour_duplicates(decision, view, key_of_row, hours)))
     observe = rules.observe and not rules.populate
@@ -173,14 +180,14 @@ def _output_and_audit(batch_id: str, table: pa.Table, decision: KeyDecision, dup
 
 
 def _key_hours(rules: BucketRules, bucket: int, keys: npt.NDArray[np.bytes_], key_of_row: npt.NDArray[np.intp],
-               hours: npt.NDArray[np.int64], cache: BucketCache) -> KeyHours:
+               hours: npt.NDArray[np.int64], cache: BucketCache, core: ModuleType | None) -> KeyHours:
     """Which hours may hold each of the bucket's keys (sorted, distinct; `key_of_row` maps each
     row to its key): the hours its copies in the batch fall in, and every hour some guard of the
     window names for it."""
     key_parts, hour_parts = [key_of_row], [hours]
     probe = GuardProbe.of(keys)
     for head in rules.guard_heads(bucket):
-        query, named = cache.guard(head).candidate_hours(probe)
+        query, named = cache.guard(head).candidate_hours(probe, core)
         key_parts.append(query)
         hour_parts.append(named)
     distinct_hours, distinct_keys = distinct_pairs(np.concatenate(hour_parts), np.concatenate(key_parts))

@@ -22,10 +22,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from enum import IntEnum
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
+from eventdedup import native_dedup
 from eventdedup.cache.segment import CacheRun
 from eventdedup.cache.view import CacheView, IndexArray
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
@@ -150,10 +152,19 @@ class KeyDecision:
 
 def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: npt.NDArray[np.int64], cache: CacheView,
                      batch_id: str, policy: DuplicatePolicy = DuplicatePolicy(),
-                     key_hours: KeyHours | None = None) -> KeyDecision:
+                     key_hours: KeyHours | None = None, core: ModuleType | None = None) -> KeyDecision:
     """Classify every row; `digests` (S16), `fingerprints` (uint64), `priorities` in input order.
     `key_hours` says which hours of the cache may hold each key (eventdedup.cache.guard); None:
-    any hour of the view."""
+    any hour of the view. `core`: decided by the compiled dedup core, exactly as below."""
+    if core is not None:
+        if key_hours is not None:
+            key_hours.numbering_of(digests)
+        run_hours = cache.hours or (0,) * len(cache.runs)
+        outcomes, actions, holders = native_dedup.decide(
+            core, digests, fingerprints, priorities,
+            [(run.digests, run.fingerprints, hour) for run, hour in zip(cache.runs, run_hours, strict=True)],
+            None if key_hours is None else key_hours.hours, policy.synthetic_action, policy.changelog)
+        return KeyDecision(outcomes, actions, holders, cache.owners, batch_id)
     n = len(digests)
     pairs = pair_bytes(digests, fingerprints)
     _, pair_of_row = unique_inverse(pairs)
@@ -239,8 +250,8 @@ def _classify_pairs(pair_hit: Mask, pair_owner: IndexArray, key_hit: Mask, key_f
 
 
 def new_cache_run(batch_id: str, digests: Digests, fingerprints: Fingerprints, decision: KeyDecision,
-                  within: Mask | None = None) -> CacheRun:
+                  within: Mask | None = None, core: ModuleType | None = None) -> CacheRun:
     """The pairs this batch claims: exactly the rows it emits, in any form (of the rows `within`:
     one hour's, for that hour's segment)."""
     emitted = decision.emitted_mask if within is None else decision.emitted_mask & within
-    return CacheRun.build(batch_id, digests[emitted], fingerprints[emitted])
+    return CacheRun.build(batch_id, digests[emitted], fingerprints[emitted], core)

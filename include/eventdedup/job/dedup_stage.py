@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import ClientError
 
+from eventdedup import native_dedup
 from eventdedup.cache.epochs import BucketEpochs
 from eventdedup.cache.guard import IdGuard, decode_guard, encode_guard
 from eventdedup.cache.heads import load_segment_runs, missing_segment
@@ -112,8 +114,9 @@ class _CacheLoader:
     costs what an ephemeral executor pays, and a warm one mostly 304s."""
 
     def __init__(self, store: S3Store, chains: Mapping[str, tuple[str, ...]], pool: ThreadPoolExecutor,
-                 copies: LocalCopies) -> None:
+                 copies: LocalCopies, core: ModuleType | None = None) -> None:
         self._store, self._chains, self._pool, self._copies = store, chains, pool, copies
+        self._core = core  # guards' bits unpacked by the compiled dedup core (eventdedup.native_dedup)
         self._reads: dict[str, Future[_ObjectRead]] = {}
         self._guards: dict[str, Future[IdGuard]] = {}
 
@@ -198,18 +201,19 @@ class _CacheLoader:
     def _guard(self, name: str) -> Future[IdGuard]:
         if name not in self._guards:
             chain = self._chains.get(name, ())
-            self._guards[name] = self._pool.submit(_load_guard, self._store, chain[-1] if chain else None, self._copies)
+            self._guards[name] = self._pool.submit(_load_guard, self._store, chain[-1] if chain else None, self._copies,
+                                                   self._core)
         return self._guards[name]
 
 
-def _load_guard(store: S3Store, key: str | None, copies: LocalCopies) -> IdGuard:
+def _load_guard(store: S3Store, key: str | None, copies: LocalCopies, core: ModuleType | None = None) -> IdGuard:
     if key is None:
         return IdGuard.empty()
     data = copies.get_or_none(store, key)
     if data is None:
         raise CorruptStateError(f"id guard {store.uri(key)} is named by the commit log but missing; reading it as "
                                 "empty would let duplicates in other hours through")
-    return decode_guard(data, store.uri(key))
+    return decode_guard(data, store.uri(key), core)
 
 
 def dedup_partition(ctx: DedupContext, cache_chains: Mapping[str, tuple[str, ...]], partition: int,
@@ -320,7 +324,8 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
     # Every bucket's own hours and guards are in flight at once; each bucket is decided as soon
     # as its loads land, and its segments are written while the next is decided.
     local = LocalCopies.of_process(ctx.local_copies)
-    loader = _CacheLoader(store, cache_chains, pool, local)
+    core = native_dedup.in_use(rules.compiled)
+    loader = _CacheLoader(store, cache_chains, pool, local, core)
     digests = digest_array(narrow.column("key_digest"))
     for bucket, rows in groups.items():
         loader.prefetch(rules.epochs, bucket, _keys_by_hour(hours[rows], digests[rows]), rules.guard_heads(bucket))
@@ -341,7 +346,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
             builds_on = cache_chains.get(str(key), ())[:segment.builds_on]
             writes.append(pool.submit(_stage_segment, store, ctx, key, segment.data, builds_on, local))
         if result.guard is not None:
-            writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard), local))
+            writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard, core), local))
     output_rows, output = _in_input_order(outputs)
     output_hours = hours[output_rows]
     for hour in [] if rules.populate else distinct_sorted(output_hours).tolist():

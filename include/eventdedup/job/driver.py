@@ -99,7 +99,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
         policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
         observe=batch_mode(config, history) == "observe", write_guard=config.dedup.uses_id_guards,
-        chains=ChainPolicy(small_bytes=config.dedup.segment_merge_bytes),
+        chains=ChainPolicy(small_bytes=config.dedup.segment_merge_bytes), compiled=config.dedup.compiled_stage,
     )
     attempt = new_attempt()
     dedup_ctx = DedupContext(

@@ -95,11 +95,12 @@ class Written:
 
 def bucket_outcomes(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
                     rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy,
-                    chains: ChainPolicy = DEFAULT_CHAINS,
-                    observe: bool = False) -> tuple[list[tuple[np.ndarray, BucketOutcome]], Written]:
+                    chains: ChainPolicy = DEFAULT_CHAINS, observe: bool = False,
+                    compiled: bool = True) -> tuple[list[tuple[np.ndarray, BucketOutcome]], Written]:
     """Decide a batch bucket by bucket as the Spark stage does; returns each bucket's rows (indices
     into `rows`, in input order) with its outcome, and the heads its commit would write.
-    `committed`: batch -> arrival, in commit order, of the batches committed before it."""
+    `committed`: batch -> arrival, in commit order, of the batches committed before it; `compiled`:
+    with the compiled dedup core where it is built (the reference, Python, without)."""
     start = arrival - WINDOW
     visible = {owner: i for i, (owner, at) in enumerate(committed.items()) if at >= start}
     last = max([arrival, *(committed[owner] for owner in visible)])
@@ -108,7 +109,7 @@ def bucket_outcomes(cache: MemoryCache, committed: dict[str, int], arrival: int,
         guard_hours=tuple(range(start, last + 1)), guard_days=tuple(range(start // 24, last // 24 + 1)),
         epochs=BucketEpochs(BUCKETS),
         survivor=SurvivorPolicy.parse(policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:p"),
-        policy=DuplicatePolicy(policy.synthetic, policy.changelog), chains=chains, observe=observe)
+        policy=DuplicatePolicy(policy.synthetic, policy.changelog), chains=chains, observe=observe, compiled=compiled)
     table = pa.table({
         "event_id": [key for key, _, _, _ in rows],
         "key_digest": pa.array([key_digest(key) for key, _, _, _ in rows], pa.binary(16)),
