@@ -73,6 +73,13 @@ test-shuffled: venv check-java chromium
 	for seed in $$(seq 1 $(STRESS_RUNS)); do \
 	  $(PY) -m pytest -q -n 2 --dist loadgroup --shuffle $$seed $(STRESS_TESTS) || exit 1; done
 
+# The suite with the compiled parse and dedup cores off in every batch a test configures
+# (tests/support/helpers.py: EVENTDEDUP_TEST_COMPILED=0): the Python reference paths, held to the
+# same assertions. Tests that run a command from a configuration file of their own keep the cores.
+.PHONY: test-reference
+test-reference: venv check-java chromium
+	EVENTDEDUP_TEST_COMPILED=0 $(PY) -m pytest -q -n 2 --dist loadgroup tests
+
 # The production path under Airflow's own scheduler (tests/stack/, ~10 min): the stack started
 # by the test itself, the job from make package's archive on a two-worker Spark cluster.
 test-stack: check-java package postgres chromium
@@ -103,15 +110,17 @@ bench: venv check-java redis-server
 bench-scale: venv check-java
 	$(PY) -m bench.scale $(SCALE_ARGS)
 
-# Differential fuzzing of the compiled parse core against parse_event (fuzz/README.md): atheris for
-# FUZZ_SECONDS from the seeds in fuzz/corpus/parse_core, steered by a gcc coverage build of the core;
-# what it finds goes to FUZZ_OUT, not the repository. Prints the executions and findings; fails on a
-# finding. make test runs a short one (tests/unit/parse/test_native_core.py::test_atheris_short_run).
+# Differential fuzzing of the compiled cores against their Python references (fuzz/README.md):
+# atheris for FUZZ_SECONDS each, from the seeds in fuzz/corpus/<core>, steered by a gcc coverage
+# build of each core; what it finds goes to FUZZ_OUT/<core>, not the repository. Prints the
+# executions and findings; fails on a finding. make test runs a short one of each
+# (tests/unit/parse/test_native_core.py, tests/unit/dedup/test_native_dedup.py).
 .PHONY: fuzz
 FUZZ_SECONDS ?= 900
-FUZZ_OUT ?= build/fuzz/parse_core
+FUZZ_OUT ?= build/fuzz
 fuzz: venv
-	$(PY) fuzz/run.py --seconds $(FUZZ_SECONDS) --out $(FUZZ_OUT)
+	$(PY) fuzz/run.py --target parse_core --seconds $(FUZZ_SECONDS) --out $(FUZZ_OUT)/parse_core
+	$(PY) fuzz/run.py --target dedup_core --seconds $(FUZZ_SECONDS) --out $(FUZZ_OUT)/dedup_core
 
 # The Redis peer runs Debian's redis-server; installed here when missing (needs root, as in CI images).
 redis-server:

@@ -1,4 +1,4 @@
-"""Build a coverage-instrumented copy of the compiled parse core for the fuzzer (fuzz/run.py).
+"""Build a coverage-instrumented copy of a compiled core for the fuzzer (fuzz/run.py).
 
 The same source, flags and generated tables as `make venv`'s build (eventdedup_dev.native), plus
 gcc's -fsanitize-coverage=trace-pc,trace-cmp and native/coverage_shim.c, which turns those calls
@@ -20,16 +20,16 @@ SHIM = Path(__file__).resolve().parent / "native" / "coverage_shim.c"
 COVERAGE_FLAGS = ["-fsanitize-coverage=trace-pc,trace-cmp"]
 
 
-def build_instrumented_core(out_dir: Path) -> Path:
+def build_instrumented_core(out_dir: Path, core: native.Core = native.PARSE) -> Path:
     """The instrumented core's path; CalledProcessError or RuntimeError when it cannot be built."""
     compiler, c_compiler = shutil.which("g++"), shutil.which("gcc")
     if compiler is None or c_compiler is None:
         raise RuntimeError("no gcc/g++")
-    lacking = native.missing()
+    lacking = native.missing(core)
     if lacking:
         raise RuntimeError(lacking)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"_parse_core{sysconfig.get_config_var('EXT_SUFFIX')}"
+    target = out_dir / f"_{core.name}{sysconfig.get_config_var('EXT_SUFFIX')}"
     with tempfile.TemporaryDirectory() as scratch:
         generated = Path(scratch)
         if hasattr(native, "unicode_tables"):  # the tables the shipped build generates
@@ -39,7 +39,7 @@ def build_instrumented_core(out_dir: Path) -> Path:
                        check=True)
         flags = [flag for flag in native.FLAGS if flag != "-Werror"]  # the shipped build holds the warnings
         subprocess.run([compiler, *flags, *COVERAGE_FLAGS, f"-I{sysconfig.get_paths()['include']}", f"-I{generated}",
-                        str(native.SOURCE), str(shim), "-ldl", "-o", str(target)], check=True)
+                        str(core.source), str(shim), "-ldl", *core.libraries, "-o", str(target)], check=True)
     return target
 
 

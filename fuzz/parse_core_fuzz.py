@@ -16,19 +16,15 @@ instrumented build), tests/unit/parse/test_native_core.py briefly (the shipped c
 """
 from __future__ import annotations
 
-import ctypes
-import importlib.util
-import os
 import sys
-import sysconfig
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from pathlib import Path
 from types import ModuleType
 
 import atheris
 import pyarrow as pa
+from coverage import instrumented_core, register_core_coverage
 
 with atheris.instrument_imports(include=["eventdedup"]):
     from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
@@ -76,28 +72,6 @@ def rules_of(header: bytes) -> ParseRules:
         key_fields=KEY_FIELDS[flags & 7], time_field="created_at", min_time_us=low, max_time_us=high,
         max_line_bytes=32 + 4 * amount if bounds & 4 else 1_048_576, fingerprint=fingerprint,
         trim=bool(flags & 8), lower=bool(flags & 16))
-
-
-def instrumented_core() -> ModuleType | None:
-    """The coverage-instrumented build of the core that EVENTDEDUP_FUZZ_CORE names (build_core.py),
-    None without; its coverage reaches libFuzzer once `register_core_coverage` has run."""
-    path = os.environ.get("EVENTDEDUP_FUZZ_CORE")
-    if not path:
-        return None
-    spec = importlib.util.spec_from_file_location("_parse_core", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def register_core_coverage(core: ModuleType) -> None:
-    """Hand the instrumented core's counters to libFuzzer, which atheris has loaded by the first
-    input (its module is local to atheris: the shim finds it by path)."""
-    atheris_folder = Path(atheris.__file__).parent
-    libfuzzer = atheris_folder / f"core_with_libfuzzer{sysconfig.get_config_var('EXT_SUFFIX')}"
-    if not ctypes.CDLL(str(core.__file__)).eventdedup_fuzz_register_coverage(str(libfuzzer).encode()):
-        raise RuntimeError(f"the instrumented core found no libFuzzer at {libfuzzer}: no core coverage")
 
 
 @contextmanager
@@ -220,7 +194,7 @@ def main() -> None:
     global INSTRUMENTED
     if not native_core.available():
         sys.exit(f"the compiled parse core is not built ({native_core.why_not()}): run `make venv`")
-    INSTRUMENTED = instrumented_core()
+    INSTRUMENTED = instrumented_core("_parse_core")
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
 

@@ -5,6 +5,7 @@ import atexit
 import gzip
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import uuid
@@ -115,10 +116,16 @@ LOCAL_COPIES = tempfile.mkdtemp(prefix="eventdedup-test-copies-")
 atexit.register(shutil.rmtree, LOCAL_COPIES, True)
 
 
+# `EVENTDEDUP_TEST_COMPILED=0 make test` (make test-reference): every batch a test configures runs
+# the Python reference paths, the compiled parse and dedup cores off; the same assertions must hold.
+COMPILED = os.environ.get("EVENTDEDUP_TEST_COMPILED", "1") != "0"
+
+
 def make_config(endpoint_url: str, bucket: str, **sections: dict) -> Config:
     raw: dict = {
         "s3": {"endpoint_url": endpoint_url, "bucket": bucket},
-        "dedup": {"buckets": 4, "checkpoint_interval": 3},
+        "events": {"compiled_parser": COMPILED},
+        "dedup": {"buckets": 4, "checkpoint_interval": 3, "compiled_stage": COMPILED},
         "spark": {"master": "local[2]", "partitions": 4, "driver_memory": "2g", "local_cache_dir": LOCAL_COPIES},
     }
     for name, values in sections.items():

@@ -30,6 +30,7 @@ from eventdedup.keys import bucket_array, guard_head_key, key_digest
 from eventdedup.parse.order_keys import order_key_of_value
 from eventdedup.tables import UTC_MICROS
 
+from ...support.helpers import COMPILED
 from ...support.reference_model import ModelEvent, ModelPolicy, ModelStore, Verdict, decide_batch
 
 HOUR = 490_000  # hours since the epoch
@@ -96,7 +97,7 @@ class Written:
 def bucket_outcomes(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: str,
                     rows: list[tuple[str, int, int, int | None]], policy: ModelPolicy,
                     chains: ChainPolicy = DEFAULT_CHAINS, observe: bool = False,
-                    compiled: bool = True) -> tuple[list[tuple[np.ndarray, BucketOutcome]], Written]:
+                    compiled: bool = COMPILED) -> tuple[list[tuple[np.ndarray, BucketOutcome]], Written]:
     """Decide a batch bucket by bucket as the Spark stage does; returns each bucket's rows (indices
     into `rows`, in input order) with its outcome, and the heads its commit would write.
     `committed`: batch -> arrival, in commit order, of the batches committed before it; `compiled`:

@@ -206,3 +206,26 @@ def test_a_bucket_table_reaches_the_core_through_decide_bucket() -> None:
     assert [outcome.counts for _, outcome in decided[True]] == [outcome.counts for _, outcome in decided[False]]
     assert sum(outcome.output.num_rows for _, outcome in decided[True]) == 2
     assert isinstance(decided[True][0][1].output, pa.Table)
+
+
+def test_atheris_short_run(tmp_path, record_property) -> None:  # type: ignore[no-untyped-def]
+    """The dedup core's harness (fuzz/dedup_core_fuzz.py) over its seeds for a bounded number of
+    inputs: no input makes the core and the reference disagree. `make fuzz` runs it long."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("atheris")
+    fuzz = Path(__file__).resolve().parents[3] / "fuzz"
+    (tmp_path / "corpus").mkdir()
+    runs = 20_000
+    command = [sys.executable, str(fuzz / "dedup_core_fuzz.py"), f"-runs={runs}", "-seed=52",
+               f"-artifact_prefix={tmp_path}/", "-timeout=60", str(tmp_path / "corpus"), str(fuzz / "corpus" / "dedup_core")]
+    run = subprocess.run(command, capture_output=True, text=True, errors="replace", timeout=900, check=False,
+                         cwd=fuzz.parent)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-6000:]
+    done = re.findall(r"^Done (\d+) runs", output, re.MULTILINE)
+    assert done and int(done[-1]) == runs, output[-2000:]
+    record_property("atheris_executions", int(done[-1]))
