@@ -64,6 +64,22 @@ def test_a_kept_copy_of_written_bytes_is_used_only_once_s3_holds_those_bytes(s3_
         assert [request.key for request in proxy.requests] == ["cache/x.seg", "cache/x.seg"]
 
 
+def test_a_copy_of_the_etag_the_log_records_is_read_without_a_request(s3_server, bucket, tmp_path) -> None:
+    """A committed object is never rewritten: a copy whose ETag is the one its commit recorded is
+    its bytes, no request made; a copy of another ETag is confirmed or replaced by S3 as ever."""
+    with FaultProxy(s3_server.endpoint_url) as proxy:
+        store = S3Store(make_client(make_config(proxy.endpoint_url, bucket).s3), bucket)
+        committed = store.put_bytes("cache/c.seg", b"committed bytes")
+        copies = copies_in(tmp_path)
+        assert copies.get_or_none(store, "cache/c.seg") == b"committed bytes"
+        proxy.arm(None)
+        assert copies.get_or_none(store, "cache/c.seg", committed.etag) == b"committed bytes"
+        assert copies.held(store, "cache/c.seg", committed.etag) == b"committed bytes"
+        assert proxy.requests == []
+        assert copies.get_or_none(store, "cache/c.seg", '"another etag"') == b"committed bytes"  # a 304
+        assert [request.verb for request in proxy.requests] == ["GET"] and sum(proxy.bytes_served.values()) == 0
+
+
 def test_counts_of_part_reads_fill_a_copy_then_are_forgotten_when_stale(s3_server, bucket, tmp_path) -> None:
     store = S3Store(s3_server.client(), bucket)
     now = [0.0]
@@ -121,7 +137,7 @@ def test_the_directory_stays_within_its_bound_and_a_cycle_bigger_than_it_keeps_w
 def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server, bucket, spark, tmp_path) -> None:
     """Three batches through a proxy, with and without copies: the same rows; with copies, every
     cache object a batch reads was written by a batch before it on this executor, which kept a
-    copy under its committed name: S3 answers 304 to each, and no byte of the cache is read."""
+    copy under its committed name with the ETag the log records: no request for it at all."""
     def event(n: int, hour: int) -> bytes:
         return orjson.dumps({"event_id": f"e{n}", "created_at": f"2026-11-22T0{hour}:10:00Z", "v": 1})
 
@@ -136,7 +152,7 @@ def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server,
             config = make_config(proxy.endpoint_url, run_bucket, dedup={"buckets": 2},
                                  spark={"local_cache_dir": str(tmp_path / label), "local_cache_bytes": cache_bytes})
             store = S3Store(make_client(config.s3), run_bucket)
-            cache_bytes_read = []
+            cache_bytes_read, cache_requests = [], []
             for number, lines in enumerate(batches, start=1):
                 put_lines(store, f"landing/b{number}/1.jsonl", lines)
                 proxy.arm(None)
@@ -145,9 +161,11 @@ def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server,
                           NOW + timedelta(minutes=5 * number), lambda: spark)
                 cache_bytes_read.append(sum(size - before.get(request, 0) for request, size in proxy.bytes_served.items()
                                             if "/_eventdedup/cache/" in request))
+                cache_requests.append(sum(1 for request in proxy.requests
+                                          if request.verb == "GET" and request.key.startswith("_eventdedup/cache/")))
         results[label] = (sorted((row["batch_id"], row["event_id"]) for row in committed_rows(store, config, "data")),
                           sorted((row["batch_id"], row["event_id"], row["reason"])
-                                 for row in committed_rows(store, config, "audit")), cache_bytes_read)
+                                 for row in committed_rows(store, config, "audit")), cache_bytes_read, cache_requests)
     expected_data = sorted([("b1", f"e{n}") for n in range(40)] + [("b2", f"e{n}") for n in range(40, 70)]
                            + [("b3", f"e{n}") for n in range(70, 100)])
     expected_audit = sorted([("b2", f"e{n}", "cross_batch_natural") for n in range(10)]
@@ -157,7 +175,9 @@ def test_a_batch_decides_the_same_through_local_copies_and_reads_less(s3_server,
     without, with_copies = results["without"][2], results["with"][2]
     assert with_copies[0] == without[0] == 0  # nothing is committed before b1
     assert without[1] > 0 and without[2] > 0  # b2 reads b1's segments and guards, b3 b1's and b2's
-    assert with_copies[1:] == [0, 0]  # ...each written here, kept as a copy, confirmed by a 304
+    assert with_copies[1:] == [0, 0]  # ...each written here, kept as a copy...
+    # ...whose ETag the log records: used without a request at all (without copies: a GET each).
+    assert results["with"][3][1:] == [0, 0] and min(results["without"][3][1:]) > 0
 
 
 def test_a_process_lists_the_directory_once_a_minute_not_once_a_copy(s3_server, bucket, tmp_path, monkeypatch) -> None:

@@ -54,11 +54,12 @@ def missing_segment(uri: str) -> CorruptStateError:
                              "would let duplicates through")
 
 
-def load_segment_runs(store: S3Store, key: str, copies: LocalCopies | None = None) -> tuple[list[CacheRun], int]:
+def load_segment_runs(store: S3Store, key: str, copies: LocalCopies | None = None,
+                      etag: str | None = None) -> tuple[list[CacheRun], int]:
     """Every run of one committed segment, and its size in bytes. A segment the log names but S3
     does not have halts the batch: read as empty, it would let duplicates through. `copies`: read
-    through executor-local copies (eventdedup.cache.local_copies)."""
-    data = store.get_bytes_or_none(key) if copies is None else copies.get_or_none(store, key)
+    through executor-local copies (eventdedup.cache.local_copies), `etag` the log's for it."""
+    data = store.get_bytes_or_none(key) if copies is None else copies.get_or_none(store, key, etag)
     if data is None:
         raise missing_segment(store.uri(key))
     return decode_segment(data, store.uri(key)), len(data)

@@ -4,9 +4,12 @@ only what changed.
 Cache objects are immutable by name (a head's every version has a key of its own), and a batch
 reads every guard of its window: at production density that is gigabytes a batch, nearly all of
 them the same as the batch before read. So a worker keeps what it read on local disk, keyed by
-object key and ETag, and uses a copy only after S3 answers a conditional GET (If-None-Match: the
-copy's ETag) with 304 Not Modified: a replaced object is never served stale (its new bytes come
-back in the same request) and a deleted one is missing as on S3. Each copy carries the CRC32 of
+object key and ETag. Where the commit log records the object's ETag (every chain object a
+state knows: CommittedState.object_etags), a copy of that ETag is used without a request: the
+log names only objects it committed, and a committed object is never rewritten. Otherwise a copy
+is used only after S3 answers a conditional GET (If-None-Match: the copy's ETag) with 304 Not
+Modified: a replaced object is never served stale (its new bytes come back in the same request)
+and a deleted one is missing as on S3. Each copy carries the CRC32 of
 its bytes, checked on every read: a damaged or truncated copy is dropped and read from S3
 again, never trusted. The directory is shared by the worker processes of a host (a copy is
 written to a temporary name and renamed: a reader sees a whole copy or none) and bounded: past
@@ -38,7 +41,7 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from eventdedup.s3store import S3Store, is_not_found
+from eventdedup.s3store import S3Store, is_not_found, quoted_etag
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +99,17 @@ class LocalCopies:
                 _PROCESS_COPIES[key] = cls(settings)
             return _PROCESS_COPIES[key]
 
-    def get_or_none(self, store: S3Store, key: str) -> bytes | None:
-        """The object's bytes as S3 holds them now; None when S3 has no such object."""
+    def get_or_none(self, store: S3Store, key: str, etag: str | None = None) -> bytes | None:
+        """The object's bytes as S3 holds them now; None when S3 has no such object. `etag`: the
+        ETag the commit log records for it (an immutable object): a copy with that ETag is its
+        bytes, read without a request."""
         if not self.enabled:
             return store.get_bytes_or_none(key)
         path = self.path_of(store, key)
         copy = self._read(path, key)
+        if copy is not None and etag is not None and quoted_etag(copy.etag) == quoted_etag(etag):
+            self._touch(path)
+            return copy.data
         try:
             answer = store.get_versioned(key, unless_etag=None if copy is None else copy.etag)
         except ClientError as exc:
@@ -117,16 +125,20 @@ class LocalCopies:
         self._write(path, key, etag, data)
         return data
 
-    def held(self, store: S3Store, key: str) -> bytes | None:
+    def held(self, store: S3Store, key: str, etag: str | None = None) -> bytes | None:
         """The object's bytes if this directory holds a copy S3 confirms (a conditional GET: no
-        bytes cross the network while it is unchanged); None, with no request, where it holds none,
-        or where S3 has no such object any more (the caller's own read then says it is missing)."""
+        bytes cross the network while it is unchanged), or a copy of the ETag the log records
+        (`etag`: no request at all); None, with no request, where it holds none, or where S3 has
+        no such object any more (the caller's own read then says it is missing)."""
         if not self.enabled:
             return None
         path = self.path_of(store, key)
         copy = self._read(path, key)
         if copy is None:
             return None
+        if etag is not None and quoted_etag(copy.etag) == quoted_etag(etag):
+            self._touch(path)
+            return copy.data
         try:
             answer = store.get_versioned(key, unless_etag=copy.etag)
         except ClientError as exc:

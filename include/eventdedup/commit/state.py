@@ -78,6 +78,12 @@ class CommittedState:
     retracted: Mapping[str, int] = field(default_factory=dict)
     # Reshard cut-overs, (first hour, bucket count), in commit order (eventdedup.cache.epochs).
     bucket_cutovers: tuple[tuple[int, int], ...] = ()
+    # Every object of every key's chain -> its ETag, as the commit that wrote it recorded it: an
+    # executor's local copy of one is its bytes without asking S3 (eventdedup.cache.local_copies).
+    # Empty in checkpoints that do not record it (docs/formats.md): those copies are confirmed by a
+    # 304. Derived from the records, like the heads; not compared (a state folded from an older
+    # checkpoint is the same state, knowing fewer ETags).
+    object_etags: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def apply(self, record: CommitRecord, name: str) -> CommittedState:
         """The state after commit `record`. Its change takes effect in the function registered for
@@ -106,6 +112,7 @@ class CommittedState:
             heads = {key: segment for key, segment in heads.items() if head_arrivals[key] >= horizon}
             head_arrivals = {key: head_arrivals[key] for key in heads}
             bases = {key: chain for key, chain in bases.items() if key in heads}
+        object_etags = _chain_etags(self.object_etags, record, heads, bases)
         return CommittedState(
             version=record.version, batches=batches, cache_heads=heads, cache_bases=bases,
             last_batch_id=record.batch_id, arrivals=arrivals, retain_from_hour=horizon,
@@ -113,6 +120,7 @@ class CommittedState:
             latest_interval_arrival_hour=latest_interval[1], left_through_version=left_through,
             ledger=ledger.pruned(left_through), latest_arrival_hour=_later_hour(self.latest_arrival_hour, arrival),
             head_arrivals=head_arrivals, left_since_checkpoint=left, retracted=retracted, bucket_cutovers=cutovers,
+            object_etags=object_etags,
         )
 
     def chain(self, key: str) -> tuple[str, ...]:
@@ -123,6 +131,10 @@ class CommittedState:
     def cache_chains(self) -> dict[str, tuple[str, ...]]:
         """Every cache key's chain: what a batch's executors read."""
         return {key: self.chain(key) for key in self.cache_heads}
+
+    def chain_etags(self) -> dict[str, str]:
+        """The ETag of every chain object the state knows one of (`object_etags`)."""
+        return dict(self.object_etags)
 
     def cache_objects(self) -> set[str]:
         """Every cache object some reader may load: the heads and what they build on."""
@@ -292,6 +304,16 @@ def _ledger_entries_as_recent(doc: dict[str, Any]) -> dict[str, Any]:
     ledger["recent"] = ({key: [[*entry, None]] for key, entry in entries.items()} if isinstance(entries, dict)
                         else entries)
     return {**doc, "ledger": ledger}
+
+
+def _chain_etags(known: Mapping[str, str], record: CommitRecord, heads: Mapping[str, str],
+                 bases: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """The ETags of the objects of the chains after a commit: those known, with the commit's own
+    heads' (its record lists each object it promoted with its ETag); objects no chain names drop."""
+    written = {obj.key: obj.etag for obj in record.objects if obj.kind == "cache"}
+    etags = {**known, **{key: written[key] for key in record.cache_heads.values() if key in written}}
+    live = {*heads.values(), *(obj for chain in bases.values() for obj in chain)}
+    return {key: etag for key, etag in etags.items() if key in live}
 
 
 def log_time(state: CommittedState, now: datetime) -> datetime:

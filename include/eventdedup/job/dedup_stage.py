@@ -114,8 +114,9 @@ class _CacheLoader:
     costs what an ephemeral executor pays, and a warm one mostly 304s."""
 
     def __init__(self, store: S3Store, chains: Mapping[str, tuple[str, ...]], pool: ThreadPoolExecutor,
-                 copies: LocalCopies, core: ModuleType | None = None) -> None:
+                 copies: LocalCopies, core: ModuleType | None = None, etags: Mapping[str, str] | None = None) -> None:
         self._store, self._chains, self._pool, self._copies = store, chains, pool, copies
+        self._etags = etags or {}  # the log's ETag of each chain object it records one of
         self._core = core  # guards' bits unpacked by the compiled dedup core (eventdedup.native_dedup)
         self._reads: dict[str, Future[_ObjectRead]] = {}
         self._guards: dict[str, Future[IdGuard]] = {}
@@ -176,9 +177,10 @@ class _CacheLoader:
         else in parts, as an executor that starts empty reads it. A copy is filled by a whole
         read, which the parts' reads make only once enough batches probed it
         (eventdedup.cache.local_copies)."""
+        etag = self._etags.get(key)
         if digests is None:
-            return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
-        held = self._copies.held(self._store, key)
+            return _ObjectRead(*load_segment_runs(self._store, key, self._copies, etag), None)
+        held = self._copies.held(self._store, key, etag)
         if held is not None:
             return _ObjectRead(decode_segment(held, self._store.uri(key)), len(held), None)
         try:
@@ -195,28 +197,39 @@ class _CacheLoader:
             runs = runs_holding(tail, size, lambda start, stop: self._store.get_bytes(key, byte_range=(start, stop)),
                                 self._store.uri(key), digests)
         if runs is None:  # many probes for its size, probed in parts often enough, or format 1: whole
-            return _ObjectRead(*load_segment_runs(self._store, key, self._copies), None)
+            return _ObjectRead(*load_segment_runs(self._store, key, self._copies, etag), None)
         return _ObjectRead(runs, size, digests)
 
     def _guard(self, name: str) -> Future[IdGuard]:
         if name not in self._guards:
             chain = self._chains.get(name, ())
-            self._guards[name] = self._pool.submit(_load_guard, self._store, chain[-1] if chain else None, self._copies,
-                                                   self._core)
+            head = chain[-1] if chain else None
+            self._guards[name] = self._pool.submit(_load_guard, self._store, head, self._copies, self._core,
+                                                   None if head is None else self._etags.get(head))
         return self._guards[name]
 
 
-def _load_guard(store: S3Store, key: str | None, copies: LocalCopies, core: ModuleType | None = None) -> IdGuard:
+def _load_guard(store: S3Store, key: str | None, copies: LocalCopies, core: ModuleType | None = None,
+                etag: str | None = None) -> IdGuard:
     if key is None:
         return IdGuard.empty()
-    data = copies.get_or_none(store, key)
+    data = copies.get_or_none(store, key, etag)
     if data is None:
         raise CorruptStateError(f"id guard {store.uri(key)} is named by the commit log but missing; reading it as "
                                 "empty would let duplicates in other hours through")
     return decode_guard(data, store.uri(key), core)
 
 
-def dedup_partition(ctx: DedupContext, cache_chains: Mapping[str, tuple[str, ...]], partition: int,
+@dataclass(frozen=True)
+class CommittedChains:
+    """What the executors read of the committed cache (broadcast once): each key's chain, and the
+    ETag the log records of each chain object it knows one of (CommittedState.object_etags)."""
+
+    chains: Mapping[str, tuple[str, ...]]
+    etags: Mapping[str, str] = field(default_factory=dict)
+
+
+def dedup_partition(ctx: DedupContext, committed: CommittedChains, partition: int,
                     records: Iterable[ShuffleRecord]) -> Iterator[DriverRecord]:
     store = S3Store(process_client(ctx.s3), ctx.bucket)
     received = _Received.collect(records)
@@ -235,7 +248,7 @@ def dedup_partition(ctx: DedupContext, cache_chains: Mapping[str, tuple[str, ...
         holders: Counter[str] = Counter()
         found = DuplicatesFound()
         if table.num_rows:
-            decided, holders, found, bucket_writes = _dedup_rows(ctx, store, cache_chains, partition, table, numbers,
+            decided, holders, found, bucket_writes = _dedup_rows(ctx, store, committed, partition, table, numbers,
                                                                  pool)
             counts += decided
             writes.extend(bucket_writes)
@@ -303,7 +316,7 @@ class _Received:
         return pa.concat_tables(tables) if tables else SHUFFLE_SCHEMA.empty_table()
 
 
-def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tuple[str, ...]], partition: int,
+def _dedup_rows(ctx: DedupContext, store: S3Store, committed: CommittedChains, partition: int,
                 table: pa.Table, numbers: LineNumbers,
                 pool: ThreadPoolExecutor) -> tuple[BatchCounts, Counter[str], DuplicatesFound,
                                                    list[Future[StagedObject | None]]]:
@@ -325,7 +338,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
     # as its loads land, and its segments are written while the next is decided.
     local = LocalCopies.of_process(ctx.local_copies)
     core = native_dedup.in_use(rules.compiled)
-    loader = _CacheLoader(store, cache_chains, pool, local, core)
+    loader = _CacheLoader(store, committed.chains, pool, local, core, committed.etags)
     digests = digest_array(narrow.column("key_digest"))
     for bucket, rows in groups.items():
         loader.prefetch(rules.epochs, bucket, _keys_by_hour(hours[rows], digests[rows]), rules.guard_heads(bucket))
@@ -343,7 +356,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, cache_chains: Mapping[str, tu
         audits.append((rows[result.duplicates], result.audit))
         for (hour, fine), segment in result.segments.items():
             key = CacheKey.of_hour(hour, fine)
-            builds_on = cache_chains.get(str(key), ())[:segment.builds_on]
+            builds_on = committed.chains.get(str(key), ())[:segment.builds_on]
             writes.append(pool.submit(_stage_segment, store, ctx, key, segment.data, builds_on, local))
         if result.guard is not None:
             writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard, core), local))

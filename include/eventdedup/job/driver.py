@@ -35,7 +35,7 @@ from eventdedup.dedup.decide import DuplicatePolicy
 from eventdedup.dedup.survivor import SurvivorPolicy
 from eventdedup.inputs.exclusions import ExcludedInput, load_exclusions
 from eventdedup.inputs.manifest import BatchManifest, load_batch_manifest
-from eventdedup.job.dedup_stage import DedupContext, dedup_partition
+from eventdedup.job.dedup_stage import CommittedChains, DedupContext, dedup_partition
 from eventdedup.job.read_stage import ReadContext, read_task
 from eventdedup.job.read_units import Cut, dedup_partitions, plan_read_tasks, starts_gzip
 from eventdedup.job.records import DriverRecord, PartitionCounts, partition_of_code
@@ -50,9 +50,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def run_dedup_job(sc: SparkContext, config: Config, batch_id: str, store: S3Store | None = None) -> JobResult:
+def run_dedup_job(sc: SparkContext, config: Config, batch_id: str, store: S3Store | None = None,
+                  confirm_copies: bool = False) -> JobResult:
     """Compute a staged batch into its job result. `store`: the batch's (with what its earlier
-    steps read: eventdedup.s3store.BatchReads); by default a store of the configured bucket."""
+    steps read: eventdedup.s3store.BatchReads); by default a store of the configured bucket.
+    `confirm_copies`: executors confirm every local copy with S3 (a 304) instead of trusting the
+    ETag the log records, as a check of the store does (verify-rerun: an object rewritten under
+    its committed name must be seen)."""
     store = store or S3Store(process_client(config.s3), config.s3.bucket)
     layout = Layout(config.layout)
     manifest = load_batch_manifest(store, layout, batch_id)
@@ -74,7 +78,7 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str, store: S3Stor
         config.spark.partitions, identity.epochs.coarse, sc.defaultParallelism,
         sum(info.size for _, info in to_read))
     records = (_run_spark(sc, store, config, layout, manifest, state, history, exclusions, to_read, partitions,
-                          identity) if to_read else [])
+                          identity, confirm_copies) if to_read else [])
     result = _assemble_result(store, config, manifest, state, history, records, exclusions, to_read, partitions)
     store.put_bytes(layout.job_result(batch_id), result.to_bytes(), content_type="application/json")
     log.info("batch %s: job finished against log version %d: %s", batch_id, history.base_version,
@@ -84,7 +88,8 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str, store: S3Stor
 
 def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout, manifest: BatchManifest,
                state: CommittedState, history: BatchHistory, exclusions: Mapping[str, ExcludedInput],
-               inputs: list[tuple[int, ObjectInfo]], partitions: int, identity: CacheIdentity) -> list[DriverRecord]:
+               inputs: list[tuple[int, ObjectInfo]], partitions: int, identity: CacheIdentity,
+               confirm_copies: bool = False) -> list[DriverRecord]:
     batch_id, epochs = manifest.batch_id, identity.epochs
     excluded = {i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions}
     rules = ParseRules.for_batch(config, manifest.as_of, fingerprint_hash=identity.fingerprint_hash)
@@ -122,7 +127,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
     numbered = [[(next(ordinals), unit) for unit in task] for task in tasks]
     log.info("batch %s: %d input objects read as %d ranges in %d tasks; %d dedup partitions", batch_id,
              len(inputs), sum(len(task) for task in tasks), len(tasks), partitions)
-    chains = sc.broadcast(state.cache_chains())
+    chains = sc.broadcast(CommittedChains(state.cache_chains(), {} if confirm_copies else state.chain_etags()))
     try:
         rdd = (
             sc.parallelize(numbered, len(numbered))

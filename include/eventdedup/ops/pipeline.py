@@ -180,7 +180,7 @@ def verify_rerun(store: S3Store, config: Config, batch_id: str, sc: SparkContext
     if record.is_operation:
         return [f"{batch_id} (log version {version}) is a {record.change.KIND}, not a batch: there is nothing to "
                 "recompute"]
-    job = run_dedup_job(sc, config, batch_id)
+    job = run_dedup_job(sc, config, batch_id, confirm_copies=True)  # a check: what S3 holds, not what copies say
     try:
         epochs = check_cache_identity(store, layout, config, state.bucket_cutovers).epochs
         return differences_from_commit(store, layout, job, record, state.cache_chains(), epochs.coarse,

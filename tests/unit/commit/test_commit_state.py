@@ -123,3 +123,28 @@ def test_a_checkpoint_keeps_the_bounds_and_one_written_before_them_still_loads()
     legacy = CommittedState.from_bytes(old, "old-cp")
     assert (legacy.latest_interval_batch_id, legacy.retain_from_hour, dict(legacy.batches)) == (
         "20261122T050000Z", None, {"20261122T050000Z": 1, "m": 2})
+
+
+def test_the_state_knows_the_etag_of_every_chain_object_and_of_no_other() -> None:
+    """Each commit's heads take the ETag its record lists them with; an object that merged into a
+    head or whose key left the state drops out; a checkpoint keeps them; one without them is
+    the same state (its copies are confirmed by a 304 instead)."""
+    def cache_record(version: int, batch: str, previous: str | None, heads: dict[str, str],
+                     bases: dict[str, tuple[str, ...]]) -> CommitRecord:
+        objects = tuple(PromotedObject("cache", key, 10, f'"etag-{key}"') for key in heads.values())
+        return CommitRecord(version, batch, previous, f"t-{batch}", "2026-11-22T06:00:00+00:00", BatchCounts(),
+                            (*objects, PromotedObject("data", f"data/{batch}", 5, '"d"')), heads, BatchChange(),
+                            cache_bases=bases)
+
+    state = CommittedState()
+    state = state.apply(cache_record(1, "b1", None, {"k1": "k1/b1", "k2": "k2/b1"}, {}), "c1")
+    state = state.apply(cache_record(2, "b2", "b1", {"k1": "k1/b2"}, {"k1": ("k1/b1",)}), "c2")  # b2 builds on b1's
+    state = state.apply(cache_record(3, "b3", "b2", {"k2": "k2/b3"}, {}), "c3")  # b3 merges b1's k2
+    assert state.object_etags == {key: f'"etag-{key}"' for key in ("k1/b1", "k1/b2", "k2/b3")}
+    assert state.chain_etags().keys() == {obj for chain in state.cache_chains().values() for obj in chain}
+    restored = CommittedState.from_bytes(state.to_bytes(), "checkpoint")
+    assert restored.object_etags == state.object_etags
+    older = orjson.loads(gzip.decompress(state.to_bytes()))
+    del older["object_etags"]  # a checkpoint of a release that did not record them (docs/formats.md)
+    without = CommittedState.from_bytes(gzip.compress(orjson.dumps(older)), "older")
+    assert without == state and without.object_etags == {}
