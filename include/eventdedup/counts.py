@@ -38,6 +38,16 @@ class BatchCounts(Mapping[str, int]):
     renamed: int = 0  # synthetic duplicates emitted under a derived id
     kept_synthetic: int = 0  # synthetic duplicates emitted flagged (duplicate_of)
     updates: int = 0  # changelog: emitted as op = update
+    # Changelog in an ordered store (a min:/max: survivor: eventdedup.dedup.decide): new versions of
+    # a committed key that order before its current version, found and dropped (audited
+    # `stale_version`; observe mode: would_drop_stale).
+    stale_version: int = 0
+    stale_dropped: int = 0
+    # Without changelog, in an ordered store: keys of the batch whose preferred new version (the
+    # survivor's) orders after the kept version or ties with it, the one version a changelog store
+    # would emit of each as an update against that version (a changelog store's own later versions
+    # could differ). Not a duplicate found or settled.
+    changelog_would_update: int = 0
     # Observe mode ([dedup] mode = "observe"): nothing is dropped, renamed, kept flagged or output
     # as an update; these say what enforcing would have done instead (0 under enforce).
     would_drop_in_batch: int = 0  # would be in_batch_duplicates
@@ -45,6 +55,7 @@ class BatchCounts(Mapping[str, int]):
     would_rename: int = 0  # would be renamed
     would_keep: int = 0  # would be kept_synthetic
     would_update: int = 0  # would be updates (not a duplicate found: an update is a key's new version)
+    would_drop_stale: int = 0  # would be stale_dropped
     inputs_excluded: int = 0  # input objects an operator excluded, quarantined whole
     inputs_already_consumed: int = 0  # prefix inputs the ingestion ledger held, skipped
     populated: int = 0  # a populate batch: events committed to the cache, not output
@@ -96,13 +107,16 @@ class BatchCounts(Mapping[str, int]):
         """Every input line is accounted for exactly once: quarantined, dropped with a reason,
         output, or (a populate batch) committed to the cache only; and every duplicate found was
         dropped, renamed or kept (in observe mode: output, with what enforcing would have done)."""
-        accounted = (self.malformed + self.in_batch_duplicates + self.cross_batch_duplicates + self.output_rows
-                     + self.populated)
+        accounted = (self.malformed + self.in_batch_duplicates + self.cross_batch_duplicates + self.stale_dropped
+                     + self.output_rows + self.populated)
         if accounted != self.input_lines:
             raise EventDedupError(f"counts do not balance: {accounted} accounted for, {self.input_lines} input lines")
-        found = self.in_batch_natural + self.in_batch_synthetic + self.cross_batch_natural + self.cross_batch_synthetic
-        settled = self.in_batch_duplicates + self.cross_batch_duplicates + self.renamed + self.kept_synthetic
-        observed = self.would_drop_in_batch + self.would_drop_cross_batch + self.would_rename + self.would_keep
+        found = (self.in_batch_natural + self.in_batch_synthetic + self.cross_batch_natural + self.cross_batch_synthetic
+                 + self.stale_version)
+        settled = (self.in_batch_duplicates + self.cross_batch_duplicates + self.stale_dropped + self.renamed
+                   + self.kept_synthetic)
+        observed = (self.would_drop_in_batch + self.would_drop_cross_batch + self.would_drop_stale + self.would_rename
+                    + self.would_keep)
         if found != settled + observed:
             raise EventDedupError(
                 f"counts do not balance: {found} duplicates found, {settled} dropped, renamed or kept, {observed} "

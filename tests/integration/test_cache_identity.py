@@ -118,3 +118,39 @@ def test_a_fingerprint_hash_this_release_does_not_compute_is_refused(s3_server, 
     store.put_bytes(layout.cache_identity(), orjson.dumps(future))
     with pytest.raises(ConfigError, match=r"fingerprint hash 'xxh3-128' .* is none this release computes"):
         check_cache_identity(store, layout, config)
+
+
+def recorded_ordering(store: S3Store, layout: Layout) -> object:
+    return orjson.loads(store.get_bytes(layout.cache_identity())).get("ordering")
+
+
+def test_a_min_or_max_survivor_records_an_ordered_store_and_a_store_made_without_one_refuses_changelog(
+        s3_server, bucket) -> None:
+    """An ordered store keeps each entry's order key; one whose first batch ran with survivor
+    first keeps none, so a changelog that orders versions across batches cannot run there; a
+    min:/max: survivor without changelog still decides within each batch there."""
+    ordered = make_config(s3_server.endpoint_url, bucket, dedup={"survivor": "max:price", "changelog": True})
+    store, layout = S3Store(s3_server.client(), bucket), Layout(ordered.layout)
+    assert check_cache_identity(store, layout, ordered).ordering == "max"
+    assert recorded_ordering(store, layout) == {"survivor": "max:price", "values": "value", "changelog": True}
+    with pytest.raises(ConfigError, match="ordering"):  # another order over the same keys: refused
+        check_cache_identity(store, layout, make_config(s3_server.endpoint_url, bucket,
+                                                        dedup={"survivor": "min:price", "changelog": True}))
+    # Its changelog setting too: without changelog a later payload is claimed as a copy under the
+    # key, which changelog would take for the key's current version (and the other way round).
+    with pytest.raises(ConfigError, match=r"an ordered store made with changelog = true .* Keep changelog as "
+                                          r"recorded, or populate a new store \(new output, cache and state prefixes\)"):
+        check_cache_identity(store, layout, make_config(s3_server.endpoint_url, bucket, dedup={"survivor": "max:price"}))
+
+    plain = make_config(s3_server.endpoint_url, bucket, layout={"cache_prefix": "plain/cache",
+                                                                "state_prefix": "plain/state"})
+    assert check_cache_identity(store, Layout(plain.layout), plain).ordering is None
+    with_changelog = make_config(s3_server.endpoint_url, bucket, dedup={"survivor": "max:price", "changelog": True},
+                                 layout={"cache_prefix": "plain/cache", "state_prefix": "plain/state"})
+    with pytest.raises(ConfigError, match=r"keeps no order keys.*changelog = true with survivor 'max:price'.*"
+                                          r"eventdedup populate.*or set changelog = false"):
+        check_cache_identity(store, Layout(with_changelog.layout), with_changelog)
+    within_batches = make_config(s3_server.endpoint_url, bucket, dedup={"survivor": "max:price"},
+                                 layout={"cache_prefix": "plain/cache", "state_prefix": "plain/state"})
+    assert check_cache_identity(store, Layout(within_batches.layout), within_batches).ordering is None
+    assert recorded_ordering(store, Layout(plain.layout)) is None  # never rewritten

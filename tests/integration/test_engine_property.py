@@ -1,6 +1,8 @@
 """Property, end to end: random streams of keys and payloads split into batches, run through
 real Spark and the real S3 server with random job retries and reruns of committed batches; the
-committed output and audit equal the plain reference model, for every policy.
+committed output and audit equal the plain reference model, for every policy (min and max
+survivors on `price` order versions across batches: an ordered store), the newest batch sometimes
+retracted (its versions leave the view; the ones before are current again).
 
 Few examples (each is several Spark jobs); the per-key logic gets hundreds more, without Spark,
 in tests/unit/dedup/test_dedup_properties.py.
@@ -21,6 +23,7 @@ from eventdedup.inputs.manifest import freeze_batch_inputs
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.job.driver import run_dedup_job
 from eventdedup.ops.pipeline import run_batch, verify_rerun
+from eventdedup.ops.retract import retract_batch
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import NOW, committed_rows, expected_renamed_id, make_config, put_lines
@@ -41,7 +44,8 @@ policies = st.builds(ModelPolicy, synthetic=st.sampled_from(["rename", "drop", "
 plans = st.lists(st.tuples(st.lists(event_dicts, min_size=1, max_size=6),  # the batch's events
                            st.booleans(),  # run its job once more before promoting (a retried job)
                            st.integers(0, 3) | st.none(),  # then rerun this committed batch, if any
-                           st.sampled_from([0, 1, 30])),  # hours it arrives after the batch before it
+                           st.sampled_from([0, 1, 30]),  # hours it arrives after the batch before it
+                           st.sampled_from([False, False, True])),  # then retract it (the newest batch)
                  min_size=2, max_size=3)
 _buckets = itertools.count(1)
 
@@ -79,7 +83,8 @@ def test_committed_output_equals_the_reference_model_for_every_policy(s3_server,
     model = ModelStore(window_hours=WINDOW_HOURS)
     want_output, want_audit = [], []
     arrivals: dict[str, int] = {}
-    for number, (events, retry_job, rerun, later) in enumerate(plan, start=1):
+    retracted: set[str] = set()
+    for number, (events, retry_job, rerun, later, retract) in enumerate(plan, start=1):
         batch = f"b{number}"
         arrivals[batch] = (arrivals[f"b{number - 1}"] + later) if number > 1 else 0
         now = NOW + timedelta(hours=arrivals[batch])
@@ -93,7 +98,7 @@ def test_committed_output_equals_the_reference_model_for_every_policy(s3_server,
         output, audit = expected_rows(batch, events, verdicts)
         want_output += output
         want_audit += audit
-        if rerun is not None:
+        if rerun is not None and f"b{rerun % number + 1}" not in retracted:
             earlier = f"b{rerun % number + 1}"
             # README: a rerun is exact while it arrived within a window of the newest batch; after
             # that, entries it saw may have expired and it is refused.
@@ -102,6 +107,12 @@ def test_committed_output_equals_the_reference_model_for_every_policy(s3_server,
                     verify_rerun(store, config, earlier, spark)
             else:
                 assert verify_rerun(store, config, earlier, spark) == [], earlier
+        if retract:  # out of the committed view: its rows go, and its versions stop being current
+            retract_batch(store, config, batch, "a bad delivery", now)
+            model.retract(batch)
+            retracted.add(batch)
+            want_output = [row for row in want_output if row[0] != batch]
+            want_audit = [row for row in want_audit if row[0] != batch]
 
     got_output = [(r["batch_id"], r["event_id"], r["original_event_id"], r["duplicate_of"], r["op"],
                    r["supersedes_batch"], r["raw"]) for r in committed_rows(store, config, "data")]

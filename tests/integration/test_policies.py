@@ -21,6 +21,7 @@ from eventdedup.errors import ConfigError
 from eventdedup.inputs.selector import InputSelector
 from eventdedup.layout import Layout
 from eventdedup.ops.pipeline import run_batch, verify_rerun
+from eventdedup.ops.retract import retract_batch
 from eventdedup.s3store import S3Store
 
 from ..support.helpers import (
@@ -42,6 +43,19 @@ def ev(event_id: object, minute: int = 10, **payload: object) -> dict[str, Any]:
 
 A1, A2, A3, A4 = (ev("a", v=n) for n in (1, 2, 3, 4))
 B1 = ev(UUID_B, v=1)
+
+
+P3, P5, P7 = (ev("a", price=n) for n in (3, 5, 7))
+P7_TIE = ev("a", price=7, note="a tie")
+
+
+def at_hour(hour: int, **payload: object) -> dict[str, Any]:
+    return {"event_id": "a", "created_at": f"2026-11-22T{hour:02d}:10:00Z", **payload}
+
+
+U_0130 = at_hour(3, updated_at="2026-11-22T00:30:00-01:00")
+U_0100 = at_hour(5, updated_at="2026-11-22T01:00:00Z")
+U_EPOCH_0130 = at_hour(4, updated_at=1795311000)
 
 
 def raw(event: dict[str, Any]) -> str:
@@ -142,6 +156,28 @@ CASES = {
                ("b2", 1, "a", "cross_batch_synthetic", "dropped", "b1")],
         cache=[("b1", "a", ev("a", price=12.5))],
     ),
+    # Across batches by the event's own order (an ordered store): an older version is stale, a
+    # newer one or a tie updates the current one, a version without a value never follows one.
+    "changelog, survivor=max:price across batches": Case(
+        {"changelog": True, "survivor": "max:price"},
+        [[P5, B1], [P3, P3], [P7, P5], [P7_TIE], [ev("a")]],
+        output=[out("b1", P5), out("b1", B1), out("b3", P7, op="update", supersedes="b1"),
+                out("b4", P7_TIE, op="update", supersedes="b3")],
+        audit=[("b2", 1, "a", "stale_version", "dropped", "b1"), ("b2", 2, "a", "stale_version", "dropped", "b1"),
+               ("b3", 2, "a", "cross_batch_natural", "dropped", "b1"),
+               ("b5", 1, "a", "stale_version", "dropped", "b4")],
+        cache=[("b1", "a", P5), ("b1", UUID_B, B1), ("b3", "a", P7), ("b4", "a", P7_TIE)],
+    ),
+    # Instants, whatever their spelling, and copies in other hours: 00:30-01:00 is 01:30Z, later
+    # than 01:00Z (as text it sorts first); the epoch number 1795311000 is 01:30Z too (as a value,
+    # a number, it would order before every string).
+    "changelog, survivor=min:updated_at as instants, copies in other hours": Case(
+        {"changelog": True, "survivor": "min:updated_at", "survivor_values": "instant"},
+        [[U_0130], [U_0100], [U_EPOCH_0130]],
+        output=[out("b1", U_0130), out("b2", U_0100, op="update", supersedes="b1")],
+        audit=[("b3", 1, "a", "stale_version", "dropped", "b2")],
+        cache=[("b1", "a", U_0130), ("b2", "a", U_0100)],
+    ),
     "composite key, normalised, fingerprint fields": Case(
         {"key_fields": ["user_id", "insert_id"], "normalize": ["trim", "lower"], "fingerprint_fields": ["v"]},
         [[ev(None, user_id="U1", insert_id="7", v=1), ev(None, user_id=" u1", insert_id=7, v=1),
@@ -220,3 +256,31 @@ def test_changing_what_the_cache_means_is_refused_naming_the_settings(run_case, 
     policy_only = make_config(s3_server.endpoint_url, bucket, dedup={"synthetic": "drop"})
     run_batch(store, policy_only, "b2", InputSelector(input_prefix="landing/b2/"), NOW, lambda: spark)
     assert [r["event_id"] for r in committed_rows(store, policy_only, "data")] == ["a"]
+
+
+def test_an_ordered_store_without_changelog_audits_whether_each_version_would_have_superseded(
+        run_case, spark) -> None:
+    """b2's 3 is older than b1's kept 5, its 7 newer: both are renamed as before; the audit says
+    which a changelog would have emitted as an update of the kept version."""
+    store, config = run_case(Case({"survivor": "max:price", "synthetic": "rename"}, [[P5], [P3, P7]], [], [], []))
+    assert sorted((r["batch_id"], r["line_number"], r["reason"], r["action"], r["would_supersede"])
+                  for r in committed_rows(store, config, "audit")) == [
+        ("b2", 1, "cross_batch_synthetic", "renamed", False), ("b2", 2, "cross_batch_synthetic", "renamed", True)]
+    assert verify_rerun(store, config, "b2", spark) == []
+
+
+def test_a_retracted_version_leaves_the_previous_one_current(run_case, s3_server, bucket, spark) -> None:
+    """b2's 7 updated b1's 5 and is retracted: 6 then updates b1's 5 (against b2's 7 it would be
+    stale), and 4 is stale against b3's 6; reruns reproduce both."""
+    settings = {"changelog": True, "survivor": "max:price"}
+    store, config = run_case(Case(settings, [[P5], [P7]], [], [], []))
+    retract_batch(store, config, "b2", "a producer replayed a bad price", NOW)
+    for number, event in ((3, ev("a", price=6)), (4, ev("a", price=4, note="late"))):
+        put_lines(store, f"landing/b{number}/x.jsonl", [orjson.dumps(event)])
+        run_batch(store, config, f"b{number}", InputSelector(input_prefix=f"landing/b{number}/"), NOW, lambda: spark)
+    data = committed_rows(store, config, "data")
+    assert sorted((r["batch_id"], r["op"], r["supersedes_batch"], r["raw"]) for r in data) == [
+        ("b1", "insert", None, raw(P5)), ("b3", "update", "b1", raw(ev("a", price=6)))]
+    assert sorted((r["batch_id"], r["reason"], r["kept_in_batch"]) for r in committed_rows(store, config, "audit")) == [
+        ("b4", "stale_version", "b3")]
+    assert verify_rerun(store, config, "b3", spark) == [] and verify_rerun(store, config, "b4", spark) == []

@@ -431,7 +431,7 @@ def test_columns_are_read_by_range_not_whole(s3_server, bucket) -> None:  # type
         "batch_id": ["b2"] * rows, "source_object": [f"landing/src-{i % 7}/o.jsonl" for i in range(rows)],
         "line_number": list(range(rows)), "raw": [f'{{"event_id":"id-{i:08d}","pad":"{hashlib.sha256(str(i).encode()).hexdigest() * 4}"}}'
                 for i in range(rows)],
-        "producer": [f"app-{i % 13}" for i in range(rows)]}, schema=AUDIT_SCHEMA)
+        "producer": [f"app-{i % 13}" for i in range(rows)], "would_supersede": [None] * rows}, schema=AUDIT_SCHEMA)
     store = S3Store(s3_server.client(), bucket)
     body = table_to_parquet(table)
     info = store.put_bytes("audit/a.parquet", body)

@@ -122,3 +122,28 @@ def test_reshard_refuses_what_would_lose_history(s3_server, bucket, spark) -> No
     assert done.newly_committed and done.from_text == "2026-11-25T00:00Z"
     again = reshard(store, config, 8, NOW)
     assert (again.version, again.newly_committed) == (done.version, False)
+
+
+def test_an_ordered_store_orders_versions_across_a_reshard(s3_server, bucket, spark) -> None:
+    """Order keys stay with their entries through a cut-over: b1's versions (2 buckets) are the
+    current ones for b2's copies in hours on the new count and on the old; older ones are stale,
+    newer ones update; every batch reruns byte for byte."""
+    dedup = {"survivor": "max:price", "changelog": True}
+    before = make_config(s3_server.endpoint_url, bucket, dedup={**dedup, "buckets": 2}, spark={"partitions": 2})
+    after = make_config(s3_server.endpoint_url, bucket, dedup={**dedup, "buckets": 8}, spark={"partitions": 2})
+    store = S3Store(s3_server.client(), bucket)
+    run(store, before, spark, "b1", [ev(f"k{i}", hour(22, 3), price=10) for i in range(6)], NOW)
+    reshard(store, before, 8, NOW)
+    # k0, k1: older, in a new-count hour and in an old-count one; k2, k3: newer, likewise; k4 a tie.
+    b2 = [ev("k0", hour(23, 9), price=9), ev("k1", hour(22, 4), price=1), ev("k2", hour(23, 9), price=11),
+          ev("k3", hour(22, 5), price=10.5), ev("k4", hour(23, 8), price=10, note="tie")]
+    run(store, after, spark, "b2", b2, LATER)
+    run(store, after, spark, "b3", [ev("k2", hour(22, 3), price=10.5)], LATER + timedelta(hours=1))
+    data = sorted((r["batch_id"], r["event_id"], r["op"], r["supersedes_batch"]) for r in committed_rows(store, after, "data"))
+    assert data == sorted([("b1", f"k{i}", "insert", None) for i in range(6)]
+                          + [("b2", "k2", "update", "b1"), ("b2", "k3", "update", "b1"), ("b2", "k4", "update", "b1")])
+    audit = sorted((r["batch_id"], r["event_id"], r["reason"], r["kept_in_batch"])
+                   for r in committed_rows(store, after, "audit"))
+    assert audit == [("b2", "k0", "stale_version", "b1"), ("b2", "k1", "stale_version", "b1"),
+                     ("b3", "k2", "stale_version", "b2")]
+    assert all(verify_rerun(store, after, batch, spark) == [] for batch in ("b1", "b2", "b3"))

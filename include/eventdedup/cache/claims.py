@@ -105,6 +105,11 @@ def _chain_runs_or_none(store: S3Store, chain: Sequence[str]) -> list[CacheRun] 
 
 
 def _same_run(a: CacheRun | None, b: CacheRun | None) -> bool:
+    """The same entries, and in an ordered store the same order keys (a claim whose key differs
+    would make the key's current version order otherwise)."""
     if a is None or b is None:
         return a is b
-    return bool(np.array_equal(a.digests, b.digests) and np.array_equal(a.fingerprints, b.fingerprints))
+    same_keys = ((a.order_keys is None) == (b.order_keys is None)
+                 and (a.order_keys is None or b.order_keys is None or a.order_keys.equals(b.order_keys)))
+    return bool(np.array_equal(a.digests, b.digests) and np.array_equal(a.fingerprints, b.fingerprints)
+                and same_keys)

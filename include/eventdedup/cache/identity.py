@@ -8,6 +8,14 @@ match them. Buckets may only grow, by a reshard committed to the log (eventdedup
 eventdedup.ops.reshard). The bucket count and the fingerprint hash may be left unset in the
 configuration: the cache's are taken. An identity that names no hash is a BLAKE2b-64 cache's,
 which keeps it (an identity is never rewritten: docs/formats.md).
+
+A min:/max: survivor's first batch also records its order (`ordering`: the survivor, how its
+values compare, and changelog, which an ordered store keeps): the store is then *ordered*, its
+segments keep each entry's order key (format 3: eventdedup.cache.segment), and versions follow
+that order across batches (eventdedup.dedup.decide).
+A store recorded without one keeps no order keys: a changelog that must order versions across
+batches is refused there (populate a new store from its output); without changelog, a min:/max:
+survivor still decides within each batch.
 """
 from __future__ import annotations
 
@@ -18,7 +26,7 @@ from typing import Any
 import orjson
 
 from eventdedup.cache.epochs import BucketEpochs, Cutover
-from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_HASHES, Config
+from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_HASHES, Config, parse_survivor
 from eventdedup.errors import ConfigError, CorruptStateError
 from eventdedup.keys import hour_text
 from eventdedup.layout import Layout
@@ -33,6 +41,9 @@ class CacheIdentity:
 
     epochs: BucketEpochs
     fingerprint_hash: str  # the hash the cache's fingerprints were made with (FingerprintRules.algorithm)
+    # An ordered store's survivor direction ("min" or "max": its entries keep order keys); None: the
+    # store keeps none.
+    ordering: str | None = None
 
 
 def check_cache_identity(store: S3Store, layout: Layout, config: Config,
@@ -60,6 +71,16 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
     recorded = {"fingerprint_hash": FINGERPRINT_BLAKE2B, **orjson.loads(data)}  # absent: BLAKE2b (docs/formats.md)
     epochs = BucketEpochs(int(recorded["buckets"]), cutovers)
     followed = {"buckets"} | (set() if config.dedup.fingerprint_hash else {"fingerprint_hash"})
+    if recorded.get("ordering") is None and wanted.get("ordering") is not None:
+        if config.dedup.changelog:
+            raise ConfigError(
+                f"the dedup cache keeps no order keys ({store.uri(key)}): its first batch ran with survivor first or "
+                f"last, or under a release before ordered stores, and changelog = true with survivor "
+                f"{config.dedup.survivor!r} needs each key's current version's value. Populate a new store from this "
+                "one's output (new output, cache and state prefixes, then `eventdedup populate --source-prefix "
+                "<this output prefix>`), or set changelog = false (the survivor then decides within each batch)")
+        followed.add("ordering")  # a min:/max: survivor within each batch, as before ordered stores
+    _refuse_changelog_switch(recorded.get("ordering"), wanted.get("ordering"), store.uri(key))
     _refuse_changes(recorded, wanted, followed, store.uri(key))
     if recorded["fingerprint_hash"] not in FINGERPRINT_HASHES:
         raise ConfigError(f"the dedup cache's fingerprint hash {recorded['fingerprint_hash']!r} ({store.uri(key)}) "
@@ -73,7 +94,28 @@ def check_cache_identity(store: S3Store, layout: Layout, config: Config,
             "Changing the count in the configuration alone would let every retransmission through as new; grow it "
             "with `eventdedup reshard`"
         )
-    return CacheIdentity(epochs, str(recorded["fingerprint_hash"]))
+    ordering = recorded.get("ordering")
+    return CacheIdentity(epochs, str(recorded["fingerprint_hash"]),
+                         None if ordering is None else parse_survivor(str(ordering["survivor"]))[0])
+
+
+def _refuse_changelog_switch(recorded: Any, wanted: Any, where: str) -> None:
+    """An ordered store keeps its changelog setting: without changelog, a later payload of a key is
+    claimed under the key as a renamed or kept copy, so under changelog it would be taken for the
+    key's current version (and a newer one dropped against it, or superseding a row no reader sees
+    as the key's)."""
+    if not isinstance(recorded, dict) or not isinstance(wanted, dict):
+        return
+    if {**recorded, "changelog": None} != {**wanted, "changelog": None}:
+        return  # another order altogether: refused with the other settings
+    made_with = bool(recorded.get("changelog"))
+    if made_with != bool(wanted.get("changelog")):
+        entries = "versions" if made_with else "its first version and that version's copies"
+        raise ConfigError(
+            f"the dedup cache is an ordered store made with changelog = {str(made_with).lower()} ({where}): "
+            f"its entries of a key are {entries}, which the other setting would misread. Keep changelog as "
+            "recorded, or populate a new store (new output, cache and state prefixes) from this one's output with "
+            "the setting you want: `eventdedup populate --source-prefix <this output prefix>`")
 
 
 def _refuse_changes(recorded: dict[str, Any], wanted: dict[str, Any], followed: set[str], where: str) -> None:

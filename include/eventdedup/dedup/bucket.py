@@ -145,7 +145,9 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
         loaded[hour].extend(runs)
     view = CacheView.from_hours(loaded, rules.visible_owners)
     priorities = rules.survivor.priorities(table.column("order_key"), table.num_rows)
-    decision = decide_key_group(digests, fingerprints, priorities, view, rules.batch_id, rules.policy, key_hours, core)
+    order_keys = table.column("order_key") if rules.policy.ordering is not None else None
+    decision = decide_key_group(digests, fingerprints, priorities, view, rules.batch_id, rules.policy, key_hours, core,
+                                order_keys)
     emitted = decision.emitted_mask  # what enforcing emits: observing too, the cache holds exactly these
     duplicates = np.flatnonzero(decision.outcomes != Outcome.KEPT)
     fine_buckets = rules.epochs.fine_buckets(digests, hours)
@@ -154,7 +156,8 @@ def decide_bucket(rules: BucketRules, bucket: int, table: pa.Table, cache: Bucke
     written = 0
     for hour, fine in zip(new_hours.tolist(), new_fines.tolist(), strict=True):
         within = (hours == hour) & (fine_buckets == fine)
-        own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within, core=core)
+        own_run = new_cache_run(rules.batch_id, digests, fingerprints, decision, within=within, core=core,
+                                order_keys=order_keys)
         sizes = cache.chain_sizes(hour, fine)
         merge = rules.chains.objects_to_merge(sizes, len(own_run) * ENTRY_BYTES)
         merged = cache.runs(hour, fine, merge) if merge else []
@@ -237,6 +240,7 @@ def cross_hour_duplicates(decision: KeyDecision, view: CacheView, key_of_row: np
 
 # Observing, what enforcing does is counted as what it would do.
 _WOULD_COUNTS = {"in_batch_duplicates": "would_drop_in_batch", "cross_batch_duplicates": "would_drop_cross_batch",
+                 "stale_dropped": "would_drop_stale",
                  "renamed": "would_rename", "kept_synthetic": "would_keep", "updates": "would_update"}
 
 
@@ -251,11 +255,14 @@ def counts_of(decision: KeyDecision, populate: bool, observe: bool = False, **wo
              if outcome is not Outcome.KEPT}
     settled = {"in_batch_duplicates": int(np.count_nonzero(in_batch & dropped)),
                "cross_batch_duplicates": int(np.count_nonzero(cross_batch & dropped)),
+               "stale_dropped": int(np.count_nonzero((outcomes == Outcome.STALE_VERSION) & dropped)),
                "renamed": int(np.count_nonzero(actions == Action.RENAME)),
                "kept_synthetic": int(np.count_nonzero(actions == Action.KEEP)),
                "updates": int(np.count_nonzero(actions == Action.UPDATE))}
     output = len(actions) if observe else int(np.count_nonzero(~dropped))
     if observe:
         settled = {_WOULD_COUNTS[name]: value for name, value in settled.items()}
+    if decision.would_update is not None:
+        work["changelog_would_update"] = int(np.count_nonzero(decision.would_update))
     return BatchCounts(output_rows=0 if populate else output, populated=output if populate else 0,
                        **settled, **found, **work)

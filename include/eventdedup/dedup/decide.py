@@ -16,6 +16,15 @@ Per row:
   copy is emitted as an update of the key;
 - otherwise the survivor policy picks one copy per key; copies with its fingerprint are in-batch
   natural duplicates, the preferred copy of each other fingerprint an in-batch synthetic one.
+
+In an ordered store (its identity records a min:/max: survivor: eventdedup.cache.identity) the
+cache keeps each entry's order key, and the survivor's order holds across batches too (Flink's
+keep-last deduplication by an ordering attribute, Hudi's precombine field): in changelog mode the
+preferred new version of a committed key is an update only where it orders after the key's
+current version (the latest committed run holding the key) or ties with it; one that orders
+before it is a stale version, dropped, with every other new copy of the key (`newer_or_tied`
+says how values compare). Without changelog the first version stays, and each cross-batch
+synthetic copy is marked with whether changelog would have emitted it (`would_supersede`).
 """
 from __future__ import annotations
 
@@ -26,9 +35,11 @@ from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from eventdedup import native_dedup
-from eventdedup.cache.segment import CacheRun
+from eventdedup.cache.segment import CacheRun, stored_order_keys
 from eventdedup.cache.view import CacheView, IndexArray
 from eventdedup.keys import DIGEST_DTYPE, FINGERPRINT_BYTES, KEY_DIGEST_BYTES
 from eventdedup.sorting import order_by_group_then_rank, unique_inverse
@@ -48,6 +59,9 @@ class Outcome(IntEnum):
     IN_BATCH_SYNTHETIC = 2  # same key, different fingerprint from the survivor in this batch
     CROSS_BATCH_NATURAL = 3  # same key and fingerprint emitted by an earlier committed batch
     CROSS_BATCH_SYNTHETIC = 4  # same key, different fingerprint, emitted by an earlier batch
+    # Changelog in an ordered store: a new version that orders before the key's current one (an
+    # older updated_at redelivered late, a replayed backfill), and every other new copy of the key.
+    STALE_VERSION = 5
 
     @property
     def reason(self) -> str:
@@ -91,6 +105,9 @@ class DuplicatePolicy:
 
     synthetic: str = "rename"
     changelog: bool = False
+    # An ordered store's survivor ("min" or "max"): the order versions follow across batches; None
+    # for a store that keeps no order keys (then commit order).
+    ordering: str | None = None
 
     @property
     def synthetic_action(self) -> Action:
@@ -139,6 +156,13 @@ class KeyDecision:
     holder: IndexArray
     owners: tuple[str, ...]
     batch_id: str
+    # Without changelog, in an ordered store: per row, whether changelog would have emitted the row
+    # as an update of the version the audit names as kept (meaningful for cross-batch synthetic
+    # rows only). None elsewhere.
+    would_supersede: Mask | None = None
+    # With it: per row, whether the row is its key's preferred new version (the survivor's, the one
+    # changelog would emit) and would supersede: what changelog_would_update counts, per key.
+    would_update: Mask | None = None
 
     @property
     def emitted_mask(self) -> Mask:
@@ -152,11 +176,13 @@ class KeyDecision:
 
 def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: npt.NDArray[np.int64], cache: CacheView,
                      batch_id: str, policy: DuplicatePolicy = DuplicatePolicy(),
-                     key_hours: KeyHours | None = None, core: ModuleType | None = None) -> KeyDecision:
+                     key_hours: KeyHours | None = None, core: ModuleType | None = None,
+                     order_keys: pa.Array | pa.ChunkedArray | None = None) -> KeyDecision:
     """Classify every row; `digests` (S16), `fingerprints` (uint64), `priorities` in input order.
     `key_hours` says which hours of the cache may hold each key (eventdedup.cache.guard); None:
-    any hour of the view. `core`: decided by the compiled dedup core, exactly as below."""
-    if core is not None:
+    any hour of the view. `core`: decided by the compiled dedup core, exactly as below (not in an
+    ordered store: `policy.ordering`, which needs `order_keys`, each row's)."""
+    if core is not None and policy.ordering is None:
         if key_hours is not None:
             key_hours.numbering_of(digests)
         run_hours = cache.hours or (0,) * len(cache.runs)
@@ -165,6 +191,8 @@ def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: n
             [(run.digests, run.fingerprints, hour) for run, hour in zip(cache.runs, run_hours, strict=True)],
             None if key_hours is None else key_hours.hours, policy.synthetic_action, policy.changelog)
         return KeyDecision(outcomes, actions, holders, cache.owners, batch_id)
+    if policy.ordering is not None and order_keys is None:
+        raise ValueError("an ordered store's decision needs each row's order key")
     n = len(digests)
     pairs = pair_bytes(digests, fingerprints)
     _, pair_of_row = unique_inverse(pairs)
@@ -175,15 +203,53 @@ def decide_key_group(digests: Digests, fingerprints: Fingerprints, priorities: n
     key_of_row = unique_inverse(digests)[1] if key_hours is None else key_hours.numbering_of(digests)
     key_of_pair = key_of_row[pair_rep]
     queries_by_hour = None if key_hours is None else key_hours.queries_by_hour(key_of_pair)
-    found = cache.lookup(digests[pair_rep], fingerprints[pair_rep], queries_by_hour)
+    found = cache.lookup(digests[pair_rep], fingerprints[pair_rep], queries_by_hour, policy.ordering)
     best = _best_new_pair_per_key(key_of_pair, priorities[pair_rep], found.pair_hit)
+    rep_order = (None if policy.ordering is None or order_keys is None
+                 else stored_order_keys(order_keys).take(pa.array(pair_rep, pa.int64())))
     rep, rest = _classify_pairs(found.pair_hit, found.pair_owner, found.key_hit, found.key_first, found.key_last,
                                 best, policy, this_batch=len(cache.owners))
     is_rep = pair_rep[pair_of_row] == np.arange(n)
+    would_supersede = would_update = None
+    if rep_order is not None and found.last_order is not None and found.first_order is not None:
+        if policy.changelog:
+            _mark_stale(rep, rest, key_of_pair, found.pair_hit, found.key_last,
+                        ~newer_or_tied(rep_order, found.last_order, policy.ordering) & ~found.pair_hit
+                        & found.key_hit & best)
+        else:
+            superseding = newer_or_tied(rep_order, found.first_order, policy.ordering)
+            would_supersede = superseding[pair_of_row]
+            would_update = (superseding & best & found.key_hit & ~found.pair_hit)[pair_of_row] & is_rep
     outcomes = np.where(is_rep, rep.outcome[pair_of_row], rest.outcome[pair_of_row]).astype(np.uint8)
     actions = np.where(is_rep, rep.action[pair_of_row], rest.action[pair_of_row]).astype(np.uint8)
     holder = np.where(is_rep, rep.holder[pair_of_row], rest.holder[pair_of_row]).astype(np.int32)
-    return KeyDecision(outcomes, actions, holder, cache.owners, batch_id)
+    return KeyDecision(outcomes, actions, holder, cache.owners, batch_id, would_supersede, would_update)
+
+
+def newer_or_tied(new: pa.Array, current: pa.Array, ordering: str | None) -> Mask:
+    """Per position, whether a version with order key `new` may follow one with `current` across
+    batches: it orders after it (greater under max, smaller under min) or ties with it (equal
+    keys, or neither has one: then commit order decides). A version without a key never follows
+    one with a key; one with a key always follows one without."""
+    new_held = pc.is_valid(new).to_numpy(zero_copy_only=False)
+    current_held = pc.is_valid(current).to_numpy(zero_copy_only=False)
+    after = pc.greater(new, current) if ordering == "max" else pc.less(new, current)
+    after_or_equal = pc.fill_null(pc.or_(after, pc.equal(new, current)), False).to_numpy(zero_copy_only=False)
+    result: Mask = (new_held & ~current_held) | (~new_held & ~current_held) | (new_held & current_held & after_or_equal)
+    return result
+
+
+def _mark_stale(rep: _PairFate, rest: _PairFate, key_of_pair: npt.NDArray[np.intp], pair_hit: Mask,
+                key_last: IndexArray, stale_best: Mask) -> None:
+    """Keys whose preferred new version orders before their current one: every new copy of them
+    (each new pair's representative and its copies) is a stale version, held by the current one."""
+    if not stale_best.any():
+        return
+    stale_key = np.zeros(int(key_of_pair.max()) + 1, bool)
+    stale_key[key_of_pair[stale_best]] = True
+    stale = stale_key[key_of_pair] & ~pair_hit
+    rep.set(stale, Outcome.STALE_VERSION, Action.DROP, key_last)
+    rest.set(stale, Outcome.STALE_VERSION, Action.DROP, key_last)
 
 
 def _best_new_pair_per_key(key_of_pair: npt.NDArray[np.intp], rep_priority: npt.NDArray[np.int64],
@@ -250,8 +316,11 @@ def _classify_pairs(pair_hit: Mask, pair_owner: IndexArray, key_hit: Mask, key_f
 
 
 def new_cache_run(batch_id: str, digests: Digests, fingerprints: Fingerprints, decision: KeyDecision,
-                  within: Mask | None = None, core: ModuleType | None = None) -> CacheRun:
+                  within: Mask | None = None, core: ModuleType | None = None,
+                  order_keys: pa.Array | pa.ChunkedArray | None = None) -> CacheRun:
     """The pairs this batch claims: exactly the rows it emits, in any form (of the rows `within`:
-    one hour's, for that hour's segment)."""
+    one hour's, for that hour's segment); in an ordered store (`order_keys`, each row's) with
+    their order keys."""
     emitted = decision.emitted_mask if within is None else decision.emitted_mask & within
-    return CacheRun.build(batch_id, digests[emitted], fingerprints[emitted], core)
+    keys = None if order_keys is None else stored_order_keys(order_keys).filter(pa.array(emitted))
+    return CacheRun.build(batch_id, digests[emitted], fingerprints[emitted], core, keys)

@@ -22,7 +22,8 @@ from eventdedup.tables import AUDIT_SCHEMA, OUTPUT_SCHEMA, repeated_text
 DECIDED_OUTPUT = OUTPUT_SCHEMA.remove(OUTPUT_SCHEMA.get_field_index("raw"))
 # Audit rows as decided: what was found and done; where the row came from is the job's to add.
 DECIDED_AUDIT = pa.schema([AUDIT_SCHEMA.field(name) for name in
-                           ("event_id", "event_time", "reason", "action", "kept_in_batch", "batch_id")])
+                           ("event_id", "event_time", "reason", "action", "kept_in_batch", "batch_id",
+                            "would_supersede")])
 # Labels indexed by the enums' values (0, 1, 2, ...), so an audit column is one numpy take.
 _REASONS = np.array([Outcome(i).reason for i in range(len(Outcome))], dtype=object)
 _ACTION_LABELS = np.array([Action(i).label for i in range(len(Action))], dtype=object)
@@ -88,4 +89,14 @@ def audit_columns(batch_id: str, table: pa.Table, decision: KeyDecision,
         "action": pa.array(labels[decision.actions[duplicates]], pa.string()),
         "kept_in_batch": pa.array(holders[decision.holder[duplicates]], pa.string()),
         "batch_id": repeated_text(batch_id, len(duplicates)),
+        "would_supersede": _would_supersede(decision, duplicates),
     }, schema=DECIDED_AUDIT)
+
+
+def _would_supersede(decision: KeyDecision, duplicates: npt.NDArray[np.intp]) -> pa.Array:
+    """Per audited row: for a cross-batch synthetic copy in an ordered store without changelog,
+    whether changelog would have emitted it as an update; null otherwise."""
+    if decision.would_supersede is None:
+        return pa.nulls(len(duplicates), pa.bool_())
+    marked = decision.outcomes[duplicates] == Outcome.CROSS_BATCH_SYNTHETIC
+    return pa.array(decision.would_supersede[duplicates], pa.bool_(), mask=~marked)

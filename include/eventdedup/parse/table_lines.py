@@ -79,9 +79,13 @@ def _raw_column(table: pa.Table) -> pa.ChunkedArray | None:
 
 
 def _json_default(value: Any) -> Any:
-    """What orjson does not serialise itself: exact decimals as numbers' text, bytes as base64."""
+    """What orjson does not serialise itself: a decimal as the JSON number it was (a float that
+    reads back as the same decimal: 12.50 as 12.5, as the stream's JSON spelled it and as a
+    `min:`/`max:` survivor orders numbers), else as its exact text (more digits than a double
+    holds); bytes as base64; dates and times as ISO-8601."""
     if isinstance(value, Decimal):
-        return str(value)
+        number = float(value)
+        return number if value.is_finite() and Decimal(repr(number)) == value else str(value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, (date, datetime, time)):

@@ -1,11 +1,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventdedup.cache.segment import FOOTER, CacheRun, blocks_of, decode_segment, encode_segment
+from eventdedup.cache.segment import (
+    FOOTER,
+    ORDER_KEY_BYTES,
+    ORDERED_FORMAT,
+    CacheRun,
+    blocks_of,
+    decode_segment,
+    encode_segment,
+)
 from eventdedup.cache.segment_parts import runs_holding
 from eventdedup.cache.view import CacheView
 from eventdedup.errors import CorruptStateError
@@ -142,3 +151,87 @@ def test_the_ranges_of_many_small_runs_are_read_in_one_request_and_far_ones_apar
         assert found is not None and len(ranges) == requests
         held = CacheView(tuple(found)).lookup(probed, np.zeros(len(probed), np.uint64))
         assert held.key_hit.all()
+
+
+def ordered_run(owner: str, ids: list[str], keys: list[bytes | None]) -> CacheRun:
+    return CacheRun.build(owner, np.array([key_digest(i) for i in ids], DIGEST_DTYPE),
+                          np.arange(len(ids), dtype=np.uint64), order_keys=pa.array(keys, pa.binary()))
+
+
+def entries_of(runs: list[CacheRun]) -> list[tuple[str, bytes, int, bytes | None]]:
+    found = []
+    for r in runs:
+        keys = r.order_keys.to_pylist() if r.order_keys is not None else [None] * len(r)
+        found += [(r.owner, d.tobytes(), int(f), k) for d, f, k in zip(r.digests, r.fingerprints, keys, strict=True)]
+    return sorted(found, key=lambda entry: (entry[0], entry[1], entry[2]))
+
+
+def test_an_ordered_store_segment_keeps_each_entry_order_key_cut_at_255_bytes() -> None:
+    long = b"\x02" + b"y" * 400
+    runs = [ordered_run("b1", ["a", "b", "c", "d"], [b"\x01" + b"\x80" * 8, None, long, b""]),
+            CacheRun.build("b2", np.array([key_digest("e")], DIGEST_DTYPE), np.array([7], np.uint64))]
+    data = encode_segment(runs)
+    assert data[4] == ORDERED_FORMAT and encode_segment(runs[1:])[4] == 2  # an unordered store's stay format 2
+    decoded = decode_segment(data, "s")
+    by_digest = dict(zip([d.tobytes() for d in decoded[0].digests], decoded[0].order_keys.to_pylist(), strict=True))
+    assert by_digest == {key_digest("a"): b"\x01" + b"\x80" * 8, key_digest("b"): None,
+                         key_digest("c"): long[:ORDER_KEY_BYTES], key_digest("d"): None}  # empty: none
+    assert decoded[1].order_keys.to_pylist() == [None]  # a run without keys in an ordered segment
+
+
+def test_an_ordered_entry_costs_its_key_and_a_length_byte_more_and_4_bytes_a_block() -> None:
+    def size(count: int) -> int:
+        ids = [str(i) for i in range(count)]
+        return len(encode_segment([ordered_run("20261122T0500Z", ids, [b"\x01" + b"k" * 8] * count)]))
+    assert size(2000) - size(1000) == 1000 * (24 + 1 + 9) + (blocks_of(2000) - blocks_of(1000)) * 24
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 255, 256, 257, 700]), min_size=1, max_size=3),
+       probes=st.lists(st.integers(0, 10**9), min_size=1, max_size=25), tail=st.sampled_from([40, 300, 1 << 16]),
+       seed=st.integers(0, 2**32 - 1))
+def test_the_parts_of_an_ordered_segment_are_its_entries_holding_the_probes_with_their_keys(
+        sizes: list[int], probes: list[int], tail: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    runs = []
+    for number, size in enumerate(sizes):
+        ids = [f"{number}-{i}" for i in range(size)]
+        keys = [None if rng.random() < 0.3 else rng.bytes(int(rng.integers(1, 300))) for _ in ids]
+        runs.append(ordered_run(f"b{number}", ids, keys))
+    data = encode_segment(runs)
+    everything = np.concatenate([r.digests for r in runs] + [np.frombuffer(rng.bytes(32), DIGEST_DTYPE)])
+    wanted = np.unique(everything[np.array(probes) % len(everything)])
+    parts = runs_holding(data[-tail:], len(data), lambda start, stop: data[start:stop], "s", wanted)
+    assert parts is not None
+    held = {d.tobytes() for d in wanted}
+    whole = [entry for entry in entries_of(decode_segment(data, "s")) if entry[1] in held]
+    assert [entry for entry in entries_of(parts) if entry[1] in held] == whole
+
+
+@pytest.mark.parametrize("where", ["key", "length"])
+def test_a_damaged_order_key_fails_the_block_checksum_read_whole_or_in_parts(where: str) -> None:
+    ids = [str(i) for i in range(600)]
+    data = bytearray(encode_segment([ordered_run("b1", ids, [b"\x01" + i.encode().rjust(8, b"0") for i in ids])]))
+    table_length = FOOTER.unpack_from(data, len(data) - 4 - FOOTER.size)[1]
+    lengths_at = table_length + 24 * 600
+    data[lengths_at + 300 if where == "length" else lengths_at + 600 + 9 * 300 + 4] ^= 1
+    wanted = np.sort(np.array([key_digest(i) for i in ids], DIGEST_DTYPE))
+    # A damaged key fails its block's CRC; a damaged length may move every key after it: refused too.
+    with pytest.raises(CorruptStateError, match="s3://bkt/seg: block 1 of run b1 fails" if where == "key" else
+                       "s3://bkt/seg"):
+        runs_holding(bytes(data[-4096:]), len(data), lambda start, stop: bytes(data[start:stop]), "s3://bkt/seg",
+                     wanted)
+    with pytest.raises(CorruptStateError, match="s3://bkt/seg"):
+        decode_segment(bytes(data), "s3://bkt/seg")
+
+
+def test_a_claim_is_the_same_only_with_the_same_order_keys() -> None:
+    """verify-rerun compares a rerun's claims with the committed ones (eventdedup.cache.claims): in
+    an ordered store an entry's order key is part of the claim."""
+    from eventdedup.cache.claims import _same_run
+
+    committed = decode_segment(encode_segment([ordered_run("b1", ["a", "b"], [b"\x00" + b"\x80" * 8, None])]), "s")[0]
+    assert _same_run(committed, ordered_run("b1", ["a", "b"], [b"\x00" + b"\x80" * 8, None]))
+    assert not _same_run(committed, ordered_run("b1", ["a", "b"], [b"\x00" + b"\x81" * 8, None]))
+    assert not _same_run(committed, ordered_run("b1", ["a", "b"], [b"\x00" + b"\x80" * 8, b"\x01x"]))
+    assert not _same_run(committed, run("b1", ["a", "b"], [0, 1]))  # a claim without keys

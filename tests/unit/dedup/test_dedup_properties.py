@@ -41,11 +41,16 @@ BUCKETS = 2
 # eight days back: older than the window by event time, which is never what expires), its
 # payload fingerprint and its survivor field.
 events = st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from([0, 1, 24, -190]), st.integers(1, 3),
-                   st.none() | st.integers(-2, 2))
+                   st.none() | st.integers(-2, 2) | st.sampled_from(["m", "n"]))
+# min and max survivors in an ordered store (ordered None) and in one made before ordered stores
+# (ordered False: order within batches only).
 policies = st.builds(ModelPolicy, synthetic=st.sampled_from(["rename", "drop", "keep"]),
-                     survivor=st.sampled_from(["first", "last", "min", "max"]), changelog=st.booleans())
-# Each batch: its events and how many hours after the batch before it it arrives.
-streams = st.lists(st.tuples(st.lists(events, min_size=1, max_size=12), st.sampled_from([0, 1, 30])),
+                     survivor=st.sampled_from(["first", "last", "min", "max"]), changelog=st.booleans(),
+                     ordered=st.sampled_from([None, None, False]))
+# Each batch: its events, how many hours after the batch before it it arrives, and whether it is
+# retracted once committed (before the next batch).
+streams = st.lists(st.tuples(st.lists(events, min_size=1, max_size=12), st.sampled_from([0, 1, 30]),
+                             st.sampled_from([False, False, False, True])),
                    min_size=1, max_size=5)
 
 
@@ -110,7 +115,8 @@ def bucket_outcomes(cache: MemoryCache, committed: dict[str, int], arrival: int,
         guard_hours=tuple(range(start, last + 1)), guard_days=tuple(range(start // 24, last // 24 + 1)),
         epochs=BucketEpochs(BUCKETS),
         survivor=SurvivorPolicy.parse(policy.survivor if policy.survivor in ("first", "last") else f"{policy.survivor}:p"),
-        policy=DuplicatePolicy(policy.synthetic, policy.changelog), chains=chains, observe=observe, compiled=compiled)
+        policy=DuplicatePolicy(policy.synthetic, policy.changelog, policy.survivor if policy.orders_versions else None),
+        chains=chains, observe=observe, compiled=compiled)
     table = pa.table({
         "event_id": [key for key, _, _, _ in rows],
         "key_digest": pa.array([key_digest(key) for key, _, _, _ in rows], pa.binary(16)),
@@ -143,7 +149,8 @@ def decide(cache: MemoryCache, committed: dict[str, int], arrival: int, batch: s
     verdicts: list[Verdict | None] = [None] * len(rows)
     for members, outcome in outcomes:
         for row, audit in zip(outcome.duplicates.tolist(), outcome.audit.to_pylist(), strict=True):
-            verdicts[members[row]] = Verdict(audit["reason"], audit["action"], audit["kept_in_batch"])
+            verdicts[members[row]] = Verdict(audit["reason"], audit["action"], audit["kept_in_batch"],
+                                             audit["would_supersede"])
         for row, output in zip(np.flatnonzero(outcome.emitted).tolist(), outcome.output.to_pylist(), strict=True):
             if verdicts[members[row]] is None:
                 update = output["op"] == "update"
@@ -166,7 +173,7 @@ def test_bucket_decisions_equal_the_reference_model_and_reruns_reproduce_them(st
     committed: dict[str, int] = {}  # batch -> arrival hour, in commit order
     decided: dict[str, list[Verdict]] = {}
     arrival = HOUR
-    for number, (rows, later) in enumerate(stream, start=1):
+    for number, (rows, later, retract) in enumerate(stream, start=1):
         batch, arrival = f"b{number}", arrival + later
         expected = decide_batch(model, batch, [ModelEvent(key, fingerprint, value) for key, _, fingerprint, value in rows],
                                 policy, arrival)
@@ -176,6 +183,10 @@ def test_bucket_decisions_equal_the_reference_model_and_reruns_reproduce_them(st
         assert all(len(chain) <= chains.max_chain for chain in cache.segments.values())
         committed[batch] = arrival
         decided[batch] = got
+        if retract:  # the newest batch leaves the view (nothing decided against it yet): its versions go
+            model.retract(batch)
+            del committed[batch], decided[batch]
+            continue
         for choice in rerun_choices:  # recompute an earlier batch against today's heads
             earlier = list(committed)[choice % len(committed)]
             before = dict(list(committed.items())[:list(committed).index(earlier)])

@@ -81,7 +81,8 @@ def test_the_compiled_decision_is_the_reference_on_random_keys_runs_and_policies
         outcomes.update(reference.outcomes.tolist())
         actions.update(reference.actions.tolist())
     # Every outcome and action was decided many times: the comparison covered each branch.
-    assert all(outcomes[outcome] >= 200 for outcome in Outcome), outcomes
+    # (A stale version is an ordered store's, which the Python decides: never the core.)
+    assert all(outcomes[outcome] >= 200 for outcome in Outcome if outcome is not Outcome.STALE_VERSION), outcomes
     assert all(actions[action] >= 200 for action in Action), actions
 
 
@@ -92,7 +93,7 @@ def test_a_bucket_decided_by_the_core_is_the_reference_bucket_byte_for_byte(stre
     caches = {compiled: MemoryCache() for compiled in (False, True)}
     committed: dict[str, int] = {}
     arrival = HOUR
-    for number, (rows, later) in enumerate(stream, start=1):
+    for number, (rows, later, _) in enumerate(stream, start=1):  # retractions: the properties' concern
         batch, arrival = f"b{number}", arrival + later
         decided = {compiled: bucket_outcomes(caches[compiled], committed, arrival, batch, rows, policy, chains,
                                              compiled=compiled) for compiled in (False, True)}

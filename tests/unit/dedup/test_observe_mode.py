@@ -54,7 +54,9 @@ def expected_observe_counts(verdicts: list[Verdict]) -> dict[str, int]:
               "would_drop_in_batch": sum(v.action == "dropped" and v.reason.startswith("in_batch") for v in found),
               "would_drop_cross_batch": sum(v.action == "dropped" and v.reason.startswith("cross_batch") for v in found),
               "would_rename": sum(v.action == "renamed" for v in found),
-              "would_keep": sum(v.action == "kept" for v in found)}
+              "would_keep": sum(v.action == "kept" for v in found),
+              "would_drop_stale": sum(v.reason == "stale_version" for v in found),
+              "stale_version": sum(v.reason == "stale_version" for v in found)}
     for reason in ("in_batch_natural", "in_batch_synthetic", "cross_batch_natural", "cross_batch_synthetic"):
         counts[reason] = sum(v.reason == reason for v in found)
     return counts
@@ -76,7 +78,7 @@ def test_observed_batches_output_everything_audit_what_enforcing_would_do_and_bu
     cache, enforced_cache = MemoryCache(), MemoryCache()
     committed: dict[str, int] = {}
     arrival = HOUR
-    for number, (rows, later) in enumerate(stream, start=1):
+    for number, (rows, later, _) in enumerate(stream, start=1):  # retractions: the properties' concern
         batch, arrival = f"b{number}", arrival + later
         expected = decide_batch(model, batch, [ModelEvent(key, fingerprint, value) for key, _, fingerprint, value in rows],
                                 policy, arrival)

@@ -135,6 +135,26 @@ def test_survivor_order_keys_sort_like_the_values_and_the_time_field_as_an_insta
     assert early.order_key < late.order_key
 
 
+def test_survivor_values_read_as_instants_order_by_the_instant_whatever_their_spelling() -> None:
+    """survivor_values = "instant": the field is read as the time field is (ISO-8601 with any
+    offset, or epoch seconds or milliseconds); a value that is no instant
+    is quarantined with its reason; a missing one has no order key."""
+    rules = rules_with(survivor="max:updated_at", survivor_values="instant")
+    spellings = [b'"2026-11-22T05:30:00+02:00"', b'"2026-11-22T03:30:00Z"', b"1795318200", b"1795318200000"]
+    keys = {parse_event(b'{"event_id":"e","created_at":"2026-11-22T04:00:00Z","updated_at":' + value + b"}",
+                        rules).order_key for value in spellings}
+    assert len(keys) == 1  # one instant, four spellings (2026-11-22T03:30:00Z = 1795318200 s)
+    later = parse_event(b'{"event_id":"e","created_at":"2026-11-22T04:00:00Z","updated_at":"2026-11-22T03:30:01Z"}',
+                        rules).order_key
+    assert later > keys.pop()
+    as_values = rules_with(survivor="max:updated_at")  # compared as values, the strings sort by their text
+    assert parse_event(line(event_id="e", updated_at="2026-11-22T05:30:00+02:00"), as_values).order_key > \
+        parse_event(line(event_id="e", updated_at="2026-11-22T04:00:00Z"), as_values).order_key
+    assert parse_event(line(event_id="e"), rules).order_key is None
+    with pytest.raises(InvalidEvent, match="survivor field: "):
+        parse_event(line(event_id="e", updated_at="yesterday"), rules)
+
+
 def test_repeated_keys_are_quarantined_at_any_depth_and_with_any_spacing() -> None:
     with pytest.raises(InvalidEvent, match='repeated key "event_id" in one JSON object'):
         parse_event(line(event_id="a")[:-1] + b',"event_id":"b"}', RULES)
@@ -222,3 +242,15 @@ def test_a_batchs_rules_fingerprint_with_the_hash_they_are_given_and_fields_narr
     assert FingerprintRules().algorithm == "blake2b-64"  # what every fingerprint was before the hash was recorded
     with pytest.raises(ValueError, match="unknown fingerprint hash 'xxh3-128'"):
         FingerprintRules(algorithm="xxh3-128")
+
+
+def test_integers_a_double_cannot_hold_order_by_their_digits() -> None:
+    """1700000000000000001 and 1700000000000000000 are one double: as order keys they must still
+    order (a nanosecond timestamp, an LSN), and against floats by exact value."""
+    rules = rules_with(survivor="max:version")
+    def key(value: object) -> bytes:
+        return parse_event(line(event_id="e", version=value), rules).order_key
+    values = [-(2**63), -(2**53) - 1, -1.5, 0, 0.5, 2**53, 2**53 + 1, 1.7e18, 1_700_000_000_000_000_001, 2**64 - 1]
+    keys = [key(v) for v in values]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert key(1_700_000_000_000_000_000) == key(1.7e18)  # the same number, spelled two ways

@@ -109,3 +109,24 @@ def test_each_batchs_mode_is_shown_as_runs_in_commit_order() -> None:
             "<tr><td>enforce</td><td>b1</td><td>b2</td><td>2</td></tr>"
             "<tr><td>observe</td><td>b3</td><td>b3</td><td>1</td></tr>"
             "<tr><td>enforce</td><td>b4</td><td>b4</td><td>1</td></tr></table>") in page
+
+
+def test_an_ordered_stores_updates_and_stale_versions_are_drawn_per_batch() -> None:
+    """b1 emits 2 (no versions: no section); b2 updates 1 key and drops 2 stale versions; b3
+    drops 1: the versions chart has those two series, per batch, and the header counts 3 stale."""
+    def versions(version: int, updates: int, stale: int) -> CommitRecord:
+        counts = BatchCounts.of({"input_lines": 2 + stale, "output_rows": 2 - (version > 1) * (2 - updates),
+                                 "updates": updates, "stale_version": stale, "stale_dropped": stale})
+        return CommitRecord(version, f"b{version}", None, "t", (T + timedelta(minutes=5 * version)).isoformat(),
+                            counts, (), {}, BatchChange(decided_against={}))
+
+    assert 'data-chart="versions"' not in render_page(figures_of([batch(1, T)]))
+    page = render_page(figures_of([versions(1, 0, 0), versions(2, 1, 2), versions(3, 0, 1)]))
+    chart = re.search(r'<svg class="chart" data-chart="versions".*?</figure>', page, re.S)
+    assert chart is not None and "<figcaption>Updates emitted and stale versions dropped by each batch" in page
+    figures = figures_of([versions(1, 0, 0), versions(2, 1, 2), versions(3, 0, 1)])
+    assert [b["counts"]["updates"] for b in figures["batches"]] == [0, 1, 0]
+    assert [b["counts"]["stale_version"] for b in figures["batches"]] == [0, 2, 1]
+    assert "<td>stale versions dropped (or observed)</td><td>3</td>" in page
+    assert "</i>updates</span>" in chart.group(0) and "</i>stale versions</span>" in chart.group(0)
+    assert chart.group(0).count("<polyline") == 2  # series that are zero throughout are left out
