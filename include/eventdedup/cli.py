@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_INCONSISTENT = 3
+DEFAULT_STREAMS_DIR = "conf/streams"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except EventDedupError as exc:
-        print(f"eventdedup: {exc}", file=sys.stderr)
+        _error(f"eventdedup: {exc}")
         return EXIT_FAILED
+
+
+def _error(message: str) -> None:
+    """A line on stderr in one write: the relays of the JVM's output write there too, and print's
+    separate write of the newline would let one of their lines in before it."""
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
 
 
 def run() -> NoReturn:
@@ -116,11 +124,26 @@ def _parser() -> argparse.ArgumentParser:
     grow.add_argument("--buckets", type=int, required=True, help="the new count: a multiple of the current one")
     grow.add_argument("--effective-from", type=_timestamp,
                       help="a whole hour with a UTC offset; default: the earliest safe hour")
+    backfill = command("backfill-columns", _backfill_columns, "fill the declared columns ([table.columns]) into the "
+                       "committed files of a range of output hours: one commit per hour, resumable")
+    backfill.add_argument("--since", type=_timestamp, required=True, help="the first output hour (ISO-8601 with "
+                          "offset; the hour holding it)")
+    backfill.add_argument("--until", type=_timestamp, help="before this (default: every later hour committed)")
+    infer = command("infer-columns", _infer_columns, "suggest a [table.columns] block from a sample of landing lines")
+    infer.add_argument("--input-prefix", required=True, help="the landing prefix to sample (objects in key order)")
+    infer.add_argument("--sample", type=int, default=100_000, help="lines to read (default: 100000)")
+    infer.add_argument("--json", action="store_true")
     command("sweep", _sweep, "process landing objects older than the lookback that no batch consumed, "
             "as one batch")
     status = command("status", _status, "committed batches, ingestion lag and store consistency")
     status.add_argument("--json", action="store_true")
     status.add_argument("--limit", type=int, default=20, help="how many recent batches to list")
+    streams = sub.add_parser("streams", help="every stream of a folder at once: consistency, latest batch, ingestion "
+                             "lag, and the stream files that cannot run")
+    streams.set_defaults(handler=_streams)
+    streams.add_argument("--dir", help="the folder of <stream>.toml files (default: EVENTDEDUP_STREAMS_DIR, "
+                         f"else {DEFAULT_STREAMS_DIR})")
+    streams.add_argument("--json", action="store_true")
     return parser
 
 
@@ -187,7 +210,7 @@ def _run_batch(args: argparse.Namespace) -> int:
         try:
             outcome = run_batch(store, config, batch_id, selector, now, spark, timings, by_hand=True)
         except EmptyIntervalError as refused:  # its message names this command's configuration file
-            print(f"eventdedup: {refused.explain(args.config)}", file=sys.stderr)
+            _error(f"eventdedup: {refused.explain(args.config)}")
             return EXIT_FAILED
     state = "committed" if outcome.newly_committed else "already committed"
     print(f"batch {outcome.batch_id} {state} as log version {outcome.version}: {_counts_text(outcome.counts)}")
@@ -290,7 +313,7 @@ def _report(args: argparse.Namespace) -> int:
     until = args.until or now
     refused = _report_arguments_refused(args, until)
     if refused:  # before anything is read: a report of a large range reads for minutes
-        print(f"eventdedup: {refused}", file=sys.stderr)
+        _error(f"eventdedup: {refused}")
         return 2
     config = load_config(args.config)
     report = build_report(_store(config), config, args.since or until - timedelta(days=1), until,
@@ -362,6 +385,36 @@ def _reshard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _backfill_columns(args: argparse.Namespace) -> int:
+    from eventdedup.ops.backfill_columns import backfill_columns
+
+    config = load_config(args.config)
+    hours = backfill_columns(_store(config), config, args.since, args.until, datetime.now(timezone.utc))
+    for hour in hours:
+        if hour.change is None:
+            print(f"{hour.hour_text}: every file already holds the columns")
+            continue
+        state = "committed" if hour.newly_committed else "already committed"
+        print(f"{hour.hour_text}: {hour.backfill_id} {state} as log version {hour.version}: "
+              f"{orjson.dumps(hour.change.figures).decode()}")
+    print(f"{len(hours)} hour(s) of committed output in the range; "
+          f"{sum(1 for hour in hours if hour.newly_committed)} backfilled now")
+    return 0
+
+
+def _infer_columns(args: argparse.Namespace) -> int:
+    from eventdedup.ops.infer_columns import infer_columns
+
+    if args.sample < 1:
+        _error("eventdedup: --sample takes a positive count of lines")
+        return 2
+    config = load_config(args.config)
+    inferred = infer_columns(_store(config), config, args.input_prefix, args.sample)
+    print(orjson.dumps(inferred.to_json(), option=orjson.OPT_INDENT_2).decode() if args.json else inferred.toml(),
+          end="" if not args.json else "\n")
+    return 0
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from eventdedup.ops.alerts import Alert, record_alert
     from eventdedup.ops.pipeline import run_batch
@@ -388,3 +441,16 @@ def _status(args: argparse.Namespace) -> int:
     print(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode() if args.json else format_status(status))
     return 0 if status["consistent"] else EXIT_INCONSISTENT
 
+
+def _streams(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eventdedup.ops.stream_status import folder_exit_code, folder_status, format_folder_status
+    from eventdedup.streams import read_stream_folder
+
+    # Each file validated with this environment's overrides, as `--config` of that file would be.
+    folder = read_stream_folder(Path(args.dir or os.environ.get("EVENTDEDUP_STREAMS_DIR") or DEFAULT_STREAMS_DIR),
+                                os.environ)
+    status = folder_status(folder, _store, datetime.now(timezone.utc))
+    print(orjson.dumps(status, option=orjson.OPT_INDENT_2).decode() if args.json else format_folder_status(status))
+    return folder_exit_code(status)

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from eventdedup.column_types import ON_MISMATCH, ColumnTypeError, DeclaredColumn, declared_column
 from eventdedup.errors import ConfigError, InvalidNameError
 from eventdedup.naming import normalize_prefix
 
@@ -44,6 +45,11 @@ class LayoutSettings:
     alerts_prefix: str = "alerts/"
     # The daily HTML report and its JSON (eventdedup.report), one pair per day and a latest.
     reports_prefix: str = "reports/"
+
+    def own_prefixes(self) -> dict[str, str]:
+        """Every prefix eventdedup writes under, by setting name: input may come from none of them,
+        and no other stream may write under them (eventdedup.streams)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "landing_prefix"}
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ PARTITION_TIMES = ("event", "id")
 NORMALIZE_STEPS = ("trim", "lower")
 SURVIVOR_KINDS_BY_ORDER = ("first", "last")
 SURVIVOR_KINDS_BY_FIELD = ("min", "max")
+SURVIVOR_VALUES = ("value", "instant")  # how a survivor field's values compare
 
 
 def parse_survivor(text: str) -> tuple[str, str | None]:
@@ -136,6 +143,10 @@ class DedupSettings:
     fingerprint_hash: str = ""
     synthetic: str = "rename"
     survivor: str = "first"
+    # How a min:/max: survivor field's values compare (eventdedup.parse.order_keys): "value" (numbers
+    # by value, before strings by code point) or "instant" (read as the time field is: ISO-8601 with
+    # an offset, epoch seconds or milliseconds). The time field always compares as an instant.
+    survivor_values: str = "value"
     changelog: bool = False
     normalize: tuple[str, ...] = ()
     # Which hour an event's cache entry belongs to: "event" (its time_field) or "id" (the time a
@@ -176,6 +187,12 @@ class DedupSettings:
         kind, field_name = parse_survivor(self.survivor)
         return field_name if kind in SURVIVOR_KINDS_BY_FIELD else None
 
+    @property
+    def survivor_order(self) -> str | None:
+        """"min" or "max" for a survivor that compares a field; None for first/last."""
+        kind, _ = parse_survivor(self.survivor)
+        return kind if self.survivor_field is not None else None
+
 
 @dataclass(frozen=True)
 class SparkSettings:
@@ -208,6 +225,12 @@ class TableSettings:
     # own default, 7 days: readers of older table versions keep their files that long). Batches'
     # files are never vacuumed: the commit log names them (eventdedup.delta.upkeep).
     vacuum_retention_hours: int = 168
+    # [table.columns]: typed columns of the output beside the dedup columns and `raw`, in declared
+    # order, each read from a field of the event (eventdedup.column_types; docs/delta-table.md).
+    columns: tuple[DeclaredColumn, ...] = ()
+    # A value that does not fit its column's type: "null" (null in that column, the line output as
+    # usual, the mismatch counted) or "quarantine" (the line goes to the quarantine with its reason).
+    on_mismatch: str = "null"
 
 
 @dataclass(frozen=True)
@@ -225,6 +248,21 @@ class ReportSettings:
 
 
 @dataclass(frozen=True)
+class ScheduleSettings:
+    """When a scheduler runs this configuration's batches (the Airflow DAGs; the commands ignore it).
+    Unset, each falls back to the deployment's setting (docs/operations.md, "Streams")."""
+
+    # The pipeline's data intervals, a cron in UTC: "" is EVENTDEDUP_SCHEDULE, else every 5 minutes.
+    pipeline_cron: str = ""
+    # The go-live: the first interval the pipeline processes; every later one runs, in order. None is
+    # EVENTDEDUP_START_DATE. Moving it later after go-live leaves the intervals before it unprocessed.
+    start_date: datetime | None = None
+    # The maintenance DAG's runs (expiry, compaction, checks, the day's report): "" is
+    # EVENTDEDUP_MAINTENANCE_SCHEDULE, else daily.
+    maintenance_cron: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     s3: S3Settings
     layout: LayoutSettings = field(default_factory=LayoutSettings)
@@ -234,6 +272,7 @@ class Config:
     inputs: InputSettings = field(default_factory=InputSettings)
     table: TableSettings = field(default_factory=TableSettings)
     report: ReportSettings = field(default_factory=ReportSettings)
+    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
 
     @property
     def key_fields(self) -> tuple[str, ...]:
@@ -254,7 +293,24 @@ class Config:
         }
         if self.dedup.partition_time != "event":  # absent: "event" (docs/formats.md)
             identity["partition_time"] = self.dedup.partition_time
+        ordering = self.ordering()
+        if ordering is not None:  # absent: a store that keeps no order keys (eventdedup.cache.identity)
+            identity["ordering"] = ordering
         return identity
+
+    def ordering(self) -> dict[str, str | bool] | None:
+        """The order a min:/max: survivor puts versions in, which an ordered store keeps across
+        batches: the survivor, how its field's values compare, and whether the store emits
+        versions (changelog) or keeps its first and copies the rest (renamed or kept copies are
+        claimed under the key too, so they cannot become versions later). None for first/last."""
+        field_name = self.dedup.survivor_field
+        if field_name is None:
+            return None
+        values = "instant" if field_name == self.events.time_field else self.dedup.survivor_values
+        return {"survivor": self.dedup.survivor, "values": values, "changelog": self.dedup.changelog}
+
+
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
 _SECTIONS: dict[str, type] = {
@@ -266,6 +322,7 @@ _SECTIONS: dict[str, type] = {
     "inputs": InputSettings,
     "table": TableSettings,
     "report": ReportSettings,
+    "schedule": ScheduleSettings,
 }
 
 
@@ -312,8 +369,30 @@ def _build_section(cls: type, name: str, section: Mapping[str, Any], source: str
         raise ConfigError(f"{source}: [s3] bucket is required")
     values: dict[str, Any] = {}
     for key, value in section.items():
+        if cls is TableSettings and key == "columns":
+            values[key] = _declared_columns(value, source)
+            continue
         values[key] = _coerce(name, key, known[key].type, value, source)
     return cls(**values)
+
+
+def _declared_columns(value: Any, source: str) -> tuple[DeclaredColumn, ...]:
+    """[table.columns], in the order the file declares them: each a type, or {path, type}."""
+    where = f"{source}: [table.columns]"
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table of column = type, got {value!r}")
+    columns = []
+    try:
+        for name, spec in value.items():
+            columns.append(declared_column(str(name), spec, where))
+    except ColumnTypeError as exc:
+        raise ConfigError(str(exc)) from None
+    folded = [column.name.lower() for column in columns]
+    twice = sorted({name for name in folded if folded.count(name) > 1})
+    if twice:
+        raise ConfigError(f"{where}: columns {twice} differ only in case: Spark, Athena and Trino would read them "
+                          "as one column")
+    return tuple(columns)
 
 
 def _coerce(section: str, key: str, declared: Any, value: Any, source: str) -> Any:
@@ -333,7 +412,9 @@ def _coerce(section: str, key: str, declared: Any, value: Any, source: str) -> A
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{where} must be an integer, got {value!r}")
         return value
-    if declared == "datetime":
+    if declared in ("datetime", "datetime | None"):
+        if value == "" and declared == "datetime | None":  # TOML has no null: "" leaves it unset
+            return None
         if isinstance(value, datetime):
             parsed = value
         elif isinstance(value, str):
@@ -353,8 +434,9 @@ def _coerce(section: str, key: str, declared: Any, value: Any, source: str) -> A
 
 def _validated(config: Config, source: str) -> Config:
     s3 = config.s3
-    if not (3 <= len(s3.bucket) <= 63):
-        raise ConfigError(f"{source}: [s3] bucket {s3.bucket!r} is not a valid bucket name")
+    if not _BUCKET_NAME.fullmatch(s3.bucket):  # what S3 accepts: an Asset URI and every key depend on it
+        raise ConfigError(f"{source}: [s3] bucket {s3.bucket!r} is not a valid bucket name (3 to 63 lower-case "
+                          "letters, digits, dots and hyphens, beginning and ending with a letter or digit)")
     endpoint = s3.endpoint_url or None
     if endpoint is not None and not endpoint.startswith(("http://", "https://")):
         raise ConfigError(f"{source}: [s3] endpoint_url must start with http:// or https://, got {endpoint!r}")
@@ -390,6 +472,7 @@ def _validated(config: Config, source: str) -> Config:
     _validate_semantics(config.dedup, source)
     _validate_inputs(config.inputs, source)
     _validate_table(config.table, source)
+    _validate_schedule(config.schedule, source)
     if config.report.source_prefix_depth < 0 or config.report.top < 1:
         raise ConfigError(f"{source}: [report] source_prefix_depth may not be negative and top must be at least 1")
     return replace(config, s3=replace(s3, endpoint_url=endpoint), layout=LayoutSettings(**layout_values))
@@ -413,6 +496,9 @@ def _validate_semantics(dedup: DedupSettings, source: str) -> None:
     unknown_steps = [step for step in dedup.normalize if step not in NORMALIZE_STEPS]
     if unknown_steps:
         raise ConfigError(f"{source}: [dedup] normalize accepts {list(NORMALIZE_STEPS)}, got {unknown_steps}")
+    if dedup.survivor_values not in SURVIVOR_VALUES:
+        raise ConfigError(f"{source}: [dedup] survivor_values must be one of {list(SURVIVOR_VALUES)}, "
+                          f"got {dedup.survivor_values!r}")
     kind, survivor_field = parse_survivor(dedup.survivor)
     by_input_order = kind in SURVIVOR_KINDS_BY_ORDER and ":" not in dedup.survivor
     by_field = kind in SURVIVOR_KINDS_BY_FIELD and survivor_field is not None
@@ -450,6 +536,18 @@ def _validate_table(table: TableSettings, source: str) -> None:
     if table.vacuum_retention_hours < 1:
         raise ConfigError(f"{source}: [table] vacuum_retention_hours must be at least 1: a compaction still "
                           "writing its files is younger than that")
+    if table.on_mismatch not in ON_MISMATCH:
+        raise ConfigError(f"{source}: [table] on_mismatch must be one of {list(ON_MISMATCH)}, "
+                          f"got {table.on_mismatch!r}")
+
+
+def _validate_schedule(schedule: ScheduleSettings, source: str) -> None:
+    """The cron's shape only: the scheduler checks its fields when it builds the DAG."""
+    for key in ("pipeline_cron", "maintenance_cron"):
+        text = getattr(schedule, key)
+        if text and not (text.startswith("@") or 5 <= len(text.split()) <= 7):
+            raise ConfigError(f"{source}: [schedule] {key} {text!r} is not a cron expression: five fields "
+                              "(e.g. \"*/5 * * * *\") or a preset such as @hourly or @daily")
 
 
 def _check_prefixes_disjoint(prefixes: Mapping[str, str], source: str) -> None:

@@ -53,6 +53,11 @@ class InconsistentStoreError(EventDedupError):
     """An unfinished promotion exists; the pipeline halts until `eventdedup recover` succeeds."""
 
 
+class ColumnsRefusedError(EventDedupError):
+    """The declared columns changed in a way the output's schema cannot take (a removal, a rename,
+    a type change that is no widening), or a column operation that cannot run."""
+
+
 class RetractionRefusedError(EventDedupError):
     """A retraction that would leave the committed view inconsistent (a later batch decided
     against the retracted one) or that names no recent committed batch."""

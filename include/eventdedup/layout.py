@@ -6,8 +6,9 @@ attempt's random token (`Layout.attempt_root`), and no commit records them.
 """
 from __future__ import annotations
 
+import re
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from eventdedup.config import LayoutSettings
 from eventdedup.errors import InvalidNameError
@@ -86,14 +87,24 @@ class Layout:
             f"{validate_batch_id(batch_id)}-part-{partition:05d}.parquet"
         )
 
+    def backfilled_data(self, key: str, columns_tag: str) -> str:
+        """Where a column backfill writes its copy of a batch's data file (the original, or an
+        earlier copy): beside it, `<batch>-part-NNNNN.<columns tag>.parquet`, the tag naming the
+        columns it holds (eventdedup.ops.backfill_columns), so the copy is still the batch's."""
+        if self.data_owner(key) is None or not _COLUMNS_TAG.fullmatch(columns_tag):
+            raise InvalidNameError(f"{key} is no batch's data file, or {columns_tag!r} no columns tag")
+        folder, _, name = key.rpartition("/")
+        number_end = name.rindex("-part-") + len("-part-") + 5
+        return f"{folder}/{name[:number_end]}.{columns_tag}.parquet"
+
     def data_owner(self, key: str) -> str | None:
-        """Inverse of final_data: the batch a data file (its key, or its path below the output
-        prefix) belongs to; None for any other file (one a Delta compaction wrote)."""
+        """Inverse of final_data (and backfilled_data): the batch a data file (its key, or its path
+        below the output prefix) belongs to; None for any other file (one a Delta compaction wrote)."""
         name = key.rsplit("/", 1)[-1]
         stem, sep, tail = name.rpartition("-part-")
-        number = tail[:-len(".parquet")]
+        number, dot, tag = tail[:-len(".parquet")].partition(".")
         if not (sep and stem and tail.endswith(".parquet") and len(number) >= 5 and number.isascii()
-                and number.isdigit()):
+                and number.isdigit() and (not dot or _COLUMNS_TAG.fullmatch(tag))):
             return None
         try:
             return validate_batch_id(stem)
@@ -212,7 +223,11 @@ class Layout:
 
     def own_prefixes(self) -> dict[str, str]:
         """Every prefix eventdedup writes under, by setting name: input may come from none of them."""
-        return {f.name: getattr(self.settings, f.name) for f in fields(self.settings) if f.name != "landing_prefix"}
+        return self.settings.own_prefixes()
+
+
+# A column backfill's tag in its files' names: "c" and 8 hex digits of its columns' digest.
+_COLUMNS_TAG = re.compile(r"c[0-9a-f]{8}")
 
 
 def is_guard_object(key: str) -> bool:

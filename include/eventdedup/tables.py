@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from eventdedup.column_types import DEDUP_COLUMNS, DeclaredColumn
 from eventdedup.errors import CorruptStateError
 from eventdedup.keys import KEY_DIGEST_BYTES
 from eventdedup.s3store import S3Store
@@ -55,7 +56,42 @@ AUDIT_SCHEMA = pa.schema([
     # The raw line's top-level [report] producer_field value (eventdedup.parse.producers); null when
     # unset or absent. Older files lack the column (docs/formats.md): readers take it as null.
     ("producer", pa.string()),
+    # Without changelog, in an ordered store (eventdedup.dedup.decide): for a cross-batch synthetic
+    # copy, whether changelog would have emitted it as an update of the kept version (it orders
+    # after it or ties with it); null for every other row and store. Older files lack the column
+    # (docs/formats.md): readers take it as null.
+    ("would_supersede", pa.bool_()),
 ])
+
+# Declared columns ([table.columns], eventdedup.column_types) follow the output's own columns, in
+# declared order, under their own names.
+assert tuple(OUTPUT_SCHEMA.names) + ("date", "hour") == DEDUP_COLUMNS, "column_types.DEDUP_COLUMNS names the output's"
+
+# In a chunk, a declared column's values travel as DECLARED_PREFIX + its name (a name of its own may
+# be any of the chunk's: seq, fingerprint...), then `mismatched`: the positions of the row's
+# declared columns whose value did not fit its type (null when none did not).
+DECLARED_PREFIX = "declared:"
+MISMATCHED = pa.field("mismatched", pa.list_(pa.int32()))
+
+
+def chunk_schema(columns: tuple[DeclaredColumn, ...]) -> pa.Schema:
+    """The chunk's schema for a batch that writes these declared columns."""
+    if not columns:
+        return CHUNK_SCHEMA
+    return pa.schema([*CHUNK_SCHEMA, *(pa.field(DECLARED_PREFIX + column.name, column.column_type.arrow)
+                                       for column in columns), MISMATCHED])
+
+
+def declared_chunk_columns(schema: pa.Schema) -> list[str]:
+    """The declared columns' names in a chunk (or shuffle) schema, with `mismatched`: what deciding
+    never reads, and the output takes as they are."""
+    return [name for name in schema.names if name.startswith(DECLARED_PREFIX) or name == MISMATCHED.name]
+
+
+def output_schema(columns: tuple[DeclaredColumn, ...]) -> pa.Schema:
+    """The output's schema for a batch that writes these declared columns."""
+    return pa.schema([*OUTPUT_SCHEMA, *(pa.field(column.name, column.column_type.arrow) for column in columns)])
+
 
 QUARANTINE_SCHEMA = pa.schema([
     ("raw", pa.binary()),  # verbatim bytes: the line may not even be valid UTF-8

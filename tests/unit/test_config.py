@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -37,7 +38,11 @@ def test_dedup_semantics_read_as_documented_and_key_fields_default_to_the_id_fie
     assert config.cache_identity() == {
         "buckets": 16, "key_fields": ["user_id", "insert_id"], "normalize": ["trim", "lower"],
         "fingerprint_fields": [], "fingerprint_exclude": ["collector_tstamp"], "fingerprint_hash": "xxh3-64",
-        "time_field": "created_at"}
+        "time_field": "created_at", "ordering": {"survivor": "max:updated_at", "values": "value", "changelog": True}}
+    # The time field orders as an instant whatever survivor_values says; first/last record no order.
+    timed = load_config(write(tmp_path, '[s3]\nbucket = "events"\n[dedup]\nsurvivor = "min:created_at"\n'), environ={})
+    assert timed.cache_identity()["ordering"] == {"survivor": "min:created_at", "values": "instant", "changelog": False}
+    assert "ordering" not in default.cache_identity()
 
 
 def test_a_new_cache_records_xxh3_64_unless_the_configuration_names_its_fingerprint_hash(tmp_path: Path) -> None:
@@ -121,3 +126,11 @@ def test_the_example_configuration_documents_every_key_there_is() -> None:
 def test_input_layouts_that_cannot_bound_a_listing_are_refused(inputs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config_from_mapping({"s3": {"bucket": "events"}, "inputs": inputs})
+
+
+@pytest.mark.parametrize("bucket", ["[mobile-events", "Events", "ev", "events_raw", "-events", "events-"])
+def test_a_bucket_name_s3_would_refuse_is_refused_at_start_up(bucket: str) -> None:
+    """A stream's bucket names its output Asset (s3://<bucket>/...): a name S3 refuses would break
+    the DAG folder's import for every stream, not only its own."""
+    with pytest.raises(ConfigError, match=re.escape(f"bucket {bucket!r} is not a valid bucket name")):
+        config_from_mapping({"s3": {"bucket": bucket}})

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from eventdedup.column_types import DeclaredColumn
 from eventdedup.commit.log import committed_record, committed_version
 from eventdedup.commit.state import CommittedState, record_arrival_hour
 from eventdedup.errors import ExpiredHistoryError
@@ -57,6 +58,9 @@ class BatchHistory:
     recorded_partitions: int | None = None
     # A rerun's [dedup] mode as its commit recorded it (what it output and audited follows it).
     recorded_mode: str | None = None
+    # A rerun's declared columns and on_mismatch as its commit recorded them (its files carry them).
+    recorded_columns: tuple[DeclaredColumn, ...] | None = None
+    recorded_on_mismatch: str | None = None
 
     def guard_hours(self, arrivals: Mapping[str, int]) -> tuple[int, ...]:
         """The arrival hours whose id guards may name an hour holding a visible batch's id: from
@@ -147,5 +151,5 @@ def _rerun_history(store: S3Store, layout: Layout, state: CommittedState, batch_
     recorded = None if change.ledger_update is None else frozenset(change.ledger_update.inputs)
     kept = frozenset(owner for owner, version in state.batches.items() if version < own_version)
     return BatchHistory(own_version - 1, arrival, start, retain, _visible(state, start, own_version), kept, recorded,
-                        change.partitions, change.mode)
+                        change.partitions, change.mode, change.columns, change.on_mismatch)
 

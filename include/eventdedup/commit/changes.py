@@ -8,7 +8,9 @@ with a `kind`.
 - `BatchChange`: a batch (scheduled interval, manual prefix, sweep, populate) adds its output,
   cache runs and consumed inputs;
 - `Retraction`: batches leave the committed view (eventdedup.ops.retract);
-- `Reshard`: hour segments get another bucket count from an hour on (eventdedup.ops.reshard).
+- `Reshard`: hour segments get another bucket count from an hour on (eventdedup.ops.reshard);
+- `ColumnBackfill`: an output hour's data files are replaced by copies that hold the declared
+  columns (eventdedup.ops.backfill_columns).
 """
 from __future__ import annotations
 
@@ -17,7 +19,20 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from eventdedup.codec import json_name
+from eventdedup.column_types import DeclaredColumn
 from eventdedup.commit.ledger import LedgerUpdate
+
+
+@dataclass(frozen=True)
+class ColumnFigures:
+    """One declared column in the rows a commit wrote: those whose value did not fit its type (null
+    there, on_mismatch = "null"), and those where it is null (its field missing or null, or a mismatch)."""
+
+    mismatched: int = 0
+    nulls: int = 0
+
+    def __add__(self, other: ColumnFigures) -> ColumnFigures:
+        return ColumnFigures(self.mismatched + other.mismatched, self.nulls + other.nulls)
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,13 @@ class BatchChange:
     # Its quarantined lines by reason class (eventdedup.parse.quarantine_reasons). None in older
     # records (the report reads the quarantine's `error` column).
     quarantined_by_reason: Mapping[str, int] | None = None
+    # The declared columns its data files carry ([table.columns] as its job ran: name, type, path)
+    # and [table] on_mismatch: a rerun writes the same, whatever the configuration says since; the
+    # log's columns are the latest commit's (CommittedState.columns). Empty in older records.
+    columns: tuple[DeclaredColumn, ...] = ()
+    on_mismatch: str = "null"
+    # Per declared column, its output rows that mismatched and that are null (None in older records).
+    column_figures: Mapping[str, ColumnFigures] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +143,40 @@ class Reshard:
 
 
 @dataclass(frozen=True)
+class ReplacedFile:
+    """A data file of the committed view that a column backfill replaces: the commit that named it
+    (or the backfill that last replaced it), the batch it belongs to, its key, and the key of the
+    file that replaces it (one of the backfill's objects, holding the same rows in the same order)."""
+
+    version: int
+    batch_id: str
+    key: str
+    by: str
+
+
+@dataclass(frozen=True)
+class ColumnBackfill:
+    """One output hour's data files replaced by copies that hold `columns`, their values read from
+    each row's raw line by the parse's rules (eventdedup.parse.columns; a mismatch is null: no row
+    leaves). Readers through the log or the Delta table see the hour's old files or its new ones,
+    never a mix; the old ones stay where their commits name them."""
+
+    KIND: ClassVar[str] = "column_backfill"
+
+    hour: int  # hours since the epoch
+    columns: tuple[DeclaredColumn, ...]
+    replaced: tuple[ReplacedFile, ...]
+    rows: int = 0
+    column_figures: Mapping[str, ColumnFigures] = field(default_factory=dict)
+
+    @property
+    def figures(self) -> dict[str, int]:
+        """What it rewrote, as the CLI and status show it."""
+        return {"hour": self.hour, "files_rewritten": len(self.replaced), "rows": self.rows,
+                "mismatched": sum(figures.mismatched for figures in self.column_figures.values())}
+
+
+@dataclass(frozen=True)
 class RestoredInterval:
     """The latest interval batch once a retraction has taken a false one away (None: no interval
     batch is committed before it), and when it arrived."""
@@ -129,4 +185,4 @@ class RestoredInterval:
     arrival_hour: int | None
 
 
-Change = BatchChange | Retraction | Reshard
+Change = BatchChange | Retraction | Reshard | ColumnBackfill

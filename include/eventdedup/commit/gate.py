@@ -8,20 +8,31 @@ on the batch, where it can, and again right before the promotion journal is writ
 - A retracted batch id never commits again.
 - A job computed under another [dedup] mode (enforce | observe) than the configured one is not
   promoted.
+- The declared columns a batch or a column backfill writes may add columns to the output's schema
+  (the log's latest columns) and, with the Delta table off, widen one; never remove, rename or
+  otherwise change one.
 - A batch whose promotion is under way is never recomputed (its journal names what it copies),
   and needs no job once committed or journalled.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from eventdedup.commit.changes import BatchChange
+from eventdedup.column_types import DeclaredColumn, widens
+from eventdedup.commit.changes import BatchChange, ColumnBackfill
 from eventdedup.commit.job_result import JobResult
 from eventdedup.commit.journal import journal_or_none, list_journals
 from eventdedup.commit.log import committed_version, is_committed
 from eventdedup.commit.state import CommittedState
-from eventdedup.errors import InconsistentStoreError, OutOfOrderBatchError, RetractionRefusedError, StaleBatchError
+from eventdedup.errors import (
+    ColumnsRefusedError,
+    InconsistentStoreError,
+    OutOfOrderBatchError,
+    RetractionRefusedError,
+    StaleBatchError,
+)
 from eventdedup.inputs.exclusions import load_exclusions
 from eventdedup.inputs.intervals import IntervalBatch, batch_id_for_interval, interval_start_of
 from eventdedup.inputs.manifest import load_batch_manifest, load_batch_manifest_or_none
@@ -43,16 +54,21 @@ def check_may_start(store: S3Store, layout: Layout, batch_id: str, selector: Inp
 
 
 def check_may_promote(store: S3Store, layout: Layout, state: CommittedState, job: JobResult,
-                      window_hours: int, mode: str) -> None:
+                      window_hours: int, mode: str, table_mode: str) -> None:
     """Right before the journal is written: run order (read from the batch's own frozen
-    manifest, so every caller is held to it), a job computed under the configured `mode` and
-    against the current log head."""
+    manifest, so every caller is held to it), a job computed under the configured `mode`, with
+    columns the output's schema can take (`table_mode`: [table] delta), and against the current
+    log head."""
     if interval_start_of(job.batch_id) is not None:  # only an interval-named batch can be ordered
         interval = load_batch_manifest(store, layout, job.batch_id).interval
         if interval is not None:
             _check_interval_order(store, layout, state, interval, window_hours)
     refuse_if_retracted(state, job.batch_id)
     refuse_if_mode_changed(job, mode)
+    # A populate writes no data file, and so no column (eventdedup.job.driver.batch_columns).
+    if isinstance(job.change, (BatchChange, ColumnBackfill)) and (
+            job.change.columns or any(obj.kind == "data" for obj in job.objects)):
+        refuse_incompatible_columns(state.columns, job.change.columns, table_mode, f"batch {job.batch_id}")
     excluded = exclusions_changed(store, layout, job)
     if excluded is not None:
         raise StaleBatchError(
@@ -87,6 +103,61 @@ def refuse_if_mode_changed(job: JobResult, mode: str) -> None:
             f"{mode!r}; if the mode was just switched, rerun the dedup step for {job.batch_id}; if every batch is "
             "refused so, the job reads another configuration than the promoter (e.g. the eventdedup.toml shipped "
             "to EMR Serverless and EVENTDEDUP_CONFIG): make their [dedup] mode agree, then rerun the dedup step")
+
+
+# delta-rs, the Delta table's writer (and one of its readers), as pinned: what a widening refusal names.
+DELTA_WRITER = "delta-rs (deltalake 1.6)"
+
+
+def refuse_incompatible_columns(recorded: tuple[DeclaredColumn, ...], declared: tuple[DeclaredColumn, ...],
+                                table_mode: str, what: str) -> None:
+    """The output's schema evolves as the configuration does: columns may be added, and a type may
+    widen (column_types.widens) where no Delta table is kept; a column in the log's latest columns
+    (`recorded`) may not be removed, renamed or otherwise retyped: files already written, and the
+    table, hold it. A widened Delta column needs Delta's typeWidening table feature, which delta-rs
+    cannot write and refuses to read: rather than a table its readers cannot read, widening is
+    refused while the table is kept ([table] delta other than "off")."""
+    named = {column.name: column for column in declared}
+    for old in recorded:
+        new = named.get(old.name)
+        if new is None:
+            raise ColumnsRefusedError(
+                f"{what}: column {old.name} ({old.data_type}) is in the output's schema, but [table.columns] no "
+                "longer declares it: a column can be neither removed nor renamed (the files written and the Delta "
+                f"table keep it). Declare it again: {old.name} = {{ path = {_path_toml(old)}, type = "
+                f'"{old.data_type}" }}. A renamed column is a new one: declare it beside the old one and fill its '
+                "past hours with `eventdedup backfill-columns --since ...`")
+        if new.path != old.path:
+            raise ColumnsRefusedError(
+                f"{what}: column {old.name} is read from {_path_toml(new)} now, but the output's files hold the "
+                f"values of {_path_toml(old)}: a column's field cannot change under it. Declare it again with path = "
+                f"{_path_toml(old)}, and the new field as a new column filled for past hours by `eventdedup "
+                "backfill-columns --since ...`")
+        if new.data_type == old.data_type:
+            continue
+        if not widens(old.column_type, new.column_type):
+            raise ColumnsRefusedError(
+                f"{what}: column {old.name} is declared {new.data_type}, but the output's schema holds it as "
+                f"{old.data_type}: a column's type may only widen (int to long or double, float to double, a "
+                "decimal's precision up by at least as much as its scale). Declare the new type as a new column "
+                f"(e.g. {old.name}_{new.column_type.kind} = \"{new.data_type}\") and fill its past hours with "
+                "`eventdedup backfill-columns --since ...`; the old column stays")
+        if table_mode != "off":
+            raise ColumnsRefusedError(
+                f"{what}: column {old.name} would widen from {old.data_type} to {new.data_type}, but the output is a "
+                f"Delta table ([table] delta = \"{table_mode}\"): a widened column needs Delta's typeWidening table "
+                f"feature, which {DELTA_WRITER} can neither write nor read, and readers without it would misread "
+                f"the files written before. Declare the wider type as a new column (e.g. {old.name}_"
+                f"{new.column_type.kind} = \"{new.data_type}\") and fill its past hours with `eventdedup "
+                "backfill-columns --since ...`; widening in place is allowed with [table] delta = \"off\"")
+
+
+def _path_toml(column: DeclaredColumn) -> str:
+    """A column's path as [table.columns] spells it: keys joined by '.', or a list where a key
+    holds a dot (joined, it would read as two keys)."""
+    if any("." in key for key in column.path):
+        return "[" + ", ".join(json.dumps(key) for key in column.path) + "]"
+    return json.dumps(column.path_text)
 
 
 def exclusions_changed(store: S3Store, layout: Layout, job: JobResult) -> list[str] | None:

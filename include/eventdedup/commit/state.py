@@ -24,7 +24,8 @@ import orjson
 
 from eventdedup import codec
 from eventdedup.codec import TRANSIENT
-from eventdedup.commit.changes import BatchChange, Reshard, Retraction
+from eventdedup.column_types import DeclaredColumn
+from eventdedup.commit.changes import BatchChange, ColumnBackfill, Reshard, Retraction
 from eventdedup.commit.ledger import IngestionLedger
 from eventdedup.commit.records import CommitRecord
 from eventdedup.errors import CorruptStateError
@@ -84,6 +85,11 @@ class CommittedState:
     # 304. Derived from the records, like the heads; not compared (a state folded from an older
     # checkpoint is the same state, knowing fewer ETags).
     object_etags: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # The output's declared columns as the latest commit that wrote data files with any recorded
+    # them (a batch or a column backfill): what the next batch's columns are held to
+    # (eventdedup.commit.gate) and the Delta table's schema holds. Empty in checkpoints written
+    # before columns existed (docs/formats.md): none had been declared.
+    columns: tuple[DeclaredColumn, ...] = ()
 
     def apply(self, record: CommitRecord, name: str) -> CommittedState:
         """The state after commit `record`. Its change takes effect in the function registered for
@@ -93,7 +99,8 @@ class CommittedState:
         folding = _Folding(self, record, name, arrival, batches={**self.batches, record.batch_id: record.version},
                            arrivals={**self.arrivals, record.batch_id: arrival}, horizon=self.retain_from_hour,
                            ledger=self.ledger, retracted=dict(self.retracted), cutovers=self.bucket_cutovers,
-                           latest_interval=(self.latest_interval_batch_id, self.latest_interval_arrival_hour))
+                           latest_interval=(self.latest_interval_batch_id, self.latest_interval_arrival_hour),
+                           columns=self.columns)
         _apply_change(record.change, folding)
         batches, arrivals, horizon, ledger = folding.batches, folding.arrivals, folding.horizon, folding.ledger
         retracted, cutovers, latest_interval = folding.retracted, folding.cutovers, folding.latest_interval
@@ -120,7 +127,7 @@ class CommittedState:
             latest_interval_arrival_hour=latest_interval[1], left_through_version=left_through,
             ledger=ledger.pruned(left_through), latest_arrival_hour=_later_hour(self.latest_arrival_hour, arrival),
             head_arrivals=head_arrivals, left_since_checkpoint=left, retracted=retracted, bucket_cutovers=cutovers,
-            object_etags=object_etags,
+            object_etags=object_etags, columns=folding.columns,
         )
 
     def chain(self, key: str) -> tuple[str, ...]:
@@ -213,6 +220,7 @@ class _Folding:
     retracted: dict[str, int]
     cutovers: tuple[tuple[int, int], ...]
     latest_interval: tuple[str | None, int | None]
+    columns: tuple[DeclaredColumn, ...]
 
 
 @singledispatch
@@ -231,6 +239,8 @@ def _apply_batch(change: BatchChange, folding: _Folding) -> None:
                                                 hour_index_at(datetime.fromisoformat(record.as_of)))
     if change.interval:
         folding.latest_interval = _later_interval(folding.latest_interval, record.batch_id, folding.arrival)
+    if change.columns:  # a batch of a release without columns (an older promoter) leaves them as they are
+        folding.columns = change.columns
 
 
 @_apply_change.register
@@ -258,6 +268,17 @@ def _apply_reshard(change: Reshard, folding: _Folding) -> None:
         raise CorruptStateError(f"commit record {folding.name} reshards from {hour_text(change.from_hour)}, not after "
                                 f"the last cut-over at {hour_text(cutovers[-1][0])}; the log is broken")
     folding.cutovers = (*cutovers, change.cutover)
+
+
+@_apply_change.register
+def _apply_column_backfill(change: ColumnBackfill, folding: _Folding) -> None:
+    """A column backfill replaces files of the committed view (eventdedup.commit.view applies that):
+    never a retracted batch's, whose files have left it; its columns are the log's from here on."""
+    gone = sorted({replaced.batch_id for replaced in change.replaced} & set(folding.retracted))
+    if gone:
+        raise CorruptStateError(f"commit record {folding.name} backfills columns into files of retracted batches "
+                                f"{gone}; the log is broken")
+    folding.columns = change.columns
 
 
 def upgrade_checkpoint(doc: Any) -> Any:

@@ -1,6 +1,8 @@
 """The committed view: what readers see through the commit log.
 
-Every commit's objects, except those of batches a later commit retracted (eventdedup.ops.retract).
+Every commit's objects, except those of batches a later commit retracted (eventdedup.ops.retract),
+and with each data file a column backfill replaced (eventdedup.ops.backfill_columns) seen as its
+copy, still the batch's (and so still taken out with it by a retraction).
 Their objects stay where they are (a commit still names them) but belong to no view: readers that
 go through the log or the per-batch load manifests never see them again. The load manifests are
 part of the view, derived from the commit records and written only after a commit exists
@@ -18,7 +20,7 @@ import orjson
 from botocore.exceptions import ClientError
 
 from eventdedup import codec
-from eventdedup.commit.changes import Retraction
+from eventdedup.commit.changes import ColumnBackfill, Retraction
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
@@ -254,11 +256,28 @@ class _Blocks:
                 if len(kept) != len(self.entries(block)):
                     self.loaded[block] = kept
                     self.changed.add(block)
+        elif isinstance(change, ColumnBackfill):
+            self._replace(record, change)
         elif not record.is_operation:
             block = (record.version - 1) // VIEW_BLOCK
             self.entries(block).extend(ViewEntry(record.version, record.batch_id, obj) for obj in record.objects
                                        if obj.kind in VIEW_KINDS)
             self.changed.add(block)
+
+
+    def _replace(self, record: CommitRecord, change: ColumnBackfill) -> None:
+        """Each replaced file's entry becomes its copy's, in place (its version and batch stay: the
+        block that holds the batch's files holds the copy). A file not in the view is none of its
+        (the gate commits a backfill only against the log head its files were read at)."""
+        copies = {obj.key: obj for obj in record.objects}
+        for replaced in change.replaced:
+            block = (replaced.version - 1) // VIEW_BLOCK
+            entries = self.entries(block)
+            for position, entry in enumerate(entries):
+                if entry.promoted.key == replaced.key:
+                    entries[position] = ViewEntry(entry.version, entry.batch_id, copies[replaced.by])
+                    self.changed.add(block)
+                    break
 
 
 def _latest_view_checkpoint(store: S3Store, layout: Layout, at_most: int) -> ViewCheckpoint:

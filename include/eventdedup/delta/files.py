@@ -3,16 +3,20 @@
 The table's schema is the output schema plus its two partition columns, which live in the
 object's folders (`date=YYYY-MM-DD/hour=HH/`), not in the file, as Hive and Delta both expect.
 Statistics come from the file's own Parquet footer (one ranged GET, the file's last 64 KiB), so
-the table's data skipping agrees with the bytes: row count, null counts, and minimum and maximum
-of `event_time` and `batch_id`. Delta keeps timestamp statistics to the millisecond: the minimum
-is rounded down and the maximum up, so that no reader's skipping can pass over a row. Event ids
-and payloads get none (they are random, and strings past 32 characters would need truncating).
+the table's data skipping agrees with the bytes: row count, null counts of the top-level columns
+that are not nested, and minimum and maximum of `event_time`, `batch_id` and the declared columns
+([table.columns]) of a scalar type. Delta keeps timestamp statistics to the millisecond: the
+minimum is rounded down and the maximum up, so that no reader's skipping can pass over a row (a
+decimal's, beyond what a binary64 holds, likewise outwards). Event ids and payloads get none (they
+are random, and strings past 32 characters would need truncating), nor do nested columns.
 """
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -59,20 +63,23 @@ def file_statistics(store: S3Store, key: str, etag: str) -> str:
 
 
 def statistics_of(metadata: pq.FileMetaData) -> dict[str, Any]:
-    """numRecords, nullCount of every column whose row groups all carry a count, and minValues /
-    maxValues of the columns readers filter batches and times by."""
+    """numRecords, nullCount of every top-level, not nested column whose row groups all carry a
+    count, and minValues / maxValues of the columns readers filter batches and times by, and of the
+    declared columns (every column the output's own are not)."""
     nulls: dict[str, int] = {}
     minima: dict[str, Any] = {}
     maxima: dict[str, Any] = {}
-    names = [metadata.schema.column(i).name for i in range(metadata.num_columns)]
-    for index, name in enumerate(names):
+    for index in range(metadata.num_columns):
+        name = metadata.schema.column(index).path
+        if "." in name:  # a leaf of a nested column: Delta would want it under its parents; left out
+            continue
         chunks = [metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)]
         if not chunks or any(chunk is None for chunk in chunks):
             continue
         if all(chunk.has_null_count for chunk in chunks):
             nulls[name] = sum(chunk.null_count for chunk in chunks)
         bounded = [chunk for chunk in chunks if chunk.has_min_max]
-        if name in _MIN_MAX_COLUMNS and bounded and len(bounded) == len(chunks):
+        if (name in _MIN_MAX_COLUMNS or name not in OUTPUT_SCHEMA.names) and bounded and len(bounded) == len(chunks):
             low, high = min(chunk.min for chunk in bounded), max(chunk.max for chunk in bounded)
             _bounds(name, low, high, minima, maxima)
     stats: dict[str, Any] = {"numRecords": metadata.num_rows, "nullCount": nulls}
@@ -84,8 +91,29 @@ def statistics_of(metadata: pq.FileMetaData) -> dict[str, Any]:
 def _bounds(name: str, low: Any, high: Any, minima: dict[str, Any], maxima: dict[str, Any]) -> None:
     if isinstance(low, datetime):
         minima[name], maxima[name] = _millis_text(low, up=False), _millis_text(high, up=True)
+    elif isinstance(low, date):
+        minima[name], maxima[name] = low.isoformat(), high.isoformat()
     elif isinstance(low, str) and len(low) <= _MAX_STAT_CHARS and len(high) <= _MAX_STAT_CHARS:
         minima[name], maxima[name] = low, high
+    elif isinstance(low, Decimal):
+        minima[name], maxima[name] = _outward(low, down=True), _outward(high, down=False)
+    elif type(low) in (int, float) and math.isfinite(low) and math.isfinite(high):  # not a boolean's
+        minima[name], maxima[name] = low, high
+
+
+def _outward(value: Decimal, *, down: bool) -> float | int:
+    """A decimal as a JSON number no reader's skipping passes over: itself where a binary64 (or an
+    integer) holds it exactly, else the nearest double beyond it."""
+    if value == value.to_integral_value():
+        return int(value)
+    near = float(value)
+    if Decimal(near) == value:
+        return near
+    if down and Decimal(near) > value:
+        return math.nextafter(near, -math.inf)
+    if not down and Decimal(near) < value:
+        return math.nextafter(near, math.inf)
+    return near
 
 
 def _millis_text(moment: datetime, *, up: bool) -> str:

@@ -3,8 +3,11 @@
 The table lives at the output prefix (`_delta_log/` beside the `date=/hour=` folders) and is
 written with delta-rs (`deltalake`), whose S3 commits are conditional PUTs. Commit N of
 eventdedup's log becomes one Delta commit carrying the application transaction
-(`eventdedup`, N): a batch's adds its data files, a retraction's removes its targets' files, any
-other commit (a populate, a reshard) adds nothing and only names itself. Each Delta commit is
+(`eventdedup`, N): a batch's adds its data files, a retraction's removes its targets' files, a
+column backfill's replaces its hour's files by their rewritten copies, any other commit (a
+populate, a reshard) adds nothing and only names itself. Where commit N's files carry declared
+columns the table's schema does not hold yet, a commit of its own adds them first (delta-rs
+writes a schema change apart from file actions: files written before read them as null). Each Delta commit is
 written at exactly the table version after the one this projector read, with delta-rs's own
 retries off: delta-rs has accepted a second commit carrying an application version the table
 already held (it rebases appends over concurrent ones), so the check "the table's eventdedup
@@ -30,10 +33,12 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, PostCommitHookProperties, RemoveAction, Transaction
 
-from eventdedup.commit.changes import Retraction
+from eventdedup.column_types import DeclaredColumn
+from eventdedup.commit.changes import BatchChange, ColumnBackfill, Retraction
 from eventdedup.commit.log import committed_record, load_committed_state
 from eventdedup.commit.records import CommitRecord, PromotedObject
 from eventdedup.commit.state import CommittedState
@@ -143,11 +148,19 @@ def project(store: S3Store, config: Config, state: CommittedState | None = None)
         try:
             if current == 0 and _created_over_log_version(store, config) > 0:
                 target = state.version
+                if _add_missing_columns(table, state.columns, target):
+                    table.update_incremental()
+                    current, written = projected_version(table), table.version()
+                    continue
                 _commit(table, _backfill_actions(store, layout, state.version), state.version,
                         {"eventdedup.operation": "backfill", "eventdedup.committed_view_at": state.version}, current)
                 backfilled = True
             else:
                 record = committed_record(store, layout, target)
+                if _add_missing_columns(table, written_columns(record), target):
+                    table.update_incremental()  # judged again on the table with its columns
+                    current, written = projected_version(table), table.version()
+                    continue
                 _commit(table, _actions(store, layout, table, record), target, _metadata(record), current)
             # The handle stays as read: delta-rs does not move it to its own commit.
             done.append(target)
@@ -233,7 +246,8 @@ def check_is_ours(table: DeltaTable, store: S3Store, config: Config) -> None:
     metadata = table.metadata()
     found = pa.schema(table.schema().to_arrow())
     partitions = tuple(metadata.partition_columns)
-    if metadata.name != TABLE_NAME or found.names != TABLE_SCHEMA.names or partitions != PARTITION_COLUMNS:
+    own = found.names[:len(TABLE_SCHEMA.names)]  # declared columns follow (added as batches write them)
+    if metadata.name != TABLE_NAME or own != TABLE_SCHEMA.names or partitions != PARTITION_COLUMNS:
         raise InconsistentStoreError(
             f"the Delta table at {table_location(store, config)} is not eventdedup's (name {metadata.name!r}, "
             f"columns {found.names}, partitioned by {list(partitions)}); nothing was written to it. Move it away "
@@ -249,11 +263,37 @@ def _commit(table: DeltaTable, actions: Sequence[AddAction | RemoveAction], vers
     if (projected_version(table) if projected is None else projected) >= version:
         return
     table.create_write_transaction(
-        list(actions), "append", TABLE_SCHEMA, partition_by=list(PARTITION_COLUMNS),
+        list(actions), "append", table.schema(), partition_by=list(PARTITION_COLUMNS),
         commit_properties=CommitProperties(custom_metadata={**metadata, "eventdedup.log_version": version},
                                            max_commit_retries=0,
                                            app_transactions=[Transaction(APP_ID, version)]),
         post_commithook_properties=AFTER_COMMIT)
+
+
+def written_columns(record: CommitRecord) -> tuple[DeclaredColumn, ...]:
+    """The declared columns a commit's data files carry: a batch's or a column backfill's."""
+    change = record.change
+    return change.columns if isinstance(change, (BatchChange, ColumnBackfill)) else ()
+
+
+def _add_missing_columns(table: DeltaTable, columns: Sequence[DeclaredColumn], log_version: int) -> bool:
+    """Add to the table's schema the declared columns it lacks, in a commit of their own (delta-rs
+    changes a schema apart from file actions; files without them read as null, as Delta defines):
+    whether it wrote one. Never a type change: the promotion gate refuses one while the table is
+    kept (eventdedup.commit.gate.refuse_incompatible_columns). Retries off, as for the projection's
+    own commits: a projector that lost the race reads the table again and finds them there."""
+    held = set(pa.schema(table.schema().to_arrow()).names)
+    missing = [column for column in columns if column.name not in held]
+    if not missing:
+        return False
+    fields = DeltaSchema.from_arrow(pa.schema([pa.field(column.name, column.column_type.arrow)
+                                               for column in missing])).fields
+    table.alter.add_columns(fields, commit_properties=CommitProperties(
+        custom_metadata={"eventdedup.operation": "add_columns", "eventdedup.columns": [c.name for c in missing],
+                         "eventdedup.for_log_version": log_version}, max_commit_retries=0),
+        post_commithook_properties=AFTER_COMMIT)
+    log.info("Delta table: added column(s) %s for log version %d", ", ".join(c.name for c in missing), log_version)
+    return True
 
 
 def _metadata(record: CommitRecord) -> dict[str, Any]:
@@ -264,6 +304,8 @@ def _metadata(record: CommitRecord) -> dict[str, Any]:
                                 "eventdedup.as_of": record.as_of, "eventdedup.counts": dict(record.counts)}
     if isinstance(change, Retraction):
         metadata.update({"eventdedup.retracts": list(change.retracts), "eventdedup.reason": change.reason})
+    if isinstance(change, ColumnBackfill):
+        metadata.update({"eventdedup.hour": change.hour, "eventdedup.columns": [c.name for c in change.columns]})
     return metadata
 
 
@@ -271,6 +313,8 @@ def _actions(store: S3Store, layout: Layout, table: DeltaTable,
              record: CommitRecord) -> list[AddAction | RemoveAction]:
     if isinstance(record.change, Retraction):
         return _retraction_actions(store, layout, table, record)
+    if isinstance(record.change, ColumnBackfill):
+        return _backfill_columns_actions(store, layout, table, record)
     if record.is_operation:
         return []
     return list(add_actions(store, layout, [obj for obj in record.objects if obj.kind == "data"], record.as_of))
@@ -335,6 +379,28 @@ def _retraction_actions(store: S3Store, layout: Layout, table: DeltaTable,
     if compacted:
         actions += _reset_partitions(store, layout, files, compacted, record.version, when)
     return actions
+
+
+def _backfill_columns_actions(store: S3Store, layout: Layout, table: DeltaTable,
+                              record: CommitRecord) -> list[AddAction | RemoveAction]:
+    """A column backfill's hour: each replaced file removed and its copy added, in one commit. Where
+    a replaced file is not in the table (compaction merged the hour), the hour is set back to the
+    committed view's own files as of the backfill, which hold its copies."""
+    change = record.change
+    assert isinstance(change, ColumnBackfill)
+    files = table_files(table)
+    written = {obj.key: obj for obj in record.objects if obj.kind == "data"}
+    when = int(time.time() * 1000)  # a tombstone is dated when it is written, as a retraction's
+    output_prefix = layout.settings.output_prefix
+    if all(replaced.key[len(output_prefix):] in files for replaced in change.replaced):
+        removes: list[AddAction | RemoveAction] = []
+        for replaced in change.replaced:
+            path = replaced.key[len(output_prefix):]
+            removes.append(RemoveAction(path, True, when, files[path]["size"], files[path]["partition"]))
+        return removes + list(add_actions(store, layout, [written[replaced.by] for replaced in change.replaced],
+                                          record.as_of))
+    hours = {partition_key(partition_of_object(layout, written[replaced.by])[1]) for replaced in change.replaced}
+    return _reset_partitions(store, layout, files, hours, record.version, when)
 
 
 def _reset_partitions(store: S3Store, layout: Layout, files: Mapping[str, Mapping[str, Any]],

@@ -26,6 +26,8 @@ from eventdedup.cache.heads import load_segment_runs, missing_segment
 from eventdedup.cache.local_copies import FILL_AFTER_PART_READS, LocalCopies, LocalCopySettings
 from eventdedup.cache.segment import BLOCK_ENTRIES, CacheRun, decode_segment
 from eventdedup.cache.segment_parts import ENTRY_BYTES, TAIL_BYTES, runs_holding
+from eventdedup.column_types import DeclaredColumn
+from eventdedup.commit.changes import ColumnFigures
 from eventdedup.commit.job_result import StagedObject
 from eventdedup.config import S3Settings
 from eventdedup.counts import BatchCounts
@@ -42,10 +44,13 @@ from eventdedup.s3store import S3Store, is_not_found, process_client
 from eventdedup.sorting import distinct_sorted, unique_inverse
 from eventdedup.tables import (
     AUDIT_SCHEMA,
-    OUTPUT_SCHEMA,
+    DECLARED_PREFIX,
+    MISMATCHED,
     QUARANTINE_SCHEMA,
     SHUFFLE_SCHEMA,
+    declared_chunk_columns,
     ipc_to_table,
+    output_schema,
     repeated_text,
     table_to_parquet,
     value_counts,
@@ -68,6 +73,7 @@ class DedupContext:
     quarantine_final_key: tuple[str, ...]
     local_copies: LocalCopySettings = LocalCopySettings("", 0)  # executor-local copies of cache objects
     producer_field: str = ""  # [report] producer_field: the audit records each duplicate's value of it
+    columns: tuple[DeclaredColumn, ...] = ()  # the declared columns its data files carry
 
     @property
     def batch_id(self) -> str:
@@ -91,14 +97,16 @@ class _ObjectRead:
 
 def _merged_parts(first: list[CacheRun], second: list[CacheRun]) -> list[CacheRun]:
     """Two reads in parts of one object, run by run (the same runs, in the object's order): each
-    run's entries of both, once (blocks both read hold the same entries)."""
+    run's entries of both, once (blocks both read hold the same entries, order keys too)."""
     merged = []
     for a, b in zip(first, second, strict=True):
         entries = np.empty(len(a) + len(b), [("digest", DIGEST_DTYPE), ("fingerprint", np.uint64)])
         entries["digest"] = np.concatenate([a.digests, b.digests])
         entries["fingerprint"] = np.concatenate([a.fingerprints, b.fingerprints])
-        distinct = np.unique(entries)  # sorted by digest, then fingerprint
-        merged.append(CacheRun(a.owner, distinct["digest"], distinct["fingerprint"]))
+        distinct, first_of = np.unique(entries, return_index=True)  # sorted by digest, then fingerprint
+        keys = (None if a.order_keys is None or b.order_keys is None
+                else pa.concat_arrays([a.order_keys, b.order_keys]).take(pa.array(first_of, pa.int64())))
+        merged.append(CacheRun(a.owner, distinct["digest"], distinct["fingerprint"], keys))
     return merged
 
 
@@ -255,7 +263,7 @@ def dedup_partition(ctx: DedupContext, committed: CommittedChains, partition: in
         staged = [write.result() for write in writes]
     yield from (record for record in staged if record is not None)
     yield PartitionCounts(counts, dict(sorted(holders.items())), dict(found.folders), dict(found.producers),
-                          dict(sorted(found.holders.items())), dict(reasons))
+                          dict(sorted(found.holders.items())), dict(reasons), found.columns)
 
 
 @dataclass
@@ -266,6 +274,7 @@ class DuplicatesFound:
     folders: Counter[str] = field(default_factory=Counter)
     producers: Counter[str] = field(default_factory=Counter)
     holders: Counter[str] = field(default_factory=Counter)
+    columns: dict[str, ColumnFigures] = field(default_factory=dict)  # the output's declared columns
 
     @classmethod
     def of(cls, audited: pa.Table | None, holders: Counter[str]) -> DuplicatesFound:
@@ -323,7 +332,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, committed: CommittedChains, p
     """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
     copied once, into the output and audit files (in input order) at the end."""
     rules = ctx.rules
-    narrow = table.drop_columns(["raw"]).combine_chunks()
+    narrow = table.drop_columns(["raw", *declared_chunk_columns(table.schema)]).combine_chunks()
     buckets = bucket_array(digest_array(narrow.column("key_digest")), rules.epochs.coarse)
     order = np.argsort(buckets, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(buckets[order]) != 0])
@@ -362,10 +371,13 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, committed: CommittedChains, p
             writes.append(pool.submit(_stage_guard, store, ctx, bucket, encode_guard(result.guard, core), local))
     output_rows, output = _in_input_order(outputs)
     output_hours = hours[output_rows]
+    figures = {column.name: ColumnFigures() for column in ctx.columns}
     for hour in [] if rules.populate else distinct_sorted(output_hours).tolist():
         in_hour = output_hours == hour
         rows_of_hour = output_rows[in_hour]
-        data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour)
+        data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour, ctx.columns)
+        for name, counted in column_figures(data, ctx.columns).items():
+            figures[name] += counted
         writes.append(pool.submit(_stage_data, store, ctx, partition, int(hour), data))
     audit_rows, audit = _in_input_order(audits)
     audited = None
@@ -374,7 +386,9 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, committed: CommittedChains, p
         audited = _with_raw(located, table, audit_rows)
         audited = audited.append_column("producer", producer_values(audited.column("raw"), ctx.producer_field))
         writes.append(pool.submit(_stage_audit, store, ctx, partition, audited))
-    return counts, holders, DuplicatesFound.of(audited, copy_holders), writes
+    found = DuplicatesFound.of(audited, copy_holders)
+    found.columns = figures
+    return counts, holders, found, writes
 
 
 def _superseded_holders(output: pa.Table, batch_id: str) -> Counter[str]:
@@ -402,12 +416,31 @@ def _in_input_order(parts: list[tuple[npt.NDArray[np.intp], pa.Table]]) -> tuple
     return rows[order], table.take(pa.array(order))
 
 
-def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp]) -> pa.Table:
-    """The narrow rows with their raw lines: a filter of the partition's raw column (a sequential
-    copy, in input order: `rows` ascending)."""
-    mask = np.zeros(table.num_rows, bool)
-    mask[rows] = True
-    return narrow.append_column("raw", table.column("raw").filter(pa.array(mask)))
+def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp],
+              columns: tuple[DeclaredColumn, ...] = ()) -> pa.Table:
+    """The narrow rows with their raw lines, and with the declared columns' values (under their
+    own names) and their mismatches when given: filters of the partition's columns (sequential
+    copies, in input order: `rows` ascending)."""
+    selected = np.zeros(table.num_rows, bool)
+    selected[rows] = True
+    mask = pa.array(selected)
+    joined = narrow.append_column("raw", table.column("raw").filter(mask))
+    for column in columns:
+        joined = joined.append_column(column.name, table.column(DECLARED_PREFIX + column.name).filter(mask))
+    if columns:
+        joined = joined.append_column(MISMATCHED.name, table.column(MISMATCHED.name).filter(mask))
+    return joined
+
+
+def column_figures(data: pa.Table, columns: tuple[DeclaredColumn, ...]) -> dict[str, ColumnFigures]:
+    """Per declared column, the rows of an output table (with its `mismatched` column) whose value
+    did not fit and those where it is null."""
+    if not columns:
+        return {}
+    positions = pc.list_flatten(data.column(MISMATCHED.name)).to_numpy(zero_copy_only=False)
+    mismatched = np.bincount(positions.astype(np.int64), minlength=len(columns)).tolist()
+    return {column.name: ColumnFigures(mismatched[position], data.column(column.name).null_count)
+            for position, column in enumerate(columns)}
 
 
 def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes,
@@ -439,7 +472,7 @@ def _stage_data(store: S3Store, ctx: DedupContext, partition: int, hour: int, ta
     key = CacheKey.of_hour(hour, 0)
     date_text, hour_text = key.date_text, key.hour_text
     info = store.put_bytes(ctx.layout.staged_data(ctx.batch_id, ctx.attempt, date_text, hour_text, partition),
-                           table_to_parquet(table.select(OUTPUT_SCHEMA.names)))
+                           table_to_parquet(table.select(output_schema(ctx.columns).names)))
     return StagedObject("data", info, ctx.layout.final_data(ctx.batch_id, date_text, hour_text, partition),
                         table.num_rows)
 

@@ -21,8 +21,9 @@ from eventdedup.cache.heads import ChainPolicy
 from eventdedup.cache.history import BatchHistory, history_for_batch
 from eventdedup.cache.identity import CacheIdentity, check_cache_identity
 from eventdedup.cache.local_copies import LocalCopySettings
-from eventdedup.commit.changes import BatchChange
-from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted
+from eventdedup.column_types import DeclaredColumn
+from eventdedup.commit.changes import BatchChange, ColumnFigures
+from eventdedup.commit.gate import refuse_if_promotion_unfinished, refuse_if_retracted, refuse_incompatible_columns
 from eventdedup.commit.job_result import JobResult, StagedObject, withdraw_job_result
 from eventdedup.commit.ledger import ledger_update, legacy_floor
 from eventdedup.commit.ledger_reader import LedgerReader, inputs_to_read
@@ -65,6 +66,8 @@ def run_dedup_job(sc: SparkContext, config: Config, batch_id: str, store: S3Stor
     refuse_if_retracted(state, batch_id)
     history = history_for_batch(store, layout, state, batch_id, manifest.as_of, config.dedup.window_hours,
                                 manifest.interval is not None)
+    if history.recorded_columns is None:  # a new batch: before any Spark work, what promotion would refuse
+        refuse_incompatible_columns(state.columns, config.table.columns, config.table.delta, f"batch {batch_id}")
     # A promotion under way is never recomputed (its journal names what it copies), and a
     # promoter that has not loaded the old result finds none from here on. One that loaded it
     # just before still promotes it: this attempt stages under its own root and deletes no other
@@ -92,7 +95,9 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
                confirm_copies: bool = False) -> list[DriverRecord]:
     batch_id, epochs = manifest.batch_id, identity.epochs
     excluded = {i: exclusions[info.key].quarantine_reason for i, info in inputs if info.key in exclusions}
-    rules = ParseRules.for_batch(config, manifest.as_of, fingerprint_hash=identity.fingerprint_hash)
+    columns, on_mismatch = batch_columns(config, history, manifest.selector.populate)
+    rules = ParseRules.for_batch(config, manifest.as_of, fingerprint_hash=identity.fingerprint_hash, columns=columns,
+                                 on_mismatch=on_mismatch)
     read_ctx = ReadContext(batch_id=batch_id, s3=config.s3, bucket=config.s3.bucket, rules=rules,
                            buckets=epochs.coarse, partitions=partitions, excluded=excluded,
                            populate=manifest.selector.populate)
@@ -102,7 +107,8 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         guard_hours=history.guard_hours(state.arrivals) if config.dedup.uses_id_guards else (),
         guard_days=history.guard_days(state.arrivals) if config.dedup.uses_id_guards else (), epochs=epochs,
         survivor=SurvivorPolicy.parse(config.dedup.survivor),
-        policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog), populate=manifest.selector.populate,
+        policy=DuplicatePolicy(config.dedup.synthetic, config.dedup.changelog, identity.ordering),
+        populate=manifest.selector.populate,
         observe=batch_mode(config, history) == "observe", write_guard=config.dedup.uses_id_guards,
         chains=ChainPolicy(small_bytes=config.dedup.segment_merge_bytes), compiled=config.dedup.compiled_stage,
     )
@@ -113,7 +119,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         quarantine_key=tuple(layout.staged_quarantine(batch_id, attempt, i) for i in range(len(manifest.inputs))),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
         local_copies=LocalCopySettings(config.spark.local_cache_dir, config.spark.local_cache_bytes),
-        producer_field=config.report.producer_field,
+        producer_field=config.report.producer_field, columns=columns,
     )
 
     def cut_of(index: int, info: ObjectInfo) -> Cut:
@@ -141,6 +147,18 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         raise _unwrapped(exc, batch_id) from exc
     finally:
         chains.destroy()
+
+
+def batch_columns(config: Config, history: BatchHistory, populate: bool) -> tuple[tuple[DeclaredColumn, ...], str]:
+    """The declared columns a batch writes and its [table] on_mismatch: a rerun's, as its commit
+    recorded them (its files carry them, whatever the configuration says since); a new batch's,
+    as configured; none for a populate, which writes no data file (a value that does not fit a
+    column never keeps an event of the dataset out of the cache)."""
+    if populate:
+        return (), "null"
+    if history.recorded_columns is not None:
+        return history.recorded_columns, history.recorded_on_mismatch or "null"
+    return config.table.columns, config.table.on_mismatch
 
 
 def batch_mode(config: Config, history: BatchHistory) -> str:
@@ -182,6 +200,8 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
     producers: Counter[str] = Counter()
     copy_holders: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
+    columns, on_mismatch = batch_columns(config, history, manifest.selector.populate)
+    figures = {column.name: ColumnFigures() for column in columns}
     for record in records:
         if isinstance(record, PartitionCounts):
             counts += record.counts
@@ -190,6 +210,8 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
             producers.update(record.duplicates_by_producer)
             copy_holders.update(record.copies_decided_against)
             reasons.update(record.quarantined_by_reason)
+            for name, counted in record.column_figures.items():
+                figures[name] += counted
         else:
             objects.append(record)
     counts.check_balance()
@@ -202,6 +224,7 @@ def _assemble_result(store: S3Store, config: Config, manifest: BatchManifest, st
                          mode=batch_mode(config, history), duplicates_by_folder=rolled_up_folders(folders),
                          duplicates_by_producer=bounded_counts(producers),
                          copies_decided_against=dict(sorted(copy_holders.items())),
-                         quarantined_by_reason=dict(sorted(reasons.items())))
+                         quarantined_by_reason=dict(sorted(reasons.items())), columns=columns, on_mismatch=on_mismatch,
+                         column_figures=figures if columns else None)
     return JobResult(manifest.batch_id, history.base_version, manifest.as_of.isoformat(), counts, tuple(objects),
                      change)

@@ -59,9 +59,9 @@ def read_task(ctx: ReadContext, task: list[tuple[int, ReadUnit]]) -> Iterator[Sh
 def read_range(ctx: ReadContext, store: S3Store, ordinal: int, unit: ReadUnit) -> Iterator[ShuffleRecord]:
     index, info = unit.input_index, unit.info
     if index in ctx.excluded:  # an operator's exclusion: never read
-        parsed = quarantined_whole(ctx.excluded[index])
+        parsed = quarantined_whole(ctx.excluded[index], ctx.rules)
     elif info.size > ctx.rules.max_object_bytes:  # one finding, decided by the frozen size: never read
-        parsed = quarantined_whole(object_too_large(ctx.rules.max_object_bytes, compressed=False))
+        parsed = quarantined_whole(object_too_large(ctx.rules.max_object_bytes, compressed=False), ctx.rules)
     else:
         body = _read_input(store, ctx, unit)
         if ctx.populate and is_parquet_key(info.key):  # never cut: the driver plans it whole

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from eventdedup.commit.changes import ColumnFigures
 from eventdedup.commit.job_result import StagedObject
 from eventdedup.counts import BatchCounts
 from eventdedup.tables import Seq
@@ -94,6 +95,8 @@ class PartitionCounts:
     duplicates_by_producer: Mapping[str, int] = field(default_factory=dict)
     copies_decided_against: Mapping[str, int] = field(default_factory=dict)
     quarantined_by_reason: Mapping[str, int] = field(default_factory=dict)
+    # Per declared column, its output rows that mismatched and that are null (BatchChange's, summed).
+    column_figures: Mapping[str, ColumnFigures] = field(default_factory=dict)
 
 
 DriverRecord = StagedObject | PartitionCounts

@@ -128,10 +128,12 @@ def _same_mapping(held: Mapping[str, int], recomputed: Mapping[str, int]) -> boo
 def _same_audit_decisions(store: S3Store, committed_key: str, recomputed_key: str) -> bool:
     """Whether two audit files hold the same rows but for `producer`: it is copied from the raw line
     by [report] producer_field as set when the file was written (absent from older files),
-    no decision of the batch's. Every other column must be equal, row for row."""
+    no decision of the batch's. Every other column must be equal, row for row, but for
+    `would_supersede` where the committed file predates it (docs/formats.md)."""
     committed = parquet_to_table(store.get_bytes(committed_key))
     recomputed = parquet_to_table(store.get_bytes(recomputed_key))
-    columns = [name for name in AUDIT_SCHEMA.names if name != "producer"]
+    columns = [name for name in AUDIT_SCHEMA.names
+               if name != "producer" and (name != "would_supersede" or name in committed.column_names)]
     return bool(committed.select(columns).equals(recomputed.select(columns)))
 
 

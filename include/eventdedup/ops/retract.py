@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from eventdedup.cache.heads import load_chain_runs
 from eventdedup.cache.segment import encode_segment
-from eventdedup.commit.changes import Reshard, RestoredInterval, Retraction
+from eventdedup.commit.changes import ColumnBackfill, Reshard, RestoredInterval, Retraction
 from eventdedup.commit.gate import refuse_if_other_journals
 from eventdedup.commit.job_result import JobResult, StagedObject
 from eventdedup.commit.journal import journal_or_none
@@ -164,6 +164,11 @@ def _refuse_an_operation(record: CommitRecord) -> None:
         raise RetractionRefusedError(
             f"{record.batch_id} is a reshard, not a batch: a reshard cannot be undone (the cache's bucket count only "
             f"grows; {change.buckets} buckets from {hour_text(change.from_hour)} stay in force)")
+    if isinstance(change, ColumnBackfill):
+        raise RetractionRefusedError(
+            f"{record.batch_id} is a column backfill, not a batch: it changed no row (its files are copies of its "
+            f"hour's with the declared columns filled), so there is nothing to retract; retract the batches "
+            "whose rows should leave")
 
 
 def _restored_interval(store: S3Store, layout: Layout, state: CommittedState,

@@ -43,6 +43,8 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
         status["table"] = {"location": config.layout.output_prefix, "error": str(exc), "exists": True,
                            "mode": config.table.delta, "lag": None}
     status["ledger"] = ledger_lag(store, config, state, now)
+    if state.columns:  # the output's declared columns, as the log's latest commit recorded them
+        status["columns"] = [{"name": c.name, "type": c.data_type, "path": c.path_text} for c in state.columns]
     for version in range(state.version, max(0, state.version - limit), -1):
         record = committed_record(store, layout, version)
         entry: dict[str, Any] = {
@@ -51,6 +53,9 @@ def store_status(store: S3Store, config: Config, now: datetime, limit: int = 20)
             "counts": dict(record.counts) if isinstance(record.change, BatchChange) else record.change.figures,
             "outputs": [store.uri(o.key) for o in record.objects if o.kind == "data"],
         }
+        if isinstance(record.change, BatchChange) and record.change.column_figures is not None:
+            entry["columns"] = {name: {"mismatched": f.mismatched, "nulls": f.nulls}
+                                for name, f in record.change.column_figures.items()}
         if record.batch_id in state.retracted:
             entry["retracted_at_version"] = state.retracted[record.batch_id]
         if isinstance(record.change, Retraction):
@@ -93,11 +98,33 @@ def format_status(status: dict[str, Any]) -> str:
             + (f" (lags by {table['lag']})" if table["lag"] else "") if table["exists"] else f"none ([table] delta = "
             f"\"{table['mode']}\")"))
     lines += [f"  problem: {p}" for p in status["problems"]] + [f"  pending: {p}" for p in status["pending"]]
+    lines += column_lines(status.get("columns", []), status["batches"])
     if status["batches"]:
         lines.append(format_batch_table([(b["version"], b["batch_id"] + (" (retracted)" if "retracted_at_version" in b
                                                                          else ""), b["counts"])
                                          for b in status["batches"]]))
     return "\n".join(lines)
+
+
+def column_lines(columns: list[dict[str, str]], batches: list[dict[str, Any]]) -> list[str]:
+    """The declared columns, each with its mismatch and null rates over the output rows of the
+    batches listed that recorded them (docs/delta-table.md, "Typed columns")."""
+    if not columns:
+        return []
+    counted = [b for b in batches if "columns" in b]
+    rows = sum(b["counts"].get("output_rows", 0) for b in counted)
+    lines = [f"  declared columns (rates over the {rows} output row(s) of the {len(counted)} batch(es) listed "
+             "that recorded them):"]
+    for column in columns:
+        mismatched = sum(b["columns"].get(column["name"], {}).get("mismatched", 0) for b in counted)
+        nulls = sum(b["columns"].get(column["name"], {}).get("nulls", 0) for b in counted)
+        lines.append(f"    {column['name']} {column['type']} (from {column['path']}): mismatched {mismatched}"
+                     f" ({_rate(mismatched, rows)}), null {nulls} ({_rate(nulls, rows)})")
+    return lines
+
+
+def _rate(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
 def format_batch_table(rows: list[tuple[int, str, dict[str, int]]]) -> str:
@@ -119,9 +146,11 @@ def committed_summary(store: S3Store, config: Config, batch_id: str) -> dict[str
 METRIC_PREFIX = "eventdedup."
 
 
-def batch_metrics(store: S3Store, config: Config, batch_id: str) -> dict[str, dict[str, float]]:
+def batch_metrics(store: S3Store, config: Config, batch_id: str,
+                  stream: str | None = None) -> dict[str, dict[str, float]]:
     """A committed batch's metrics for dashboards (docs/operations.md, "Metrics"): every count as a
-    counter `eventdedup.<count>`, and gauges of how far behind it ran and how late its copies came.
+    counter `eventdedup.<count>`, and gauges of how far behind it ran and how late its copies came;
+    a stream's named `eventdedup.<stream>.<metric>`, so that streams are told apart on any backend.
 
     Copy lags here are by arrival hour, from the folded state already in memory (an earlier batch's
     exact time is one more GET each, up to a window's worth of batches: the daily report pays that,
@@ -130,12 +159,17 @@ def batch_metrics(store: S3Store, config: Config, batch_id: str) -> dict[str, di
     layout = Layout(config.layout)
     state = load_committed_state(store, layout)
     record = batch_record(store, layout, state, batch_id)
-    counters = {f"{METRIC_PREFIX}{name}": float(value) for name, value in record.counts.results().items()}
+    prefix = METRIC_PREFIX if stream is None else f"{METRIC_PREFIX}{stream}."
+    counters = {f"{prefix}{name}": float(value) for name, value in record.counts.results().items()}
+    figures = record.change.column_figures if isinstance(record.change, BatchChange) else None
+    for column, counted in (figures or {}).items():  # per declared column: its output rows that mismatched, null
+        counters[f"{prefix}columns.{column}.mismatched"] = float(counted.mismatched)
+        counters[f"{prefix}columns.{column}.nulls"] = float(counted.nulls)
     gauges: dict[str, float] = {}
     committed = store.head(layout.commit(record.version))
     if committed is not None and committed.last_modified is not None:
         latency = committed.last_modified - datetime.fromisoformat(record.as_of)
-        gauges[f"{METRIC_PREFIX}batch.latency_seconds"] = latency.total_seconds()
+        gauges[f"{prefix}batch.latency_seconds"] = latency.total_seconds()
     change, arrival = record.change, state.arrivals.get(batch_id)
     # decided_against counts a changelog batch's updates too, which are new versions, not copies:
     # then no copy-lag gauge is sent (the daily report reads such a batch's holders from its audit).
@@ -143,9 +177,9 @@ def batch_metrics(store: S3Store, config: Config, batch_id: str) -> dict[str, di
             and not record.counts.updates):
         hours = [(arrival - state.arrivals[holder], copies) for holder, copies in change.decided_against.items()
                  if holder in state.arrivals]
-        gauges[f"{METRIC_PREFIX}copy_lag.max_arrival_hours"] = float(max((h for h, _ in hours), default=0))
-        gauges[f"{METRIC_PREFIX}copy_lag.copies_over_24_arrival_hours"] = float(sum(n for h, n in hours if h > 24))
-        gauges[f"{METRIC_PREFIX}copy_lag.earlier_batches"] = float(len(change.decided_against))
+        gauges[f"{prefix}copy_lag.max_arrival_hours"] = float(max((h for h, _ in hours), default=0))
+        gauges[f"{prefix}copy_lag.copies_over_24_arrival_hours"] = float(sum(n for h, n in hours if h > 24))
+        gauges[f"{prefix}copy_lag.earlier_batches"] = float(len(change.decided_against))
     return {"counters": counters, "gauges": gauges}
 
 

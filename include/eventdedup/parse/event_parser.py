@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -11,16 +10,16 @@ from typing import Any
 import orjson
 
 from eventdedup.keys import key_digest
+from eventdedup.parse.columns import event_columns
+from eventdedup.parse.event_time import EPOCH_MILLIS_THRESHOLD as EPOCH_MILLIS_THRESHOLD
+from eventdedup.parse.event_time import InvalidEvent as InvalidEvent
+from eventdedup.parse.event_time import json_type
+from eventdedup.parse.event_time import parse_event_time as parse_event_time
 from eventdedup.parse.order_keys import NotComparable, order_key_of_number, order_key_of_value
 from eventdedup.parse.rules import ParseRules
 
 JsonObject = dict[str, Any]  # a parsed JSON object, as orjson and json produce it
 
-# Epoch numbers at or above this magnitude are milliseconds (1e11 s is the year 5138).
-EPOCH_MILLIS_THRESHOLD = 100_000_000_000
-# An epoch timestamp as a string: ASCII digits only ("²".isdigit() is True, and int() refuses it).
-_EPOCH_TEXT = re.compile(r"-?[0-9]+")
-_EPOCH_MAX_DIGITS = 20  # beyond any accepted instant in any unit; also far below int()'s digit limit
 # The deepest nesting (objects and arrays, the event itself included) an event may have: orjson
 # parses up to 1024 levels but serialises only 254, and the fingerprint serialises the event.
 MAX_JSON_DEPTH = 254
@@ -36,10 +35,10 @@ class ParsedEvent:
     time_us: int
     raw: str
     order_key: bytes | None = None
-
-
-class InvalidEvent(ValueError):
-    """The line is not a usable event; the message is the quarantine reason."""
+    # The declared columns' values ([table.columns], eventdedup.parse.columns), in declared order,
+    # and the positions of those whose value did not fit (null here, counted by the batch).
+    columns: tuple[Any, ...] = ()
+    mismatched: tuple[int, ...] = ()
 
 
 def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
@@ -64,7 +63,10 @@ def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
         raise InvalidEvent(f"{rules.time_field} {_iso(time_us)} is outside the accepted range "
                            f"[{_iso(rules.min_time_us)}, {_iso(rules.max_time_us)}]")
     order_key = order_key_for(event, time_us, rules) if rules.survivor_field else None
-    return ParsedEvent(key_text, key_digest(key_text), rules.fingerprint.fingerprint(event), time_us, raw, order_key)
+    columns, mismatched = (event_columns(event, rules.columns, rules.quarantine_mismatches) if rules.columns
+                           else ((), ()))
+    return ParsedEvent(key_text, key_digest(key_text), rules.fingerprint.fingerprint(event), time_us, raw, order_key,
+                       columns, mismatched)
 
 
 # A member's key is a string followed by optional JSON whitespace and a colon.
@@ -156,62 +158,26 @@ def normalize_event_id(value: object, field: str, trim: bool = False, lower: boo
         return value.lower() if lower else value
     if value is None:
         raise InvalidEvent(f"{field} is missing or null")
-    raise InvalidEvent(f"{field} is a {_json_type(value)}, not a string or integer")
+    raise InvalidEvent(f"{field} is a {json_type(value)}, not a string or integer")
 
 
 def order_key_for(event: JsonObject, time_us: int, rules: ParseRules) -> bytes | None:
     field = rules.survivor_field
     assert field is not None
     if field == rules.time_field:
-        return order_key_of_number(float(time_us))
+        return order_key_of_number(time_us)
+    if rules.survivor_values == "instant":
+        value = event.get(field, None)
+        if value is None:
+            return None
+        try:
+            return order_key_of_number(parse_event_time(value, field))
+        except InvalidEvent as exc:
+            raise InvalidEvent(f"survivor field: {exc}") from None
     try:
         return order_key_of_value(event.get(field, None), field)
     except NotComparable as exc:
         raise InvalidEvent(str(exc)) from None
-
-
-def parse_event_time(value: object, field: str) -> int:
-    """Microseconds since the epoch, UTC, from ISO-8601 with an offset or epoch seconds/milliseconds."""
-    if isinstance(value, bool) or value is None:
-        raise InvalidEvent(f"{field} is missing or not a timestamp")
-    if isinstance(value, (int, float)):
-        return _epoch_to_us(value, field)
-    if isinstance(value, str):
-        text = value.strip()
-        if _EPOCH_TEXT.fullmatch(text):
-            if len(text.lstrip("-")) > _EPOCH_MAX_DIGITS:
-                raise InvalidEvent(f"{field} {_shown(text)} is outside the accepted range")
-            return _epoch_to_us(int(text), field)
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise InvalidEvent(f"{field} {_shown(value)} is not ISO-8601 or epoch seconds/milliseconds") from None
-        if moment.tzinfo is None:
-            raise InvalidEvent(f"{field} {_shown(value)} has no UTC offset; add 'Z' or '+hh:mm'")
-        try:  # an offset can move year 1 or 9999 out of datetime's range once in UTC
-            delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
-        except OverflowError:
-            raise InvalidEvent(f"{field} {_shown(value)} is outside the accepted range") from None
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    raise InvalidEvent(f"{field} is a {_json_type(value)}, not a timestamp")
-
-
-def _epoch_to_us(value: int | float, field: str) -> int:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidEvent(f"{field} is not a finite number")
-    scaled = value * 1_000 if abs(value) >= EPOCH_MILLIS_THRESHOLD else value * 1_000_000
-    if isinstance(scaled, float) and not math.isfinite(scaled):  # 1e308 seconds overflow as microseconds
-        raise InvalidEvent(f"{field} {value!r} is outside the accepted range")
-    return int(round(scaled))
-
-
-def _shown(value: str) -> str:
-    """A value as a reason quotes it: bounded, so a 5,000-character field makes a short reason."""
-    return repr(value) if len(value) <= 64 else repr(value[:64]) + f"... ({len(value)} characters)"
-
-
-def _json_type(value: object) -> str:
-    return {dict: "JSON object", list: "JSON array", float: "number"}.get(type(value), type(value).__name__)
 
 
 def _iso(time_us: int) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +37,8 @@ from eventdedup.keys import (
     key_digest,
 )
 from eventdedup.parse import native_core
+from eventdedup.parse.columns import declared_arrays, event_columns
+from eventdedup.parse.columns_fast import line_columns
 from eventdedup.parse.event_parser import (
     EPOCH_MILLIS_THRESHOLD,
     InvalidEvent,
@@ -48,13 +51,14 @@ from eventdedup.parse.event_parser import (
 from eventdedup.parse.fingerprints import fingerprint_digests
 from eventdedup.parse.input_lines import InputLine, SplitInput, line_of_piece, split_input
 from eventdedup.parse.rules import ParseRules
-from eventdedup.tables import CHUNK_SCHEMA, make_seq
+from eventdedup.tables import CHUNK_SCHEMA, chunk_schema, make_seq
 
 log = logging.getLogger(__name__)
 
 # More unexpected parser exceptions than this in one object is a bug, not bad input: fail the task.
 MAX_UNEXPECTED_PER_OBJECT = 10
 CHUNK_LINES = 16_384  # parsed objects alive at once: bounds memory and garbage-collector work
+DECLARED_BATCH = 2_048  # events parsed at once for their declared columns (_with_declared)
 # Only this strict ISO-8601 shape is converted by Arrow; anything else goes to parse_event.
 STRICT_ISO_RE = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
                  r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$")
@@ -73,7 +77,7 @@ class ParserFailure(EventDedupError):
 
 @dataclass
 class ObjectParse:
-    table: pa.Table  # CHUNK_SCHEMA rows in input order
+    table: pa.Table  # chunk_schema(rules.columns) rows in input order
     bad_raw: list[bytes] = field(default_factory=list)
     bad_error: list[str] = field(default_factory=list)
     bad_line: list[int] = field(default_factory=list)
@@ -94,7 +98,8 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
     """Parse split lines numbered from `first_line` (a byte range's lines are numbered locally:
     eventdedup.job.read_units)."""
     base = first_line - 1
-    result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=len(split.pieces) + len(split.trailing))
+    schema = chunk_schema(rules.columns)
+    result = ObjectParse(schema.empty_table(), lines=len(split.pieces) + len(split.trailing))
     tables: list[pa.Table] = []
     slow: list[ParsedRow] = []
     collecting = gc.isenabled()
@@ -109,7 +114,7 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
             except Exception as exc:  # noqa: BLE001 -- the fast path vouches for nothing it did not finish
                 log.warning("fast parse of lines %d-%d failed (%s: %s); parsing them one by one",
                             start + 1, start + len(chunk), type(exc).__name__, exc)
-                table, deferred = CHUNK_SCHEMA.empty_table(), list(range(len(chunk)))
+                table, deferred = schema.empty_table(), list(range(len(chunk)))
             tables.append(table)
             for offset in deferred:
                 _parse_slowly(line_of_piece(base + start + 1 + offset, chunk[offset]), input_index, rules, result,
@@ -122,7 +127,7 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
         if collecting:
             gc.enable()
     if slow:
-        tables.append(_rows_table(slow))
+        tables.append(_rows_table(slow, rules))
     table = pa.concat_tables([result.table, *tables])
     if slow:  # deferred rows were appended after their chunk: restore input order
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
@@ -130,9 +135,9 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
     return result
 
 
-def quarantined_whole(reason: str) -> ObjectParse:
+def quarantined_whole(reason: str, rules: ParseRules) -> ObjectParse:
     """The parse of an object judged as a whole (too large to read): one finding, line 0."""
-    result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=1)
+    result = ObjectParse(chunk_schema(rules.columns).empty_table(), lines=1)
     result.quarantine(InputLine(0, b"", reason), reason)
     return result
 
@@ -167,7 +172,7 @@ def _parse_slowly(line: InputLine, input_index: int, rules: ParseRules, result: 
         result.quarantine(line, f"unparseable event ({type(exc).__name__}: {str(exc)[:200]}); please report this line")
 
 
-def _rows_table(rows: list[ParsedRow]) -> pa.Table:
+def _rows_table(rows: list[ParsedRow], rules: ParseRules) -> pa.Table:
     events = [row.event for row in rows]
     return pa.table({
         "seq": [row.seq for row in rows],
@@ -177,7 +182,8 @@ def _rows_table(rows: list[ParsedRow]) -> pa.Table:
         "event_time": [e.time_us for e in events],
         "raw": [e.raw for e in events],
         "order_key": [e.order_key for e in events],
-    }, schema=CHUNK_SCHEMA)
+        **declared_arrays(rules.columns, [e.columns for e in events], [e.mismatched for e in events]),
+    }, schema=chunk_schema(rules.columns))
 
 
 def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
@@ -190,6 +196,9 @@ def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
     scanned = native_core.scan(pieces, rules)
     table = scanned.table(line_numbers, input_index)
     left = scanned.deferred()
+    if rules.columns:
+        table, refused = _with_declared(table, pieces, scanned.offsets, rules)
+        left = np.sort(np.concatenate([left, refused]))
     if not len(left):
         return table, []
     left_list = left.tolist()
@@ -225,6 +234,7 @@ def _parse_chunk_python(pieces: Sequence[bytes], line_numbers: np.ndarray, input
     times = _times([event.get(rules.time_field) for event in events], rules)
     accepted = keys.ok & times.ok
     order_keys = _order_keys(events, times.micros, accepted, rules)
+    declared = _declared(events, accepted, rules)
     rows = np.flatnonzero(accepted)
     deferred.extend(candidates[i] for i in np.flatnonzero(~accepted).tolist())
     deferred.sort()
@@ -243,7 +253,9 @@ def _parse_chunk_python(pieces: Sequence[bytes], line_numbers: np.ndarray, input
                         pa.string()),
         "order_key": pa.nulls(len(rows), pa.binary()) if order_keys is None
         else pa.array([order_keys[i] for i in row_list], pa.binary()),
-    }, schema=CHUNK_SCHEMA)
+        **({} if declared is None else declared_arrays(rules.columns, [declared[i][0] for i in row_list],
+                                                       [declared[i][1] for i in row_list])),
+    }, schema=chunk_schema(rules.columns))
     return table, deferred
 
 
@@ -457,6 +469,53 @@ def _epoch_numbers(values: list[Any], rows: np.ndarray) -> tuple[np.ndarray, np.
     scaled = np.where(np.abs(fractional) >= EPOCH_MILLIS_THRESHOLD, fractional * 1_000.0, fractional * 1_000_000.0)
     return (np.array(integers + floats, np.intp),
             np.concatenate([whole_micros, np.rint(scaled).astype(np.int64)]))
+
+
+def _with_declared(table: pa.Table, pieces: Sequence[bytes], offsets: npt.NDArray[np.int64],
+                   rules: ParseRules) -> tuple[pa.Table, npt.NDArray[np.int64]]:
+    """The compiled core's rows (CHUNK_SCHEMA, one per offset) with their declared columns, read
+    from the lines (the core vouched each is a JSON object it read as the reference does) a chunk
+    at a time by eventdedup.parse.columns_fast, which leaves what it cannot vouch for to the
+    reference's rules; under on_mismatch = "quarantine" a row with a mismatch leaves the table,
+    its offset returned for the reference parser to quarantine with its reason."""
+    columns, quarantine = rules.columns, rules.quarantine_mismatches
+    text = getattr(pieces, "text", None)  # LinePieces: the lines are spans of one text, read in place
+    lines: list[Any]
+    if text is not None:
+        view = memoryview(text)
+        spans = zip(pieces.starts[offsets].tolist(), pieces.ends[offsets].tolist(), strict=True)  # type: ignore[attr-defined]
+        lines = [view[start:end] for start, end in spans]
+    else:
+        lines = [pieces[offset] for offset in offsets.tolist()]
+    parts: list[dict[str, pa.Array]] = []
+    refused_rows: list[int] = []
+    for first in range(0, len(lines), DECLARED_BATCH):  # bounds the values alive at once
+        arrays, refused_here = line_columns(lines[first:first + DECLARED_BATCH], columns, quarantine)
+        parts.append(arrays)
+        refused_rows.extend(first + row for row in refused_here)
+    schema = chunk_schema(columns)
+    declared = [pa.concat_arrays([part[field.name] for part in parts]) if parts else pa.array([], field.type)
+                for field in list(schema)[table.num_columns:]]
+    refused = offsets[refused_rows] if refused_rows else offsets[:0]
+    if refused_rows:
+        table = table.take(pa.array(np.delete(np.arange(table.num_rows), refused_rows), pa.int64()))
+    return pa.Table.from_arrays([*table.columns, *declared], schema=schema), refused
+
+
+def _declared(events: list[JsonObject], accepted: np.ndarray,
+              rules: ParseRules) -> dict[int, tuple[tuple[Any, ...], tuple[int, ...]]] | None:
+    """The declared columns of every accepted event, by the reference's rules (per event: the
+    events are parsed already); under on_mismatch = "quarantine" an event with a mismatch is not
+    accepted here (parse_event quarantines it with the reason)."""
+    if not rules.columns:
+        return None
+    declared = {}
+    for i in np.flatnonzero(accepted).tolist():
+        try:
+            declared[i] = event_columns(events[i], rules.columns, rules.quarantine_mismatches)
+        except InvalidEvent:
+            accepted[i] = False
+    return declared
 
 
 def _order_keys(events: list[JsonObject], micros: np.ndarray, accepted: np.ndarray,

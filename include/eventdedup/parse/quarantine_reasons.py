@@ -17,6 +17,9 @@ import pyarrow.compute as pc
 # Matched by Arrow (RE2) column-wise; kept as compiled ASCII patterns so a bad one fails at import.
 _CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern, re.ASCII)) for name, pattern in (
     ("excluded_input", r"^excluded by operator: "),
+    # on_mismatch = "quarantine" (eventdedup.parse.columns.mismatch_reason): before the time classes,
+    # which a timestamp column's reason would match too
+    ("column_mismatch", r"^column .+ \(.+\): "),
     ("object_too_large", r"^object (inflates past|is larger than) \[events\] max_object_bytes"),
     ("corrupt_compression", r"^(corrupt|truncated) gzip stream"),
     ("empty_object", r"^empty object"),

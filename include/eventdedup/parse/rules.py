@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from eventdedup.column_types import DeclaredColumn
 from eventdedup.config import Config
 from eventdedup.parse.fingerprints import FingerprintRules
 
@@ -26,14 +27,25 @@ class ParseRules:
     lower: bool = False
     # The field min:/max: survivor policies compare; None for first/last.
     survivor_field: str | None = None
+    # How the survivor field's values compare: "value" or "instant" (read as the time field is).
+    survivor_values: str = "value"
     partition_time: str = "event"  # [dedup] partition_time: whose hour files an event's cache entry
     compiled: bool = True  # [events] compiled_parser: the compiled core may vouch for lines
+    # The declared columns the batch writes (eventdedup.parse.columns), and [table] on_mismatch.
+    columns: tuple[DeclaredColumn, ...] = ()
+    on_mismatch: str = "null"
+
+    @property
+    def quarantine_mismatches(self) -> bool:
+        return self.on_mismatch == "quarantine"
 
     @classmethod
-    def for_batch(cls, config: Config, as_of: datetime, *, fingerprint_hash: str) -> ParseRules:
+    def for_batch(cls, config: Config, as_of: datetime, *, fingerprint_hash: str,
+                  columns: tuple[DeclaredColumn, ...] | None = None, on_mismatch: str | None = None) -> ParseRules:
         """The rules of a batch at `as_of` on a cache whose identity records `fingerprint_hash`
         (eventdedup.cache.identity.check_cache_identity): never the configuration's alone, which
-        may leave it unset."""
+        may leave it unset. `columns` and `on_mismatch`: a rerun's, as its commit recorded them
+        (else the configuration's)."""
         events, dedup = config.events, config.dedup
         max_time = as_of.timestamp() + events.max_future_hours * 3600
         return cls(
@@ -47,6 +59,9 @@ class ParseRules:
             trim="trim" in dedup.normalize,
             lower="lower" in dedup.normalize,
             survivor_field=dedup.survivor_field,
+            survivor_values=dedup.survivor_values,
             partition_time=dedup.partition_time,
             compiled=events.compiled_parser,
+            columns=config.table.columns if columns is None else columns,
+            on_mismatch=on_mismatch or config.table.on_mismatch,
         )

@@ -98,7 +98,8 @@ def _promote_uncommitted(store: S3Store, config: Config, layout: Layout, state: 
     journal = journal_or_none(store, layout, batch_id)
     if journal is None:
         job = load_job_result(store, layout, batch_id)
-        check_may_promote(store, layout, state, job, config.dedup.window_hours, config.dedup.mode)
+        check_may_promote(store, layout, state, job, config.dedup.window_hours, config.dedup.mode,
+                          config.table.delta)
         journal = PromotionJournal(new_token(), state.last_batch_id, job)
         fresh = store.put_if_absent(layout.journal(batch_id), journal.to_bytes()) is not None
         if fresh:

@@ -9,7 +9,8 @@ The rules (docs/report.md says them for people):
   staged before the as_of of the batch it was decided against). Batches arrive at their as_of (an
   interval batch's is its interval's end), so lags are exact to a batch interval. A changelog
   update is a new version, not a copy: a batch that emitted updates has its holders read from the
-  audit, which holds duplicates only;
+  audit, which holds duplicates only. A stale version (an ordered store's older version arriving
+  after a newer one) counts as a copy of the newer one's batch, which holds it;
 - percentiles by nearest rank over every copy: the value at rank ceil(p/100 x copies);
 - a lag bin holds lags above the previous bound up to its own (the first holds 0 only).
 """
@@ -37,8 +38,9 @@ PERCENTILES = (50, 90, 99, 99.9)
 # What each batch's series shows: duplicates found by kind, what became of them, what was set aside.
 DUPLICATE_KINDS = ("in_batch_natural", "in_batch_synthetic", "cross_batch_natural", "cross_batch_synthetic")
 SERIES_COUNTS = ("input_lines", "output_rows", "in_batch_duplicates", "cross_batch_duplicates", *DUPLICATE_KINDS,
-                 "cross_hour_duplicates", "renamed", "kept_synthetic", "updates", "would_drop_in_batch",
-                 "would_drop_cross_batch", "would_rename", "would_keep", "would_update", "malformed",
+                 "cross_hour_duplicates", "renamed", "kept_synthetic", "updates", "stale_version", "stale_dropped",
+                 "changelog_would_update", "would_drop_in_batch", "would_drop_cross_batch", "would_drop_stale",
+                 "would_rename", "would_keep", "would_update", "malformed",
                  "inputs_excluded", "inputs_already_consumed", "populated")
 NOT_RECORDED = "(not recorded)"
 
@@ -72,6 +74,7 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
                                           if c.record.batch_id in audits)),
                               config.report.top) if config.report.producer_field else [],
         "health": _health([row for row in rows if not row["retracted"]], collected),
+        "columns": column_figures(live),
         "read": {"requests_for_columns": collected.cost.requests, "column_bytes_read": collected.cost.bytes_read,
                  "audit_and_quarantine_bytes": collected.cost.object_bytes,
                  # Committed audit files that could not be read: their duplicates are missing from
@@ -79,6 +82,27 @@ def report_figures(collected: Collected, config: Config) -> dict[str, Any]:
                  "unreadable_files": sorted(problem for c in live if c.record.batch_id in audits
                                             for problem in audits[c.record.batch_id].unreadable)},
     }
+
+
+def column_figures(batches: Sequence[CommitInRange]) -> list[dict[str, Any]]:
+    """Each declared column of the range's batches (types as the latest batch declared them), with
+    the output rows of the batches that recorded its figures, and its mismatch and null rates there."""
+    types: dict[str, str] = {}
+    rows: Counter[str] = Counter()
+    mismatched: Counter[str] = Counter()
+    nulls: Counter[str] = Counter()
+    for commit in batches:
+        change = commit.record.change
+        if not isinstance(change, BatchChange) or change.column_figures is None:
+            continue
+        types.update((column.name, column.data_type) for column in change.columns)
+        for name, counted in change.column_figures.items():
+            rows[name] += commit.record.counts.output_rows
+            mismatched[name] += counted.mismatched
+            nulls[name] += counted.nulls
+    return [{"name": name, "type": kind, "output_rows": rows[name], "mismatched": mismatched[name],
+             "nulls": nulls[name], "mismatch_rate": mismatched[name] / rows[name] if rows[name] else None,
+             "null_rate": nulls[name] / rows[name] if rows[name] else None} for name, kind in types.items()]
 
 
 def copy_lags(batches: Sequence[CommitInRange], collected: Collected) -> Counter[float]:
@@ -92,7 +116,7 @@ def copy_lags(batches: Sequence[CommitInRange], collected: Collected) -> Counter
         holders = copy_holders(record, collected.audits.get(record.batch_id))
         # Copies whose holder could not be read (an audit file gone, where the holders come from it).
         unknown += max(0, record.counts.cross_batch_natural + record.counts.cross_batch_synthetic
-                       - sum(holders.values()))
+                       + record.counts.stale_version - sum(holders.values()))
         at = datetime.fromisoformat(record.as_of)
         for holder, copies in holders.items():
             held_at = collected.holder_times.get(holder)

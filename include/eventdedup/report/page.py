@@ -53,6 +53,7 @@ def render_page(figures: Mapping[str, Any]) -> str:
                                    for kind in DUPLICATE_KINDS}, "No duplicates in this range.",
             caption="Duplicates found in each batch, by kind (stacked)")
                  + _what_became_of_them(figures["totals"])),
+        _versions_section(labels, columns),
         _section("Input lines and output rows, per batch", charts.lines(
             "volume", labels, {"input lines": [c["counts"]["input_lines"] for c in columns],
                                "output rows": [c["counts"]["output_rows"] for c in columns]}, "No batches.",
@@ -70,6 +71,7 @@ def render_page(figures: Mapping[str, Any]) -> str:
         _lag_section(figures["copy_lag"]),
         _sources_section(figures),
         _health_section(figures["health"], labels, columns),
+        _columns_section(figures.get("columns", [])),
     ]
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><title>eventdedup report</title>"
             f"<style>{_STYLE}</style></head><body>{''.join(sections)}<script>{_CHECK}</script></body></html>")
@@ -96,6 +98,23 @@ def _column_labels(firsts: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"{label} v{b['version']}" for label, b in zip(labels, firsts, strict=True)]
 
 
+# A changelog's versions per batch: the updates emitted and the stale versions dropped (an ordered
+# store), and what observe mode or an append-only ordered store says of them.
+VERSION_SERIES = (("updates", "updates"), ("stale versions", "stale_version"), ("would update", "would_update"),
+                  ("would update under changelog", "changelog_would_update"))
+
+
+def _versions_section(labels: Sequence[str], columns: Sequence[Mapping[str, Any]]) -> str:
+    series = {label: [c["counts"][name] for c in columns] for label, name in VERSION_SERIES}
+    series = {label: values for label, values in series.items() if any(values)}
+    if not series:
+        return ""  # no changelog and no ordered store in the range
+    return _section("Versions, per batch", charts.lines(
+        "versions", labels, series, "No versions.",
+        caption="Updates emitted and stale versions dropped by each batch (an ordered store's older "
+                "versions arriving after newer ones)"))
+
+
 def _section(title: str, body: str) -> str:
     return f"<h2>{escaped(title)}</h2>{body}"
 
@@ -108,6 +127,7 @@ def _header(figures: Mapping[str, Any], batches: Sequence[Mapping[str, Any]]) ->
             ("output rows", totals["output_rows"]),
             ("duplicates dropped", totals["in_batch_duplicates"] + totals["cross_batch_duplicates"]),
             ("duplicates observed (would drop)", totals["would_drop_in_batch"] + totals["would_drop_cross_batch"]),
+            *([("stale versions dropped (or observed)", totals["stale_version"])] if totals["stale_version"] else []),
             ("quarantined lines", totals["malformed"] - totals["inputs_excluded"]),
             ("excluded inputs (whole objects)", totals["inputs_excluded"])]
     extra = "".join(f"<p class=sub>Retracted (left out of every figure): {escaped(', '.join(log['retracted_batches']))}"
@@ -141,7 +161,8 @@ def _modes(batches: Sequence[Mapping[str, Any]]) -> str:
 def _what_became_of_them(totals: Mapping[str, int]) -> str:
     rows = [(name.replace("_", " "), f"{totals[name]:,}") for name in
             ("in_batch_duplicates", "cross_batch_duplicates", "cross_hour_duplicates", "renamed", "kept_synthetic",
-             "updates", "would_drop_in_batch", "would_drop_cross_batch", "would_rename", "would_keep", "would_update")
+             "updates", "stale_dropped", "changelog_would_update", "would_drop_in_batch", "would_drop_cross_batch",
+             "would_drop_stale", "would_rename", "would_keep", "would_update")
             if totals.get(name)]
     return _table(("what became of them", "copies"), rows) if rows else ""
 
@@ -201,6 +222,20 @@ def _health_section(health: Mapping[str, Any], labels: Sequence[str], columns: S
         + charts.horizontal_bars("live_cache", list(health["live_cache_objects_by_day"].items()),
                                  "No live cache objects.",
                                  caption="Live cache objects by the day of the hour they hold")))
+
+
+def _columns_section(columns: Sequence[Mapping[str, Any]]) -> str:
+    """The declared columns ([table.columns]): how often each value did not fit, and how often null."""
+    if not columns:
+        return ""
+    rows = [(c["name"], c["type"], f"{c['output_rows']:,}", f"{c['mismatched']:,}", _percent(c["mismatch_rate"]),
+             f"{c['nulls']:,}", _percent(c["null_rate"])) for c in columns]
+    return _section("Declared columns", _table(("column", "type", "output rows", "mismatched", "mismatch rate",
+                                                "null", "null rate"), rows))
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate * 100:.2f}%"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -1,0 +1,196 @@
+"""The chunk-at-once declared columns (eventdedup.parse.columns_fast, issue 53) against the
+reference, one event at a time (eventdedup.parse.columns.event_columns): the same arrays (values,
+nulls, mismatches) and the same refused rows under on_mismatch = "quarantine", for random values
+of every type, fitting or not; and the fast path itself, not the reference, converts the values
+that fit their type."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventdedup.column_types import DeclaredColumn, declared_column
+from eventdedup.parse import columns_fast
+from eventdedup.parse.columns import declared_arrays, event_columns
+from eventdedup.parse.event_time import InvalidEvent
+
+SPECS: dict[str, Any] = {
+    "s": "string", "n": "long", "i": "int", "d": "double", "f": "float", "b": "boolean", "t": "timestamp",
+    "day": "date", "amount": "decimal(9,2)", "wide": "decimal(38,10)", "whole": "decimal(5,0)", "unit": "decimal(38,38)", "j": "json",
+    "tags": "array<string>", "times": "array<timestamp>", "prices": "array<decimal(5,1)>",
+    "geo": "struct<lat:double,lon:double>", "deep": "struct<a:array<long>,m:map<string,date>>",
+    "attrs": "map<string,long>", "grid": "array<array<int>>",
+    "os": {"path": "ctx.device.os", "type": "string"}, "level": {"path": "ctx.level", "type": "long"},
+}
+COLUMNS: tuple[DeclaredColumn, ...] = tuple(declared_column(name, spec, "test") for name, spec in SPECS.items())
+FIELDS = [name for name in SPECS if name not in ("os", "level")] + ["ctx"]
+
+TEXTS = ["", "u1", "é", "2026-11-22", "2026-02-30", "0000-01-01", "0001-01-01", "9999-12-31", "2026-1-01",
+         "2026-11-22T05:00:00Z", "2026-11-22T05:00:00.123456+02:00", "2026-11-22T05:00:00.1234567Z",
+         "2026-11-22 05:00:00Z", "2026-11-22T05:00:00+0200", "2026-11-22T05:00:00", "9999-12-31T23:59:59-01:00",
+         "1000-01-01T00:00:00+01:00", "2026-02-30T00:00:00Z", "1764000000", "1764000000000", " 1764000000",
+         "-5", "99999999999999999", "12.30", "-12.30", "-0", "007.5", "1e3", "12.345", "1234567.89", "12345678.9",
+         "0.10000000000000000000000000000000000000001", "1" * 39, "9" * 29, "9" * 30, "9" * 38, "99999.5",
+         "0.5", "0.99", "-0.000", "00000000000000000000000000000000000000001", "9" * 28 + ".5", "1." + "0" * 37,
+         "0." + "9" * 37 + "0", "0." + "0" * 36 + "1", "true", "null"]
+INTEGERS = [0, 1, -1, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1,
+            10**11, -(10**11), 99_999_999_999, 9 * 10**15, 9 * 10**15 + 1, 10**17, 253402300799, 253402300800,
+            -62135596800, -62135596801, 99999, 100000]
+FLOATS = [0.0, -0.0, 0.5, 1.5, 2.5, 12.3, 12.34, 12.345, 1e16, 1e-5, 3.4028235e38, 3.4028236e38, 3.4028235677973366e38,
+          1e39, 1764000000.5, 1764000000000.5, 0.1, 1e11, 5.0, 99999.5, 1e308, -1e308, 2.0**63, 9e15, 9.000000000000002e15]
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.sampled_from(INTEGERS),
+    st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(FLOATS),
+    st.sampled_from(TEXTS), st.text(max_size=6))
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3),
+    st.dictionaries(st.sampled_from(["lat", "lon", "a", "m", "k", "device", "os", "level"]), inner, max_size=3)),
+    max_leaves=6)
+EVENTS = st.lists(st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=10), min_size=1, max_size=25)
+
+
+def loaded(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events as the parser holds them: orjson's parse of orjson's text."""
+    return [orjson.loads(orjson.dumps(event)) for event in events]
+
+
+def reference(events: Sequence[dict[str, Any]], columns: Sequence[DeclaredColumn],
+              quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
+    values, mismatched, refused = [], [], []
+    for row, event in enumerate(events):
+        try:
+            declared, misfits = event_columns(event, columns, quarantine)
+        except InvalidEvent:
+            refused.append(row)
+            continue
+        values.append(declared)
+        mismatched.append(misfits)
+    return declared_arrays(columns, values, mismatched), refused
+
+
+def assert_same(events: list[dict[str, Any]], quarantine: bool) -> None:
+    """chunk_columns of the events, and line_columns of their lines, are the reference's."""
+    slow, slow_refused = reference(events, COLUMNS, quarantine)
+    lines = [orjson.dumps(event) for event in events]
+    for fast, fast_refused in (columns_fast.chunk_columns(events, COLUMNS, quarantine),
+                               columns_fast.line_columns([memoryview(line) for line in lines], COLUMNS, quarantine)):
+        assert fast_refused == slow_refused
+        assert list(fast) == list(slow)
+        for name, array in slow.items():
+            assert fast[name].type == array.type, name
+            assert fast[name].to_pylist() == array.to_pylist(), name
+            assert fast[name].equals(array), name
+
+
+@pytest.mark.parametrize("quarantine", [False, True])
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(events=EVENTS)
+def test_the_fast_path_gives_the_references_columns_for_any_values(quarantine: bool,
+                                                                   events: list[dict[str, Any]]) -> None:
+    assert_same(loaded(events), quarantine)
+
+
+@pytest.mark.parametrize("quarantine", [False, True])
+def test_every_listed_value_in_every_column_and_inside_every_shape(quarantine: bool) -> None:
+    """The listed edge values (ranges, roundings, spellings), each alone in every field, as an
+    array's element, as an object's member and down the nested paths: the reference's columns."""
+    specials: list[Any] = [None, True, False, *INTEGERS, *FLOATS, *TEXTS, [], {}, [1, "a"], {"lat": 1}]
+    events: list[dict[str, Any]] = []
+    for value in specials:
+        for name in FIELDS:
+            events.append({name: value})
+        shapes = [[value], [value, None], {"lat": value, "lon": value, "a": [value], "m": {"k": value}, "k": value},
+                  [[value]], {"device": {"os": value}, "level": value}, {"device": value}]
+        events.extend({name: shape} for name in FIELDS for shape in shapes)
+    assert_same(loaded(events), quarantine)
+
+
+# Values that fit their column, as producers send them: the fast path must convert these itself.
+FITTING: dict[str, st.SearchStrategy[Any]] = {
+    "s": st.text(max_size=8), "n": st.integers(-(2**63), 2**63 - 1), "i": st.integers(-(2**31), 2**31 - 1),
+    "d": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**63), 2**63 - 1)),
+    "f": st.floats(-1e30, 1e30), "b": st.booleans(),
+    "t": st.one_of(st.integers(0, 4 * 10**12), st.floats(0, 4e12),
+                   st.datetimes(datetime(1970, 1, 1), datetime(2100, 1, 1)).map(lambda moment: moment.isoformat() + "Z"),
+                   st.integers(0, 4 * 10**9).map(str)),
+    "day": st.dates().map(lambda day: day.isoformat()),
+    "amount": st.one_of(st.integers(-9_999_999, 9_999_999), st.decimals(-9_999_999, 9_999_999, places=2)
+                        .map(lambda number: format(number, "f")), st.sampled_from([12.5, 0.25, -3.75, 100.0])),
+    "wide": st.decimals(-(10**17), 10**17, places=10).map(lambda number: format(number, "f")),
+    "whole": st.integers(-99_999, 99_999),
+    "unit": st.decimals(-1, 1, places=27).filter(lambda number: abs(number) < 1).map(lambda number: format(number, "f")),
+    "j": VALUES, "tags": st.lists(st.one_of(st.none(), st.text(max_size=4)), max_size=3),
+    "times": st.lists(st.integers(0, 2 * 10**9), max_size=3),
+    "prices": st.lists(st.decimals(-9999, 9999, places=1).map(lambda number: format(number, "f")), max_size=3),
+    "geo": st.fixed_dictionaries({"lat": st.floats(-90, 90), "lon": st.floats(-180, 180)}),
+    "deep": st.fixed_dictionaries({"a": st.lists(st.integers(-5, 5), max_size=3),
+                                   "m": st.dictionaries(st.text(max_size=3), st.dates().map(str), max_size=2)}),
+    "attrs": st.dictionaries(st.text(max_size=3), st.integers(-(2**63), 2**63 - 1), max_size=3),
+    "grid": st.lists(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=2), max_size=2),
+    "ctx": st.fixed_dictionaries({"device": st.fixed_dictionaries({"os": st.sampled_from(["ios", "android"])}),
+                                  "level": st.integers(0, 9)}),
+}
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(st.fixed_dictionaries({}, optional=FITTING), min_size=1, max_size=25))
+def test_values_that_fit_are_converted_by_the_fast_path_not_the_reference(events: list[dict[str, Any]]) -> None:
+    events = loaded(events)
+    calls: list[int] = []
+
+    def counted(event: dict[str, Any], columns: Sequence[DeclaredColumn], quarantine: bool) -> Any:
+        calls.append(1)
+        return event_columns(event, columns, quarantine)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(columns_fast, "event_columns", counted)
+        fast, refused = columns_fast.chunk_columns(events, COLUMNS, True)
+    slow, slow_refused = reference(events, COLUMNS, True)
+    assert refused == slow_refused == []  # nothing here mismatches
+    assert all(fast[name].equals(array) for name, array in slow.items())
+    assert calls == []  # the fast path vouched for every row itself
+
+
+def test_a_random_mix_is_mostly_converted_by_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Coverage over a fixed mix: of 2,000 events, one in ten with one value that mismatches, the
+    reference sees only those."""
+    events = loaded([{"s": f"u{row}", "n": row * 7919, "i": row, "d": row / 8, "f": row / 4, "b": row % 2 == 0,
+                      "t": ("2026-11-22T05:00:00.123+00:00", 1_764_000_000 + row, "1764000000000", 1.7e9 + row / 3)[row % 4],
+                      "day": "2026-11-22", "amount": (row / 100, str(Decimal(row) / 100), row)[row % 3],
+                      "wide": "12345.6789", "whole": row, "j": {"a": [row]}, "tags": ["a", None],
+                      "times": [row], "prices": ["1.5"], "geo": {"lat": 1.5, "lon": -2.25},
+                      "deep": {"a": [1], "m": {"x": "2026-01-01"}}, "attrs": {"k": row}, "grid": [[1], []],
+                      "ctx": {"device": {"os": "ios"}, "level": row % 10},
+                      **({"n": "not a number"} if row % 10 == 0 else {})} for row in range(2_000)])
+    calls: list[int] = []
+
+    def counted(event: dict[str, Any], columns: Sequence[DeclaredColumn], quarantine: bool) -> Any:
+        calls.append(1)
+        return event_columns(event, columns, quarantine)
+
+    monkeypatch.setattr(columns_fast, "event_columns", counted)
+    fast, refused = columns_fast.chunk_columns(events, COLUMNS, False)
+    monkeypatch.undo()
+    slow, _ = reference(events, COLUMNS, False)
+    assert refused == [] and all(fast[name].equals(array) for name, array in slow.items())
+    assert len(calls) == 200
+    assert fast["mismatched"].null_count == 1_800
+    assert_same(events, True)
+
+
+def test_a_path_through_a_value_that_is_no_object_is_the_references_mismatch() -> None:
+    assert_same(loaded([{"ctx": "ios"}, {"ctx": {"device": 5}}, {"ctx": {"device": None}}, {"ctx": None}, {}]), True)
+    assert_same(loaded([{"ctx": [1]}, {"ctx": {"device": {"os": "ios"}}}]), False)
+
+
+def test_an_empty_chunk() -> None:
+    fast, refused = columns_fast.chunk_columns([], COLUMNS, False)
+    slow, _ = reference([], COLUMNS, False)
+    assert refused == [] and all(fast[name].equals(array) for name, array in slow.items())
