@@ -12,6 +12,9 @@
 Retract and reshard commit to the log like a batch; each checks consistency first and alerts
 (alert object, log line, SNS/e-mail when configured) when it fails. Pause the pipeline DAG while
 they run: a pipeline batch computed before their commit is refused as stale and must be rerun.
+One set per stream (plugins/eventdedup_streams.py): these ids, or `eventdedup_<stream>_populate`,
+`_retract` and `_reshard` for each file of the streams folder, each working on its stream's store.
+
 Wiring only: the rules are in the library. Parsing opens no connection.
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, get_current_context, task
-from eventdedup_airflow import store_pool
+from eventdedup_streams import DeployedStream, deployment
 
 # Triggered by hand only (schedule=None on each). Retries are safe: each operation is idempotent.
 _COMMON: dict[str, Any] = {
@@ -32,12 +35,22 @@ _COMMON: dict[str, Any] = {
                      "retry_delay": timedelta(seconds=int(os.environ.get("EVENTDEDUP_RETRY_DELAY_SECONDS", "60")))}}
 
 
-@dag(dag_id="eventdedup_populate", schedule=None, tags=["eventdedup", "operations"],
-     params={"source_prefix": Param("deduped/", type="string", description="the dataset to commit to the cache"),
-             "batch_id": Param(None, type=["null", "string"],
-                               description="default: populate-<hash of the prefix and its objects>")},
-     **_COMMON)
-def eventdedup_populate() -> None:
+def eventdedup_populate(stream: DeployedStream) -> None:
+    @dag(dag_id=stream.dag_id("populate"), description=stream.description, schedule=None,
+         tags=stream.tags("operations"),
+         params={"source_prefix": Param("deduped/", type="string", description="the dataset to commit to the cache"),
+                 "batch_id": Param(None, type=["null", "string"],
+                                   description="default: populate-<hash of the prefix and its objects>")},
+         **_COMMON)
+    def populate() -> None:
+        populate_tasks(stream)
+
+    populate()
+
+
+def populate_tasks(stream: DeployedStream) -> None:
+    target = stream.target
+
     @task
     def plan_populate() -> dict[str, Any]:
         """The populate batch's id and the pipeline params that process it."""
@@ -47,14 +60,14 @@ def eventdedup_populate() -> None:
 
         context = get_current_context()
         params = context["params"]
-        config = load_pipeline_config()
-        with alert_and_raise(str(params.get("batch_id") or "populate"), "populate_failed", context):
+        config = load_pipeline_config(target)
+        with alert_and_raise(str(params.get("batch_id") or "populate"), "populate_failed", context, target=target):
             plan = plan_populate(s3_store(config), config, str(params["source_prefix"]), params.get("batch_id"))
         return {"batch_id": plan.batch_id, "input_prefix": plan.selector.input_prefix, "populate": True}
 
     planned = plan_populate()
     process_populate = TriggerDagRunOperator(
-        task_id="process_populate", trigger_dag_id="eventdedup_pipeline",
+        task_id="process_populate", trigger_dag_id=stream.dag_id("pipeline"),
         trigger_run_id="populate__{{ ti.xcom_pull(task_ids='plan_populate')['batch_id'] }}",
         conf={"batch_id": "{{ ti.xcom_pull(task_ids='plan_populate')['batch_id'] }}",
               "input_prefix": "{{ ti.xcom_pull(task_ids='plan_populate')['input_prefix'] }}", "populate": True},
@@ -62,14 +75,22 @@ def eventdedup_populate() -> None:
     planned >> process_populate
 
 
-@dag(dag_id="eventdedup_retract", schedule=None, tags=["eventdedup", "operations"],
-     params={"batch_id": Param("", type="string", description="the committed batch to retract"),
-             "reason": Param("", type="string", description="why: recorded in the retraction's commit"),
-             "cascade": Param(False, type="boolean",
-                              description="also retract later batches that decided duplicates against it")},
-     **_COMMON)
-def eventdedup_retract() -> None:
-    @task(pool=store_pool())
+def eventdedup_retract(stream: DeployedStream) -> None:
+    @dag(dag_id=stream.dag_id("retract"), description=stream.description, schedule=None,
+         tags=stream.tags("operations"),
+         params={"batch_id": Param("", type="string", description="the committed batch to retract"),
+                 "reason": Param("", type="string", description="why: recorded in the retraction's commit"),
+                 "cascade": Param(False, type="boolean",
+                                  description="also retract later batches that decided duplicates against it")},
+         **_COMMON)
+    def retract_dag() -> None:
+        retract_task(stream)
+
+    retract_dag()
+
+
+def retract_task(stream: DeployedStream) -> None:
+    @task(pool=stream.pool)
     def retract() -> dict[str, Any]:
         from eventdedup_airflow import store_operation
 
@@ -77,7 +98,7 @@ def eventdedup_retract() -> None:
 
         context = get_current_context()
         params = context["params"]
-        with store_operation(str(params["batch_id"]), "retraction_failed", context) as (config, store):
+        with store_operation(str(params["batch_id"]), "retraction_failed", context, stream.target) as (config, store):
             outcome = retract_batch(store, config, str(params["batch_id"]), str(params["reason"]),
                                     context["dag_run"].run_after, bool(params["cascade"]))
         return {"retraction_id": outcome.retraction_id, "version": outcome.version,
@@ -86,13 +107,21 @@ def eventdedup_retract() -> None:
     retract()
 
 
-@dag(dag_id="eventdedup_reshard", schedule=None, tags=["eventdedup", "operations"],
-     params={"buckets": Param(0, type="integer", description="the new count: a multiple of the current one"),
-             "effective_from": Param(None, type=["null", "string"],
-                                     description="a whole hour (ISO-8601 with offset); default: the earliest safe")},
-     **_COMMON)
-def eventdedup_reshard() -> None:
-    @task(pool=store_pool())
+def eventdedup_reshard(stream: DeployedStream) -> None:
+    @dag(dag_id=stream.dag_id("reshard"), description=stream.description, schedule=None,
+         tags=stream.tags("operations"),
+         params={"buckets": Param(0, type="integer", description="the new count: a multiple of the current one"),
+                 "effective_from": Param(None, type=["null", "string"], description="a whole hour (ISO-8601 with "
+                                         "offset); default: the earliest safe")},
+         **_COMMON)
+    def reshard_dag() -> None:
+        reshard_task(stream)
+
+    reshard_dag()
+
+
+def reshard_task(stream: DeployedStream) -> None:
+    @task(pool=stream.pool)
     def reshard() -> dict[str, Any]:
         from eventdedup_airflow import store_operation
 
@@ -101,7 +130,8 @@ def eventdedup_reshard() -> None:
         context = get_current_context()
         params = context["params"]
         effective = params.get("effective_from")
-        with store_operation(f"reshard-{params['buckets']}", "reshard_failed", context) as (config, store):
+        with store_operation(f"reshard-{params['buckets']}", "reshard_failed", context,
+                             stream.target) as (config, store):
             outcome = grow(store, config, int(params["buckets"]), context["dag_run"].run_after,
                            datetime.fromisoformat(effective) if effective else None)
         return {"reshard_id": outcome.reshard_id, "version": outcome.version, "from": outcome.from_text,
@@ -110,6 +140,7 @@ def eventdedup_reshard() -> None:
     reshard()
 
 
-eventdedup_populate()
-eventdedup_retract()
-eventdedup_reshard()
+for _stream in deployment().streams:
+    eventdedup_populate(_stream)
+    eventdedup_retract(_stream)
+    eventdedup_reshard(_stream)

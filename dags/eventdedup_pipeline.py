@@ -17,55 +17,29 @@ Triggers:
 - a manual run with params `since` and `until`: that interval as an interval batch (a bridge
   across a gap a schedule change left, as the order gate's refusal names it). With
   max_active_runs=1 it waits for the refused scheduled run to give up or be marked failed.
+
+One such DAG per stream (plugins/eventdedup_streams.py): `eventdedup_pipeline` for the one
+configuration EVENTDEDUP_CONFIG names, or `eventdedup_<stream>_pipeline` for each file of the streams
+folder, on the stream's own schedule, pool and output Asset, its tasks reading the stream's file.
 """
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import (
-    Asset,
-    CronDataIntervalTimetable,
-    DeltaDataIntervalTimetable,
-    Param,
-    dag,
-    get_current_context,
-    task,
-)
-from eventdedup_airflow import EventDedupSparkSubmitOperator, store_pool
+from airflow.sdk import Asset, Param, dag, get_current_context, task
+from eventdedup_airflow import EventDedupSparkSubmitOperator
 from eventdedup_emr import deploy_mode, emr_serverless_dedup_operator
+from eventdedup_streams import DeployedStream, deployment
 
-SCHEDULE = os.environ.get("EVENTDEDUP_SCHEDULE", "*/5 * * * *")
-# Tests (and sub-minute demos) use fixed-length intervals in seconds instead of the cron.
-INTERVAL_SECONDS = os.environ.get("EVENTDEDUP_INTERVAL_SECONDS")
-# Every interval runs, oldest first, from the go-live date (catchup): the promotion gate commits an
-# interval only on top of the one before it, so a skipped interval would halt the pipeline. After
-# an outage the scheduler works through the missed intervals by itself. There is no default: from
-# any fixed date a first unpause would queue every interval since (weeks of five-minute runs).
-START_DATE_TEXT = os.environ.get("EVENTDEDUP_START_DATE")
-if not START_DATE_TEXT:
-    raise ValueError("EVENTDEDUP_START_DATE is not set: set it to the pipeline's go-live, e.g. "
-                     "2026-11-24T00:00:00+00:00 (the first interval it processes; every later one runs, in order)")
-START_DATE = datetime.fromisoformat(START_DATE_TEXT)
 # How many times (every retry delay) a run re-checks a halted store, or waits for the interval before
 # it to commit (a backfill running beside the schedule), before it fails: the default is an hour.
 WAIT_RETRIES = int(os.environ.get("EVENTDEDUP_WAIT_RETRIES", "60"))
-OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/deduped/"), group="eventdedup")
 
 
-@dag(
-    dag_id="eventdedup_pipeline",
-    # Data intervals, not bare trigger times: each run's batch is exactly its interval's objects.
-    schedule=(DeltaDataIntervalTimetable(timedelta(seconds=int(INTERVAL_SECONDS))) if INTERVAL_SECONDS
-              else CronDataIntervalTimetable(SCHEDULE, timezone="UTC")),
-    start_date=START_DATE,
-    catchup=True,
-    max_active_runs=1,
-    tags=["eventdedup", "dedup", "spark"],
-    default_args={"retries": int(os.environ.get("EVENTDEDUP_TASK_RETRIES", "2")),
-                  "retry_delay": timedelta(seconds=int(os.environ.get("EVENTDEDUP_RETRY_DELAY_SECONDS", "60")))},
-    params={"batch_id": Param(None, type=["null", "string"], description="manual batch id (with input_prefix)"),
+def pipeline_params() -> dict[str, Param]:
+    return {"batch_id": Param(None, type=["null", "string"], description="manual batch id (with input_prefix)"),
             "input_prefix": Param(None, type=["null", "string"], description="process this prefix as one batch"),
             "reprocess": Param(False, type="boolean",
                                description="with input_prefix: also objects a committed batch consumed"),
@@ -75,11 +49,39 @@ OUTPUT_ASSET = Asset(os.environ.get("EVENTDEDUP_OUTPUT_ASSET", "s3://eventdedup/
                               description="with input_prefix: commit the prefix to the cache only (cold start)"),
             "since": Param(None, type=["null", "string"],
                            description="with until (ISO-8601 with offset): run this interval, e.g. across a gap"),
-            "until": Param(None, type=["null", "string"], description="with since: the interval's end")},
-    doc_md=__doc__,
-)
-def eventdedup_pipeline() -> None:
-    @task(retries=WAIT_RETRIES, pool=store_pool())
+            "until": Param(None, type=["null", "string"], description="with since: the interval's end")}
+
+
+def eventdedup_pipeline(stream: DeployedStream) -> None:
+    """The stream's pipeline DAG. Every interval runs, oldest first, from the stream's go-live
+    (catchup): the promotion gate commits an interval only on top of the one before it, so a skipped
+    interval would halt the pipeline; after an outage the scheduler works through the missed
+    intervals by itself."""
+    @dag(
+        dag_id=stream.dag_id("pipeline"),
+        description=stream.description,
+        # Data intervals, not bare trigger times: each run's batch is exactly its interval's objects.
+        schedule=stream.pipeline_schedule,
+        start_date=stream.start_date,
+        catchup=True,
+        max_active_runs=1,
+        tags=stream.tags("dedup", "spark"),
+        default_args={"retries": int(os.environ.get("EVENTDEDUP_TASK_RETRIES", "2")),
+                      "retry_delay": timedelta(seconds=int(os.environ.get("EVENTDEDUP_RETRY_DELAY_SECONDS", "60")))},
+        params=pipeline_params(),
+        doc_md=__doc__,
+    )
+    def pipeline() -> None:
+        pipeline_tasks(stream)
+
+    pipeline()
+
+
+def pipeline_tasks(stream: DeployedStream) -> None:
+    """The stream's tasks, each body a call or two into the library with the stream's configuration."""
+    target = stream.target
+
+    @task(retries=WAIT_RETRIES, pool=stream.pool)
     def check_consistency() -> dict[str, Any]:
         """Halt (and alert, once per run) on any unfinished promotion or inconsistency, re-checking on
         every retry: after `eventdedup recover` the run goes on by itself. Returns the run's batch plan."""
@@ -91,12 +93,12 @@ def eventdedup_pipeline() -> None:
         context = get_current_context()
         plan = BatchPlan.for_run(context["params"], context.get("data_interval_start"),
                                  context.get("data_interval_end"))
-        config = load_pipeline_config()
-        with alert_and_raise(plan.batch_id, "pipeline_halted", context):
+        config = load_pipeline_config(target)
+        with alert_and_raise(plan.batch_id, "pipeline_halted", context, target=target):
             consistency_gate(s3_store(config), config)
         return codec.to_doc(plan)  # small and JSON-safe for XCom: the plan, never data
 
-    @task(retries=WAIT_RETRIES, pool=store_pool())
+    @task(retries=WAIT_RETRIES, pool=stream.pool)
     def stage_batch(plan: dict[str, Any]) -> str:
         """The promotion gate (run order: before any Spark work), then the batch's frozen inputs.
         A manual batch is judged as of when its run was triggered (`run_after`), not the clock."""
@@ -106,13 +108,13 @@ def eventdedup_pipeline() -> None:
         from eventdedup.ops.scheduling import BatchPlan, stage_planned_batch
 
         context = get_current_context()
-        config = load_pipeline_config()
+        config = load_pipeline_config(target)
         batch = codec.from_doc(BatchPlan, plan)
         # A run that waited for its predecessor through every retry alerts as it gives up.
-        with alert_and_raise(batch.batch_id, "pipeline_stalled", context, final_try_only=True):
+        with alert_and_raise(batch.batch_id, "pipeline_stalled", context, final_try_only=True, target=target):
             return stage_planned_batch(s3_store(config), config, batch, context["dag_run"].run_after).batch_id
 
-    @task(pool=store_pool())
+    @task(pool=stream.pool)
     def promote_batch(plan: dict[str, Any]) -> dict[str, Any]:
         from eventdedup_airflow import alert_and_raise, load_pipeline_config, s3_store
 
@@ -120,13 +122,13 @@ def eventdedup_pipeline() -> None:
         from eventdedup.ops.scheduling import BatchPlan
         from eventdedup.promotion.promote import promote_batch as promote
 
-        config = load_pipeline_config()
+        config = load_pipeline_config(target)
         batch_id = codec.from_doc(BatchPlan, plan).batch_id
-        with alert_and_raise(batch_id, "promotion_failed", get_current_context()):
+        with alert_and_raise(batch_id, "promotion_failed", get_current_context(), target=target):
             outcome = promote(s3_store(config), config, batch_id)
         return {"batch_id": outcome.batch_id, "version": outcome.version, "newly_committed": outcome.newly_committed}
 
-    @task(outlets=[OUTPUT_ASSET])
+    @task(outlets=[Asset(stream.output_asset, group="eventdedup")])
     def publish_metrics(plan: dict[str, Any]) -> dict[str, Any]:
         from eventdedup_airflow import load_pipeline_config, s3_store, send_batch_metrics
 
@@ -134,21 +136,22 @@ def eventdedup_pipeline() -> None:
         from eventdedup.ops.scheduling import BatchPlan
         from eventdedup.ops.status import committed_summary, log_batch_metrics
 
-        config = load_pipeline_config()
+        config = load_pipeline_config(target)
         store, batch_id = s3_store(config), codec.from_doc(BatchPlan, plan).batch_id
         summary = committed_summary(store, config, batch_id)
         log_batch_metrics(summary)
-        send_batch_metrics(store, config, batch_id)
+        send_batch_metrics(store, config, batch_id, target.name)
         return summary  # small: counts only, never data
 
     plan = check_consistency()
     staged = stage_batch(plan)
     staged_id = "{{ ti.xcom_pull(task_ids='stage_batch') }}"
     # spark-submit (local mode or a cluster, by the Spark connection) or EMR Serverless, by configuration
-    dedup = (emr_serverless_dedup_operator("dedup_batch", staged_id) if deploy_mode() == "emr-serverless"
-             else EventDedupSparkSubmitOperator(task_id="dedup_batch", batch_id=staged_id))
+    dedup = (emr_serverless_dedup_operator("dedup_batch", staged_id, target.name) if deploy_mode() == "emr-serverless"
+             else EventDedupSparkSubmitOperator(task_id="dedup_batch", batch_id=staged_id, target=target))
     promoted = promote_batch(plan)
     staged >> dedup >> promoted >> publish_metrics(plan)
 
 
-eventdedup_pipeline()
+for _stream in deployment().streams:
+    eventdedup_pipeline(_stream)

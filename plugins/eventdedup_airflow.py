@@ -12,14 +12,17 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from eventdedup.config import Config, load_config
-from eventdedup.ops.alerts import Alert, record_alert
-from eventdedup.s3store import S3Store, boto_config
+
+if TYPE_CHECKING:  # imported where used: every DAG file imports this module at each parse
+    from eventdedup.ops.alerts import Alert
+    from eventdedup.s3store import S3Store
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,8 @@ def store_pool() -> str:
     schedule, and a consistency check that met another run's promotion half-way would see its
     journal and halt the pipeline. The pool must exist (`airflow pools set eventdedup_store 1 ...`;
     make stack creates it): Airflow never schedules a task of a missing pool. The default,
-    `default_pool`, serialises nothing."""
+    `default_pool`, serialises nothing. With a folder of streams, each stream has a pool of its own
+    named after this one (eventdedup.streams.store_pool_name)."""
     return os.environ.get("EVENTDEDUP_STORE_POOL", "default_pool")
 
 
@@ -45,20 +49,41 @@ def config_path() -> str:
     return os.environ.get("EVENTDEDUP_CONFIG", str(DEFAULT_CONFIG))
 
 
-def load_pipeline_config() -> Config:
-    """The TOML configuration, with the S3 endpoint taken from the Airflow connection's extra
-    `endpoint_url` when it has one: endpoints and credentials live in the connection, not in code."""
+@dataclass(frozen=True)
+class StreamTarget:
+    """The configuration a task works on: a stream's file (`name`, `config_file`), or, in the
+    one-stream deployment (both None), the file EVENTDEDUP_CONFIG names when the task runs."""
+
+    name: str | None = None
+    config_file: str | None = None
+
+    def config_path(self) -> str:
+        return self.config_file or config_path()
+
+    def subject(self, text: str) -> str:
+        """An alert's subject, naming the stream when there are several."""
+        return text if self.name is None else f"[{self.name}] {text}"
+
+
+ONE_STREAM = StreamTarget()
+
+
+def load_pipeline_config(target: StreamTarget = ONE_STREAM) -> Config:
+    """The stream's TOML configuration, with the S3 endpoint taken from the Airflow connection's
+    extra `endpoint_url` when it has one: endpoints and credentials live in the connection, not in code."""
     endpoint = _connection_endpoint()
     environ = dict(os.environ)
     if endpoint:
         environ["EVENTDEDUP_S3__ENDPOINT_URL"] = f'"{endpoint}"'
-    return load_config(config_path(), environ)
+    return load_config(target.config_path(), environ)
 
 
 def s3_store(config: Config) -> S3Store:
     """A client from the Airflow connection, with the library's own client settings (retries,
     a pool for the promotion's 16 copy threads, path-style addressing for a custom endpoint)."""
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    from eventdedup.s3store import S3Store, boto_config
 
     return S3Store(S3Hook(aws_conn_id=aws_conn_id(), config=boto_config(config.s3)).get_conn(), config.s3.bucket)
 
@@ -87,12 +112,15 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
     host (`ps`, /proc) and logged: there, the secrets are withheld and the job uses the cluster's
     own credential chain (instance role, IRSA)."""
 
-    def __init__(self, *, batch_id: str, **kwargs: Any) -> None:
+    def __init__(self, *, batch_id: str, target: StreamTarget = ONE_STREAM, **kwargs: Any) -> None:
         kwargs.setdefault("application", str(PROJECT_ROOT / "spark_jobs" / "dedup_batch.py"))
-        kwargs.setdefault("name", "eventdedup-dedup-batch")
+        kwargs.setdefault("name", "eventdedup-dedup-batch" if target.name is None
+                          else f"eventdedup-{target.name}-dedup-batch")
         kwargs.setdefault("conn_id", os.environ.get("EVENTDEDUP_SPARK_CONN_ID", "spark_default"))
         conf = {"spark.ui.enabled": "false", **kwargs.pop("conf", {})}
         super().__init__(conf=conf, application_args=["--batch-id", batch_id], **kwargs)
+        # the stream's file; None: what EVENTDEDUP_CONFIG names when the task runs
+        self.stream_config_file = target.config_file
 
     def execute(self, context: Any) -> None:
         self.prepare_submit()
@@ -128,7 +156,7 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         if os.environ.get("JAVA_HOME"):
             env["JAVA_HOME"] = os.environ["JAVA_HOME"]
         self.env_vars = {**(self.env_vars or {}), **env}
-        self.application_args = ["--config", config_path(), *(self.application_args or [])]
+        self.application_args = ["--config", self.stream_config_file or config_path(), *(self.application_args or [])]
 
     def _get_hook(self) -> Any:
         spark = super()._get_hook()
@@ -141,27 +169,31 @@ class EventDedupSparkSubmitOperator(SparkSubmitOperator):
         return spark
 
 
-def send_alert(alert: Alert, context: Any = None) -> None:
-    """Everywhere configured: always the alert object on S3 and a structured log line; SNS
-    (SnsNotifier) when EVENTDEDUP_ALERT_SNS_TOPIC_ARN is set; e-mail (SmtpNotifier, connection
-    smtp_default) when EVENTDEDUP_ALERT_EMAIL is set."""
-    config = load_pipeline_config()
+def send_alert(alert: Alert, context: Any = None, target: StreamTarget = ONE_STREAM) -> None:
+    """Everywhere configured: always the alert object on the stream's S3 prefix and a structured log
+    line; SNS (SnsNotifier) when EVENTDEDUP_ALERT_SNS_TOPIC_ARN is set; e-mail (SmtpNotifier,
+    connection smtp_default) when EVENTDEDUP_ALERT_EMAIL is set, their subject naming the stream."""
+    from eventdedup.ops.alerts import record_alert
+
+    config = load_pipeline_config(target)
     record_alert(s3_store(config), config, alert)
+    subject = target.subject(alert.subject)
     topic = os.environ.get("EVENTDEDUP_ALERT_SNS_TOPIC_ARN")
     if topic:
         from airflow.providers.amazon.aws.notifications.sns import SnsNotifier
 
-        SnsNotifier(aws_conn_id=aws_conn_id(), target_arn=topic, subject=alert.subject[:100],
+        SnsNotifier(aws_conn_id=aws_conn_id(), target_arn=topic, subject=subject[:100],
                     message=alert.message).notify(context or {})
     email = os.environ.get("EVENTDEDUP_ALERT_EMAIL")
     if email:
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 
-        SmtpNotifier(to=email, subject=alert.subject, html_content=f"<pre>{alert.message}</pre>").notify(context or {})
+        SmtpNotifier(to=email, subject=subject, html_content=f"<pre>{alert.message}</pre>").notify(context or {})
 
 
 @contextmanager
-def alert_and_raise(batch_id: str, kind: str, context: Any, final_try_only: bool = False) -> Iterator[None]:
+def alert_and_raise(batch_id: str, kind: str, context: Any, final_try_only: bool = False, *,
+                    target: StreamTarget = ONE_STREAM) -> Iterator[None]:
     """Alert from inside the task: callbacks do not fire when someone changes task state in the UI.
     Once per run and kind: a halted run re-checks on every retry, and an operator should hear of
     the halt once, not once a minute (the alert object already there says it was sent). With
@@ -175,35 +207,38 @@ def alert_and_raise(batch_id: str, kind: str, context: Any, final_try_only: bool
         if final_try_only and ti is not None and int(ti.try_number) <= int(ti.max_tries):
             raise
         try:
-            if _already_alerted(batch_id, kind, run_id):
+            from eventdedup.ops.alerts import Alert
+
+            if _already_alerted(batch_id, kind, run_id, target):
                 log.warning("eventdedup: %s for batch %s persists (run %s); alerted already", kind, batch_id, run_id)
             else:
-                send_alert(Alert.now(batch_id, kind, f"{type(exc).__name__}: {exc}", run_id), context)
+                send_alert(Alert.now(batch_id, kind, f"{type(exc).__name__}: {exc}", run_id), context, target)
         except Exception:  # the alert must never hide the failure it reports
             log.exception("eventdedup: could not send the %s alert for batch %s", kind, batch_id)
         raise
 
 
 @contextmanager
-def store_operation(label: str, alert_kind: str, context: Any) -> Iterator[tuple[Config, S3Store]]:
-    """An operation on the store from an operations DAG's task (retract, reshard): the
+def store_operation(label: str, alert_kind: str, context: Any,
+                    target: StreamTarget = ONE_STREAM) -> Iterator[tuple[Config, S3Store]]:
+    """An operation on the stream's store from an operations DAG's task (retract, reshard): the
     configuration and a store, the consistency gate passed first, and any failure alerted as
     `alert_kind` under `label`, then raised."""
     from eventdedup.ops.scheduling import consistency_gate
 
-    config = load_pipeline_config()
+    config = load_pipeline_config(target)
     store = s3_store(config)
-    with alert_and_raise(label, alert_kind, context):
+    with alert_and_raise(label, alert_kind, context, target=target):
         consistency_gate(store, config)
         yield config, store
 
 
-def _already_alerted(batch_id: str, kind: str, run_id: str) -> bool:
+def _already_alerted(batch_id: str, kind: str, run_id: str, target: StreamTarget) -> bool:
     """Whether this run already sent this alert (its object is there). Unreadable: not sent."""
     from eventdedup.ops.alerts import read_alert
 
     try:
-        config = load_pipeline_config()
+        config = load_pipeline_config(target)
         previous = read_alert(s3_store(config), config, batch_id)
     except Exception:  # better a second alert than none
         log.warning("eventdedup: could not read batch %s's alert object; alerting", batch_id, exc_info=True)
@@ -211,11 +246,12 @@ def _already_alerted(batch_id: str, kind: str, run_id: str) -> bool:
     return previous is not None and previous.kind == kind and previous.run_id == run_id and bool(run_id)
 
 
-def send_batch_metrics(store: S3Store, config: Config, batch_id: str) -> None:
+def send_batch_metrics(store: S3Store, config: Config, batch_id: str, stream: str | None = None) -> None:
     """A committed batch's metrics (eventdedup.ops.status.batch_metrics) through Airflow's own
     metrics configuration ([metrics] statsd_on or otel_on): what Airflow's dashboards already
-    collect. Best effort: the batch is committed and its output Asset due whatever a metric does,
-    so a failure is logged, not raised. Counters are sent again if the task is retried."""
+    collect, a stream's named `eventdedup.<stream>.<metric>`. Best effort: the batch is committed and
+    its output Asset due whatever a metric does, so a failure is logged, not raised. Counters are
+    sent again if the task is retried."""
     try:
         from airflow.sdk.observability.stats import Stats
     except ImportError:  # Airflow 3.1 and 3.2 kept it here
@@ -224,7 +260,7 @@ def send_batch_metrics(store: S3Store, config: Config, batch_id: str) -> None:
     from eventdedup.ops.status import batch_metrics
 
     try:
-        metrics = batch_metrics(store, config, batch_id)
+        metrics = batch_metrics(store, config, batch_id, stream)
         for name, value in metrics["counters"].items():
             if value:
                 Stats.incr(name, count=int(value))

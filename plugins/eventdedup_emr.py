@@ -5,7 +5,8 @@ of spark-submit by EVENTDEDUP_SPARK_DEPLOY=emr-serverless.
     EVENTDEDUP_EMR_APPLICATION_ID      the EMR Serverless application (type SPARK)
     EVENTDEDUP_EMR_EXECUTION_ROLE_ARN  the job's runtime role: the job's only credentials
     EVENTDEDUP_EMR_JOB_ROOT            s3:// prefix holding dedup_batch.py, eventdedup-job-env.tar.gz
-                                       (venv-pack) and eventdedup.toml
+                                       (venv-pack) and eventdedup.toml, or with a folder of streams
+                                       streams/<stream>.toml for each (package --upload --streams-dir)
     EVENTDEDUP_EMR_LOG_URI             optional s3:// prefix for the driver's and executors' logs
     EVENTDEDUP_AWS_CONN_ID             the Airflow connection that calls the EMR Serverless API
 
@@ -37,6 +38,8 @@ DEPLOY_MODES = ("spark-submit", "emr-serverless")
 JOB_SCRIPT = "dedup_batch.py"
 JOB_ENV_ARCHIVE = "eventdedup-job-env.tar.gz"
 JOB_CONFIG = "eventdedup.toml"
+# A stream's configuration under the job root: the job finds it as ./eventdedup.toml all the same.
+STREAM_CONFIG_FOLDER = "streams"
 # The venv's directory in the driver's and executors' working directory (the archive's #alias).
 ENV_ALIAS = "environment"
 
@@ -59,10 +62,12 @@ def deploy_mode() -> str:
     return mode
 
 
-def emr_serverless_dedup_operator(task_id: str, batch_id: str) -> EmrServerlessStartJobOperator:
-    """The dedup job of `batch_id` as an EMR Serverless job run. `batch_id` may be a template
-    ("{{ ti.xcom_pull(task_ids='stage_batch') }}"): it only goes into `job_driver` and `name`,
-    both template fields of the operator, so it is rendered when the task runs."""
+def emr_serverless_dedup_operator(task_id: str, batch_id: str,
+                                  stream: str | None = None) -> EmrServerlessStartJobOperator:
+    """The dedup job of `batch_id` as an EMR Serverless job run, with the stream's configuration
+    (`streams/<stream>.toml` under the job root; without a stream, `eventdedup.toml`). `batch_id` may
+    be a template ("{{ ti.xcom_pull(task_ids='stage_batch') }}"): it only goes into `job_driver` and
+    `name`, both template fields of the operator, so it is rendered when the task runs."""
     # Imported here, not at module level: plugins/ is imported by every DAG parse, and only the
     # emr-serverless deploy mode needs the provider's operator (and boto3 behind it).
     from airflow.providers.amazon.aws.operators.emr import EmrServerlessStartJobOperator
@@ -77,9 +82,10 @@ def emr_serverless_dedup_operator(task_id: str, batch_id: str) -> EmrServerlessS
         task_id=task_id,
         application_id=_required("EVENTDEDUP_EMR_APPLICATION_ID"),
         execution_role_arn=_required("EVENTDEDUP_EMR_EXECUTION_ROLE_ARN"),
-        job_driver=job_driver(root, batch_id),
+        job_driver=job_driver(root, batch_id, JOB_CONFIG if stream is None
+                              else f"{STREAM_CONFIG_FOLDER}/{stream}.toml"),
         configuration_overrides=overrides,
-        name=f"eventdedup-{batch_id}",
+        name=f"eventdedup-{batch_id}" if stream is None else f"eventdedup-{stream}-{batch_id}",
         config={"executionTimeoutMinutes": EXECUTION_TIMEOUT_MINUTES},
         # The task ends with the run, as with spark-submit: promotion must not start before the
         # job's output is complete. Whether the wait holds a worker slot or is deferred to the
@@ -92,8 +98,9 @@ def emr_serverless_dedup_operator(task_id: str, batch_id: str) -> EmrServerlessS
     )
 
 
-def job_driver(root: str, batch_id: str) -> dict[str, Any]:
-    """StartJobRun's jobDriver for the job packaged under `root` (an s3:// prefix, no trailing /)."""
+def job_driver(root: str, batch_id: str, config_key: str = JOB_CONFIG) -> dict[str, Any]:
+    """StartJobRun's jobDriver for the job packaged under `root` (an s3:// prefix, no trailing /),
+    with the configuration at `config_key` under it."""
     archives = ",".join([
         # The venv-pack archive, unpacked as ./environment in the driver's and every executor's
         # working directory; the three --conf below make the driver and the Python workers run its
@@ -106,7 +113,7 @@ def job_driver(root: str, batch_id: str) -> dict[str, Any]:
         # the alias as it is (Spark's Utils.unpack, Hadoop's FSDownload), so the driver finds
         # ./eventdedup.toml wherever it finds ./environment. The job reads it with open(), so an
         # s3:// path would not do. spark-submit keeps only the last --archives: one list for both.
-        f"{root}/{JOB_CONFIG}#{JOB_CONFIG}",
+        f"{root}/{config_key}#{JOB_CONFIG}",
     ])
     python = f"./{ENV_ALIAS}/bin/python"
     parameters = [

@@ -2,9 +2,11 @@
 
     python -m eventdedup_dev.package [--out dist/job]
     python -m eventdedup_dev.package --upload s3://bucket/jobs/eventdedup/ --config conf/prod.toml
+    python -m eventdedup_dev.package --upload s3://bucket/jobs/eventdedup/ --streams-dir conf/streams
 
 With --upload (EMR Serverless: EVENTDEDUP_EMR_JOB_ROOT), the entry point, the archive and the
-configuration (as eventdedup.toml) are uploaded there with boto3's default credential chain.
+configuration (as eventdedup.toml), or every stream file of a folder (as streams/<name>.toml), are
+uploaded there with boto3's default credential chain.
 
 Writes into the output directory:
 - `eventdedup-job-env.tar.gz`: a virtualenv packed with venv-pack (the Spark documentation's
@@ -70,11 +72,17 @@ def build_job_venv(venv: Path) -> None:
     subprocess.run([*uv, "--no-deps", "--reinstall-package", "eventdedup", str(PROJECT)], check=True)
 
 
-def native_core_loads(venv: Path | None) -> bool:
-    """Whether the compiled parse core imports in the job's environment (None: this one). Built for
-    this machine's platform; executors of the same platform load it, any other runs pure Python."""
+# The compiled cores and how each says it loaded: the parse core (eventdedup.parse.native_core)
+# and the dedup core (eventdedup.native_dedup).
+NATIVE_CORES = {"parse": "from eventdedup.parse import native_core as core",
+                "dedup": "from eventdedup import native_dedup as core"}
+
+
+def native_core_loads(venv: Path | None, core: str = "parse") -> bool:
+    """Whether a compiled core imports in the job's environment (None: this one). Built for this
+    machine's platform; executors of the same platform load it, any other runs pure Python."""
     python = str(venv / "bin" / "python") if venv else sys.executable
-    probe = "from eventdedup.parse import native_core; raise SystemExit(0 if native_core.available() else 1)"
+    probe = f"{NATIVE_CORES[core]}; raise SystemExit(0 if core.available() else 1)"
     return subprocess.run([python, "-c", probe], cwd=venv or PROJECT, check=False).returncode == 0
 
 
@@ -99,10 +107,11 @@ def build_package(out: Path, work: Path) -> dict[str, object]:
     out.mkdir(parents=True, exist_ok=True)
     venv = work / "job-venv"
     build_job_venv(venv)
-    native = native_core_loads(venv)
-    if native_core_loads(None) and not native:
-        raise SystemExit("the compiled parse core is built here but did not reach the job's environment "
-                         "(package-data in pyproject.toml)")
+    native = {core: native_core_loads(venv, core) for core in NATIVE_CORES}
+    for core, loads in native.items():
+        if native_core_loads(None, core) and not loads:
+            raise SystemExit(f"the compiled {core} core is built here but did not reach the job's environment "
+                             "(package-data in pyproject.toml)")
     archive = out / ARCHIVE_NAME
     pack(venv, archive)
     shutil.copy2(ENTRY_POINT, out / ENTRY_POINT.name)
@@ -110,22 +119,27 @@ def build_package(out: Path, work: Path) -> dict[str, object]:
         "archive": ARCHIVE_NAME, "sha256": sha256_of(archive), "bytes": archive.stat().st_size,
         "eventdedup": version("eventdedup"), "python": sys.version.split()[0],
         "interpreter": base_interpreter(), "entry_point": ENTRY_POINT.name,
-        "native_parse_core": native, "build_seconds": round(time.monotonic() - started, 1),
+        "native_parse_core": native["parse"], "native_dedup_core": native["dedup"], "build_seconds": round(time.monotonic() - started, 1),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 
-def upload(out: Path, root: str, config: Path, client: object | None = None) -> list[str]:
-    """The three files EMR Serverless reads, under `root` (s3://bucket/prefix/)."""
+def upload(out: Path, root: str, config: Path | None, client: object | None = None,
+           streams_dir: Path | None = None) -> list[str]:
+    """The files EMR Serverless reads, under `root` (s3://bucket/prefix/): the entry point, the
+    archive, and the configuration or each stream's (plugins/eventdedup_emr.py names them)."""
     import boto3
+
+    from eventdedup.streams import stream_files
 
     bucket, _, prefix = root.removeprefix("s3://").partition("/")
     prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
     client = client or boto3.client("s3")
     uploaded = []
-    for source, name in ((out / ENTRY_POINT.name, ENTRY_POINT.name), (out / ARCHIVE_NAME, ARCHIVE_NAME),
-                         (config, "eventdedup.toml")):
+    configs = [(config, "eventdedup.toml")] if config is not None else []
+    configs += [(path, f"streams/{path.name}") for path in (stream_files(streams_dir) if streams_dir else [])]
+    for source, name in ((out / ENTRY_POINT.name, ENTRY_POINT.name), (out / ARCHIVE_NAME, ARCHIVE_NAME), *configs):
         client.upload_file(str(source), bucket, prefix + name)  # type: ignore[attr-defined]
         uploaded.append(f"s3://{bucket}/{prefix}{name}")
     return uploaded
@@ -137,13 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=PROJECT / "build" / "package")
     parser.add_argument("--upload", metavar="S3_PREFIX", help="also upload the job there (EMR Serverless)")
     parser.add_argument("--config", type=Path, help="with --upload: the configuration the job runs with")
+    parser.add_argument("--streams-dir", type=Path, help="with --upload: a folder of stream files, each uploaded")
     args = parser.parse_args(argv)
-    if args.upload and (not args.upload.startswith("s3://") or args.config is None):
-        parser.error("--upload needs an s3:// prefix and --config")
+    if args.upload and (not args.upload.startswith("s3://") or (args.config is None and args.streams_dir is None)):
+        parser.error("--upload needs an s3:// prefix and --config or --streams-dir")
     manifest = build_package(args.out, args.work)
     print(f"{args.out / ARCHIVE_NAME}: {int(manifest['bytes']) / 2**20:.1f} MiB "  # type: ignore[call-overload]
           f"in {manifest['build_seconds']} s (sha256 {str(manifest['sha256'])[:16]}…)")
-    for uri in upload(args.out, args.upload, args.config) if args.upload else []:
+    for uri in upload(args.out, args.upload, args.config, streams_dir=args.streams_dir) if args.upload else []:
         print(f"uploaded {uri}")
     return 0
 

@@ -43,7 +43,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 WORKERS = ("spark-worker-1", "spark-worker-2")
-STORE_POOL = "eventdedup_store"  # one slot: see dags/eventdedup_pipeline.py
+STORE_POOL = "eventdedup_store"  # one slot, and one per stream: see plugins/eventdedup_airflow.store_pool
 SERVICES = ("postgres", "s3", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor",
             "airflow-triggerer", "spark-master", *WORKERS)
 
@@ -185,7 +185,6 @@ def airflow_env(settings: StackSettings, keys: Mapping[str, str]) -> dict[str, s
                                              for service in ("sns", "sqs")}} if settings.aws_mocks_endpoint else {})}}),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": f"spark://{settings.spark_master_host}",
                                                   "port": settings.spark_master_port}),
-        "EVENTDEDUP_CONFIG": os.environ.get("EVENTDEDUP_CONFIG", str(PROJECT / "conf" / "eventdedup.airflow.toml")),
         "EVENTDEDUP_SPARK_JOB_ARCHIVE": str(PROJECT / "dist" / "job" / "eventdedup-job-env.tar.gz"),
         "EVENTDEDUP_SPARK_DRIVER_HOST": settings.driver_host,
         "EVENTDEDUP_STORE_POOL": STORE_POOL,
@@ -485,11 +484,26 @@ def up(settings: StackSettings) -> None:
 
 
 def initialise_airflow(settings: StackSettings, keys: Mapping[str, str]) -> None:
-    """The metadata database's schema, and the pool the pipeline's store tasks share."""
+    """The metadata database's schema, and the pools the store tasks take turns in (`store_pools`)."""
     _, env = service_command(settings, "airflow-api-server", keys)
-    for command in (["db", "migrate"], ["pools", "set", STORE_POOL, "1", "eventdedup: one store task at a time"]):
+    pools = settings.home / "pools.json"
+    pools.write_text(json.dumps(store_pools(env)))
+    for command in (["db", "migrate"], ["pools", "import", str(pools)]):
         subprocess.run([sys.executable, "-m", "airflow", *command], env=env, check=True, stdout=subprocess.DEVNULL,
                        cwd=settings.home)
+
+
+def store_pools(env: Mapping[str, str]) -> dict[str, dict[str, object]]:
+    """One one-slot pool for the one configuration's store tasks and one per stream of the streams
+    folder the DAGs will run (eventdedup.streams), as `airflow pools import` reads them. A stream
+    file added later needs its own: `airflow pools set eventdedup_store_<stream> 1 "..."`."""
+    from eventdedup.streams import deployment_folder, read_stream_folder, store_pool_name
+
+    folder = deployment_folder(env, PROJECT / "conf" / "streams")
+    names = [STORE_POOL] + [store_pool_name(STORE_POOL, stream.name)
+                            for stream in (read_stream_folder(folder, env).streams if folder else ())]
+    return {name: {"slots": 1, "description": "eventdedup: one store task at a time", "include_deferred": False}
+            for name in names}
 
 
 # The scheduler first (its tasks' Spark drivers need the workers until they end), the database last.

@@ -35,6 +35,9 @@ os.environ.update({
     # before every interval the tests run (dag.test() places runs at fixed dates in November 2026)
     "EVENTDEDUP_START_DATE": "2026-11-01T00:00:00+00:00",
     "EVENTDEDUP_INTERVAL_SECONDS": "4",
+    # The one-configuration deployment (today's DAG ids) even when a developer keeps stream files
+    # in conf/streams/; the streams tests name their folder with EVENTDEDUP_STREAMS_DIR.
+    "EVENTDEDUP_CONFIG": str(PROJECT / "conf" / "eventdedup.airflow.toml"),
 })
 for folder in ("dags", "plugins"):
     if str(PROJECT / folder) not in sys.path:

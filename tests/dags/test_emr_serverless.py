@@ -188,3 +188,34 @@ def test_the_pipeline_dag_submits_to_emr_serverless_when_configured(airflow_db, 
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"errors": {}, "dedup": "EmrServerlessStartJobOperator", "upstream": ["stage_batch"],
                       "downstream": ["promote_batch"]}
+
+
+def test_each_stream_runs_with_its_own_uploaded_configuration(s3_server, bucket, tmp_path: Path, monkeypatch) -> None:
+    """With a folder of streams, `package --upload --streams-dir` puts each stream's file at
+    streams/<stream>.toml under the job root, and that stream's job ships it as ./eventdedup.toml."""
+    from eventdedup_emr import JOB_CONFIG, emr_serverless_dedup_operator
+
+    from eventdedup_dev.package import ARCHIVE_NAME, upload
+
+    out, streams = tmp_path / "job", tmp_path / "streams"
+    out.mkdir()
+    streams.mkdir()
+    (out / "dedup_batch.py").write_bytes(b"print('entry point')\n")
+    (out / ARCHIVE_NAME).write_bytes(b"\x1f\x8b archive bytes")
+    for name in ("web", "mobile"):
+        (streams / f"{name}.toml").write_bytes(f'[s3]\nbucket = "{name}-events"\n'.encode())
+    client = s3_server.client()
+    uploaded = upload(out, f"s3://{bucket}/jobs/eventdedup/", None, client, streams_dir=streams)
+    assert uploaded[2:] == [f"s3://{bucket}/jobs/eventdedup/streams/{name}.toml" for name in ("mobile", "web")]
+    assert client.get_object(Bucket=bucket, Key="jobs/eventdedup/streams/web.toml")["Body"].read() == (
+        b'[s3]\nbucket = "web-events"\n')
+
+    monkeypatch.setenv("EVENTDEDUP_EMR_APPLICATION_ID", "00fabcdefghij")
+    monkeypatch.setenv("EVENTDEDUP_EMR_EXECUTION_ROLE_ARN", ROLE_ARN)
+    monkeypatch.setenv("EVENTDEDUP_EMR_JOB_ROOT", JOB_ROOT)
+    operator = emr_serverless_dedup_operator("dedup_batch", BATCH_ID, "web")
+    root = JOB_ROOT.rstrip("/")
+    parameters = operator.job_driver["sparkSubmit"]["sparkSubmitParameters"]
+    assert f"{root}/eventdedup-job-env.tar.gz#environment,{root}/streams/web.toml#{JOB_CONFIG} " in parameters
+    assert operator.job_driver["sparkSubmit"]["entryPointArguments"] == ["--config", JOB_CONFIG, "--batch-id", BATCH_ID]
+    assert operator.name == f"eventdedup-web-{BATCH_ID}"

@@ -66,3 +66,36 @@ def test_a_logged_in_user_reads_the_latest_report_and_a_days(report_client) -> N
     assert [link.split('"')[0] for link in index.text.split('href="')[1:]] == [
         "latest.html", "20261125T060000Z-20261125T070000Z.html", "2026-11-25.html", "2026-11-23.html"]
     assert "script" not in index.text
+
+
+def test_with_a_folder_of_streams_each_streams_reports_are_listed_and_served_from_its_own_prefix(
+        airflow_db, airflow_connections, s3_server, bucket, tmp_path, monkeypatch) -> None:
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from fastapi.testclient import TestClient
+
+    store = S3Store(s3_server.client(), bucket)
+    folder = tmp_path / "streams"
+    folder.mkdir()
+    for name in ("web", "mobile"):
+        (folder / f"{name}.toml").write_text(
+            f'[s3]\nbucket = "{bucket}"\n[layout]\n' + "".join(
+                f'{p}_prefix = "{name}/{p}/"\n' for p in ("landing", "output", "cache", "staging", "audit", "quarantine",
+                                                          "commit_log", "state", "manifest", "alerts", "reports")))
+        store.put_bytes(f"{name}/reports/latest.html", f"<html>{name}'s latest</html>".encode())
+        store.put_bytes(f"{name}/reports/2026-11-25.html", f"<html>{name}'s 25th</html>".encode())
+    monkeypatch.setenv("EVENTDEDUP_STREAMS_DIR", str(folder))
+    client = TestClient(create_app())
+    assert client.get("/eventdedup/reports/web/latest.html").status_code in (401, 403)  # Airflow's login first
+    manager = get_auth_manager()
+    client.cookies.set("_token", manager.generate_jwt(manager.deserialize_user({"sub": "operator", "role": "admin"})))
+
+    index = client.get("/eventdedup/reports/")
+    assert index.status_code == 200 and "by stream" in index.text
+    assert [link.split('"')[0] for link in index.text.split('href="')[1:]] == ["mobile/", "web/"]
+    assert client.get("/eventdedup/reports/web/latest.html").text == "<html>web's latest</html>"
+    assert client.get("/eventdedup/reports/mobile/2026-11-25.html").text == "<html>mobile's 25th</html>"
+    mobile = client.get("/eventdedup/reports/mobile/")
+    assert [link.split('"')[0] for link in mobile.text.split('href="')[1:]] == ["latest.html", "2026-11-25.html"]
+    assert client.get("/eventdedup/reports/latest.html").status_code == 404  # the one configuration's path
+    assert client.get("/eventdedup/reports/tablet/latest.html").status_code == 404
+    assert client.get("/eventdedup/reports/web/..%2F..%2Fmobile%2Freports%2Flatest.html").status_code == 404
