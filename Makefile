@@ -99,10 +99,37 @@ typecheck: venv
 soak: venv check-java
 	$(PY) -m pytest -q -m soak tests/faults/test_soak.py && cat bench/results/soak-latest.json
 
-# Seeded workload, eventdedup and its three peers in one run (python -m bench): bench/results/latest.json
+# The embedded store as a single-host deployment lives on it (tests/devtools/test_store_soak.py,
+# ~1 h on 2 busy cores): STORE_CHURN_GIB (20) GiB put, copied and deleted, then STORE_SOAK_BATCHES
+# (300) five-minute batches with the maintenance DAG's upkeep, and a batch refused below the free-space
+# floor at staging and at promotion; disk use bounded, figures in
+# bench/results/store-churn-latest.json and store-soak-latest.json (short versions: make test).
+.PHONY: soak-store
+soak-store: venv check-java
+	$(PY) -m pytest -q -s -m soak tests/devtools/test_store_soak.py tests/devtools/test_local_s3_full_disk_batch.py \
+	  && cat bench/results/store-churn-latest.json bench/results/store-soak-latest.json
+
+# eventdedup and its three peers on one workload in one run (python -m bench), on the real path: the
+# history committed by `eventdedup run-batch` itself, each measured run-batch a new process, cold and warm,
+# committed on top (--history seeded: the quicker seeded history, marked so); bench/results/latest.json
 # + a table. BENCH_ARGS passes options through, e.g. make bench BENCH_ARGS="--events 100000 --history-scales 1,4".
 bench: venv check-java redis-server
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The bytes a batch GETs as its history grows (python -m bench.reads, issue 57): per partition_time, a
+# day of history committed by real batches, then six more days; a probe batch warm and cold through a
+# counting proxy, and late events in an old hour; bench/results/reads-latest.json + a table.
+# READS_ARGS passes options through, e.g. make bench-reads READS_ARGS="--partition-times id --hourly-events 5000".
+.PHONY: bench-reads
+bench-reads: venv check-java
+	$(PY) -m bench.reads $(READS_ARGS)
+
+# What an ordered store costs (python -m bench.ordering, issue 54): the defaults and survivor
+# max:updated_at with changelog, batches by `eventdedup run-batch` in turns; wall time and bytes a
+# cache entry; bench/results/ordering.json. ORDERING_ARGS passes options through.
+.PHONY: bench-ordering
+bench-ordering: venv check-java
+	$(PY) -m bench.ordering $(ORDERING_ARGS)
 
 # One batch at production density, by kind of object (python -m bench.scale): a store seeded for one
 # sampled bucket as years of 5-minute batches would leave it; bench/results/scale-latest.{json,png} + a table.

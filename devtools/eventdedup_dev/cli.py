@@ -15,6 +15,14 @@ def main(argv: list[str] | None = None) -> int:
     local.add_argument("--port", type=int, default=9000)
     local.add_argument("--host", default="127.0.0.1", help="address to listen on (loopback unless in a container)")
     local.add_argument("--data-dir", help="keep the store's data in this directory (default: a temporary one)")
+    local.add_argument("--log-dir", help="the store's log (store.log) and upkeep record (upkeep.json); default: "
+                                         "beside the data directory, DATA_DIR.logs")
+    local.add_argument("--min-free", default="1GiB", help="refuse new writes while the data directory's filesystem "
+                                                          "has less free space than this (raised to 1%% of the "
+                                                          "filesystem plus four volumes); default 1GiB")
+    local.add_argument("--vacuum-every", type=float, default=300.0, metavar="SECONDS",
+                       help="reclaim deleted objects' space at least this often (sooner when garbage grows); "
+                            "default 300")
     local.add_argument("--create-bucket", action="append", default=[], help="bucket to create at start")
     local.set_defaults(handler=_local_s3)
     sample = sub.add_parser("upload-sample", help="upload a sample of 110 JSON-lines events, 10 of them exact copies, "
@@ -33,19 +41,23 @@ def main(argv: list[str] | None = None) -> int:
 def _local_s3(args: argparse.Namespace) -> int:
     import os
 
-    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, READY_LINE, LocalS3Process
+    from eventdedup_dev.local_s3 import LOCAL_CREDENTIALS, READY_LINE, LocalS3Process, parse_size
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())  # before READY_LINE: an early SIGTERM still stops the store
     credentials = {name: os.environ.get(name) or default for name, default in LOCAL_CREDENTIALS.items()}
-    server = LocalS3Process(port=args.port, data_dir=args.data_dir, host=args.host, credentials=credentials).start()
+    server = LocalS3Process(port=args.port, data_dir=args.data_dir, host=args.host, credentials=credentials,
+                            log_dir=args.log_dir, min_free=parse_size(args.min_free),
+                            vacuum_every=args.vacuum_every).start()
     for bucket in args.create_bucket:
         try:
             server.client().create_bucket(Bucket=bucket)
         except server.client().exceptions.BucketAlreadyOwnedByYou:
             pass
+    assert server.budget is not None
     print(f"{READY_LINE}{server.endpoint_url} (Ctrl-C to stop)", flush=True)
+    print(f"data in {server.budget.describe(server.stored_in)}; log in {server.log_path}", flush=True)
     stop.wait()
     server.stop()
     return 0

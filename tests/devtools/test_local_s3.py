@@ -28,8 +28,9 @@ def test_a_data_dir_keeps_the_store_across_a_restart_and_every_listener_is_on_lo
     with LocalS3Process(data_dir=data_dir) as server:
         assert server.endpoint_url.startswith("http://127.0.0.1:")
         assert server.port in PORT_BASES  # below the ephemeral range
-        listening = _listening_ports(server.pid)
+        listening = _listening_ports(server.pid) + _listening_ports(server.keeper_pid)  # weed's, the guard's
         assert listening and all(address == "127.0.0.1" for address, _ in listening), listening
+        assert ("127.0.0.1", server.port) in _listening_ports(server.keeper_pid)  # S3 is served through the guard
         server.client().create_bucket(Bucket="persisted")
         server.client().put_object(Bucket="persisted", Key="a/b/c.json", Body=b'{"x": "\xc3\xa9"}')
         server.client().put_object(Bucket="persisted", Key="folder/x", Body=b"")
