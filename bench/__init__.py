@@ -1,7 +1,9 @@
 """The benchmarks (docs/performance.md), each run from the repository root as a module:
 
-    python -m bench               eventdedup against its peers on one seeded workload (make bench)
+    python -m bench               eventdedup against its peers on one workload, its history committed by
+                                  `eventdedup run-batch` itself, cold and warm (make bench)
     python -m bench.scale         one batch at production density, by kind of object (make bench-scale)
+    python -m bench.reads         the bytes a batch reads as its history grows, by kind (make bench-reads)
     python -m bench.report_week   `eventdedup report` over a week of 5-minute batches
     python -m bench.profile       where a batch's CPU goes, by function
     python -m bench.parse_floor   a line's parse steps in Python beside the compiled core

@@ -5,11 +5,11 @@ copied forward by each batch adding to it; each arrival hour's id guards; commit
 checkpoints; superseded objects deleted as maintenance does), but directly, not by Spark jobs. Two shortcuts the measured batch cannot
 see: history batches commit no data files (it never reads output data), and a history event it
 does not resend gets a fingerprint derived from its id (never compared with anything); a resent
-event's is the library's own, of the exact line.
+event's is the library's own, of the exact line (of every variant of the batch to be measured on it).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.stores import commit_directly
-from bench.workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes
+from bench.workload import HOUR_US, HistoryBatch, Workload, event_line, id_bytes, uuid_texts
 from eventdedup.cache.guard import IdGuard, encode_guard
 from eventdedup.cache.identity import check_cache_identity
 from eventdedup.cache.segment import CacheRun, encode_segment
@@ -35,8 +35,10 @@ from eventdedup.s3store import S3Store
 Written = tuple[PromotedObject, tuple[str, str]]  # the object and the head it becomes
 
 
-def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> CommittedState:
-    """Commit the workload's history batches into an empty store, oldest first."""
+def seed_eventdedup(store: S3Store, config: Config, workload: Workload, variants: Iterable[int] = (0,)) -> CommittedState:
+    """Commit the workload's history batches into an empty store, oldest first; the events the
+    measured batch's `variants` resend get their true fingerprints."""
+    variants = tuple(variants)
     layout = Layout(config.layout)
     identity = check_cache_identity(store, layout, config)
     buckets = identity.epochs.coarse
@@ -47,7 +49,8 @@ def seed_eventdedup(store: S3Store, config: Config, workload: Workload) -> Commi
     with ThreadPoolExecutor(16) as pool:
         for j in range(workload.spec.history_batches):
             batch = workload.history_batch(j)
-            fingerprints = _fingerprints(batch, workload.resent_indexes(j), rules)
+            resent = np.unique(np.concatenate([workload.resent_indexes(j, v) for v in variants]))
+            fingerprints = _fingerprints(batch, resent, rules)
             puts = []
             for key, run in _runs_by_cache_key(batch, fingerprints, buckets):
                 open_runs[key] = [*open_runs.get(key, []), run]
@@ -125,15 +128,6 @@ def seed_stream_files(directory: Path, workload: Workload) -> None:
         columns = [np.broadcast_to(np.frombuffer(p, np.uint8), (len(batch.ids), len(p))) if isinstance(p, bytes) else p
                    for p in parts]
         (directory / f"{batch.batch_id}.json").write_bytes(np.ascontiguousarray(np.hstack(columns)).tobytes())
-
-
-def uuid_texts(ids: np.ndarray) -> np.ndarray:
-    """Canonical UUID text of every id as an (n, 36) uint8 matrix, without per-row Python."""
-    raw = ids.view(np.uint8).reshape(-1, 16)
-    digits = np.frombuffer(b"0123456789abcdef", np.uint8)
-    out = np.full((len(raw), 36), ord("-"), np.uint8)
-    out[:, [i for i in range(36) if i not in (8, 13, 18, 23)]] = np.stack([digits[raw >> 4], digits[raw & 15]], 2).reshape(-1, 32)
-    return out
 
 
 def iso_texts(times_us: np.ndarray) -> np.ndarray:

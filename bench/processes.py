@@ -113,14 +113,26 @@ def spark_jvm_pid(spark: object) -> int:
     return int(spark._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[attr-defined]
 
 
+def single(pid: int) -> Lister:
+    """The one process `pid` is now (none once gone, never another that reuses its pid)."""
+    start = process_start_ticks(pid)
+    return lambda: [] if start is None else [(pid, start)]
+
+
 def spark_groups(jvm_pid: int, server_pid: int) -> dict[str, Lister]:
     """A local Spark context's process groups and the S3 store beside it."""
-    def one(pid: int) -> Lister:
-        start = process_start_ticks(pid)
-        return lambda: [] if start is None else [(pid, start)]
-
     return {"python_workers": lambda: [key for key in descendants(jvm_pid) if is_spark_python(key[0])],
-            "jvm": one(jvm_pid), "server": one(server_pid), "driver": one(os.getpid())}
+            "jvm": single(jvm_pid), "server": single(server_pid), "driver": single(os.getpid())}
+
+
+def command_groups(root: int, server_pid: int | None = None) -> dict[str, Lister]:
+    """A command's process groups (its own Python, its JVM, Spark's Python processes) and the S3
+    store beside it, when there is one to read."""
+    def below(spark_python: bool) -> Lister:
+        return lambda: [key for key in descendants(root) if is_spark_python(key[0]) == spark_python]
+
+    groups = {"command_python": single(root), "jvm": below(False), "python_workers": below(True)}
+    return groups if server_pid is None else {**groups, "server": single(server_pid)}
 
 
 def spark_phase(spark: object) -> Callable[[], str]:

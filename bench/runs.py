@@ -124,8 +124,9 @@ def rounds(context: ContextRuns, peers: dict, batch_file: Path, lines: list[byte
 
 def history_densities(spark: object, settings: BenchSettings, spec: WorkloadSpec, scales: list[int], runs: int,
                       peers: list[str], tuned: list, work: Path) -> list[dict]:
-    """The same batch on histories of each scale x the events per hour, each on its own server, with
-    the bytes one more (untimed) run reads. The servers are up together and the densities take
+    """The same batch on histories of each scale x the events per hour, each on its own server and
+    seeded (bench.history: committing 10x through `run-batch` would take longer than the rest of the
+    bench), with the bytes one more (untimed) run reads. The servers are up together and the densities take
     turns round by round, so a host whose speed drifts hits each alike; above 1x the tuned Spark
     peers take their turns right after eventdedup's run on the same history."""
     with contextlib.ExitStack() as stack:
@@ -155,7 +156,7 @@ def history_densities(spark: object, settings: BenchSettings, spec: WorkloadSpec
         out = []
         for scale, context, _, _ in densities:
             counted = context.count_requests()
-            out.append({"scale": scale, "history_batch_events": context.spec.history_batch_events,
+            out.append({"scale": scale, "history": "seeded", "history_batch_events": context.spec.history_batch_events,
                         "runs": measured[scale], "cache_bytes_read": counted["cache_bytes_read"],
                         "s3_requests": counted["total"], **({"peers": peer_runs[scale]} if peer_runs[scale] else {})})
             print(f"{scale}x history: median {statistics.median(r['seconds'] for r in measured[scale]):.2f}s", flush=True)

@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eventdedup.commit.log import write_checkpoint_if_due, write_commit
@@ -29,6 +29,10 @@ class BenchSettings:
     def mapping(self, endpoint: str) -> dict[str, dict[str, object]]:
         return {**{name: dict(values) for name, values in self.sections.items()},
                 "s3": {**self.sections.get("s3", {}), "endpoint_url": endpoint, "bucket": self.bucket}}
+
+    def with_values(self, section: str, **values: object) -> BenchSettings:
+        """The same settings with `values` set in one section (e.g. another local-copies directory)."""
+        return replace(self, sections={**self.sections, section: {**self.sections.get(section, {}), **values}})
 
     def config(self, endpoint: str) -> Config:
         return config_from_mapping(self.mapping(endpoint))

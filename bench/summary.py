@@ -19,6 +19,11 @@ LABELS = {
 PYTHON_PARSER = "eventdedup_python_parser"  # a round's eventdedup run with [events] compiled_parser = false
 CONFIGURATIONS = {"as_configured": "as configured", "tuned": "tuned for the machine"}
 TARGET_MARGINAL_EVENTS_PER_SECOND, TARGET_PEER_RATIO = 250_000, 3  # issue 43's targets
+# Issue 52's, on the real path (new `run-batch` processes on a committed history).
+TARGET_REAL_EVENTS_PER_SECOND = {"cold": 200_000, "warm": 250_000}
+TARGET_ONE_EVENT_SECONDS = 4.0
+REAL_MODES = {"cold": "cold (new process, empty local copies)",
+              "warm": "warm (new process, the local copies earlier batches filled)"}
 PHASE_ORDER = ("read stage", "dedup stage", "outside stages")  # as a batch runs them
 
 
@@ -42,7 +47,46 @@ def summarise(result: dict) -> None:
                                  marginal_events_per_second=events / max(marginal, 1e-9))
     summary["history_scaling"] = summarise_scaling(result["history_scaling"], summary["eventdedup"]["median_seconds"])
     summary["peer_ratios"] = peer_ratios(summary)
+    if "real_path" in result:
+        summary["real_path"] = summarise_real_path(result["real_path"])
     result["summary"] = summary
+
+
+def summarise_real_path(real: dict) -> dict:
+    """Per mode (cold, warm): the median wall of one event and of the batch, the marginal (the
+    batch's median minus one event's) and its events/s, the median phases and, of the run of median
+    CPU, its CPU by process group; each against issue 52's targets."""
+    out = {}
+    for mode in REAL_MODES:
+        runs = {size: [r for r in real["runs"] if (r["mode"], r["size"]) == (mode, size)] for size in ("one_event", "batch")}
+        if not (runs["one_event"] and runs["batch"]):
+            continue
+        one, batch = (statistics.median(r["wall_seconds"] for r in runs[size]) for size in ("one_event", "batch"))
+        marginal = batch - one
+        rate = real["events"] / marginal if marginal > 0 else float("inf")
+        out[mode] = {
+            "one_event_seconds": one, "batch_seconds": batch, "marginal_seconds": marginal,
+            "marginal_events_per_second": rate,
+            "phases": {size: median_of_phases([r["phases"] for r in of_size]) for size, of_size in runs.items()},
+            "cpu_seconds": {size: median_cpu_run(of_size)["cpu_seconds"] for size, of_size in runs.items()},
+            "peak_memory_bytes": max(r["peak_memory"]["total_bytes"] for r in runs["batch"]),
+            "output_exact": all(r["output_rows"] == real["expected"][r["size"]]["unique_new"]
+                                for of_size in runs.values() for r in of_size),
+            "targets": {"marginal_events_per_second": TARGET_REAL_EVENTS_PER_SECOND[mode],
+                        "one_event_seconds": TARGET_ONE_EVENT_SECONDS},
+            "met": {"marginal": rate >= TARGET_REAL_EVENTS_PER_SECOND[mode], "one_event": one <= TARGET_ONE_EVENT_SECONDS}}
+    return out
+
+
+def median_of_phases(phases: list[dict]) -> dict:
+    """Each phase's median over the runs that have it, in the order the first run names them."""
+    names = list(dict.fromkeys(name for p in phases for name in p))
+    return {name: statistics.median(p[name] for p in phases if name in p) for name in names}
+
+
+def median_cpu_run(runs: list[dict]) -> dict:
+    """The run of median total CPU (its parts add up; medians of parts would not)."""
+    return sorted(runs, key=lambda run: run["cpu_seconds"].get("total", 0.0))[(len(runs) - 1) // 2]
 
 
 def summarise_scaling(measured: list[dict], base: float) -> list[dict]:
@@ -96,7 +140,9 @@ def print_table(result: dict) -> None:
     exact = {True: "exact", False: "WRONG"}
     print(f"\n{events:,} events per batch, {workload['history_batches']} hourly history batches of "
           f"{workload['history_batch_events']:,}; median of {result['settings']['runs']} runs; {result['machine']['cpus']} cores")
-    print(f"{'system':<80} {'seconds':>8} {'events/s':>10} {'peer/eventdedup':>16} {'output rows':>12}")
+    if "main_history" in result:
+        print(history_text(result["main_history"]))
+    print(f"{'system (in one warm SparkContext; history ' + marked(result, 'rounds') + ')':<80} {'seconds':>8} {'events/s':>10} {'peer/eventdedup':>16} {'output rows':>12}")
     for name, row in ((name, summary[name]) for name in LABELS if name in summary):
         ratio = f"{row['ratio_to_eventdedup']:.2f}x" if "ratio_to_eventdedup" in row else ""
         print(f"{LABELS[name]:<80} {row['median_seconds']:>8.2f} {row['events_per_second']:>10,.0f} {ratio:>16} "
@@ -121,20 +167,24 @@ def print_table(result: dict) -> None:
         print("  with the compiled parse core off (the same rounds): " + "; ".join(
             f"{phase} {before['cpu_seconds_by_phase'][phase]['total']:.1f}" for phase in by_phase(before))
               + f"; all {before['cpu_seconds']['total']:.1f} core-seconds in {before['median_seconds']:.2f}s wall")
+    if "real_path" in summary:
+        print_real_path(result["real_path"], summary["real_path"], result.get("history_of", {}).get("real_path", ""))
     cli, batch, submitted = result["cli_one_event"], result["cli_batch"], result["airflow_dedup_step"]["wall_seconds"]
-    print(f"`eventdedup run-batch` of one event, wall: {median(cli['wall_seconds'])} (Python imports "
+    print(f"`eventdedup run-batch` of one event on an empty store, wall: {median(cli['wall_seconds'])} (Python imports "
           f"{cli['python_imports_seconds']:.2f}s; --timings, median: {phases_text(cli['median_phases'])})")
     peak = max(batch["peak_memory"], key=lambda sample: sample["total_bytes"])
-    print(f"`eventdedup run-batch` of the batch, a new process each, wall: {median(batch['wall_seconds'])}, output "
+    print(f"`eventdedup run-batch` of the batch, a new process each on a fresh server (history "
+          f"{marked(result, 'cli_batch')}), wall: {median(batch['wall_seconds'])}, output "
           f"{exact[all(rows == batch['expected_rows'] for rows in batch['output_rows'])]}; --timings, median: "
           f"{phases_text(batch['median_phases'])}; the process tree's peak memory (resident, summed, sampled every "
           f"50 ms, largest of the runs) {peak['total_bytes'] / 2**30:.2f} GiB = the command's Python "
           f"{peak['command_python_bytes'] / 2**20:,.0f} MiB + JVM {peak['jvm_bytes'] / 2**20:,.0f} MiB + "
           f"{peak['python_workers']} Spark Python processes {peak['python_workers_bytes'] / 2**20:,.0f} MiB")
-    print(f"the DAG's dedup task as Airflow's operator submits it (spark-submit, local[*], a new process each), wall: "
+    print(f"the DAG's dedup task as Airflow's operator submits it (spark-submit, local[*], a new process each; history "
+          f"{marked(result, 'airflow_dedup_step')}), wall: "
           f"one event {median(submitted['one_event'])}, the batch {median(submitted['batch'])}, output exact")
     for h in summary["history_scaling"]:
-        print(f"history at {h['scale']}x: {h['median_seconds']:.2f}s ({h['growth']:+.0%} round by round, "
+        print(f"history at {h['scale']}x ({marked(result, 'history_scaling')}): {h['median_seconds']:.2f}s ({h['growth']:+.0%} round by round, "
               f"{h['median_growth']:+.0%} of the medians), cache read {(h['cache_bytes_read'] or 0) / 2**20:,.0f} MiB, "
               f"output {exact[h['output_rows'] == expected]}" + "".join(
                   f"; {key} {row['median_seconds']:.2f}s ({row['ratio_to_eventdedup']:.2f}x, output "
@@ -146,6 +196,47 @@ def print_table(result: dict) -> None:
           f"{requests['cache_bytes_read'] / 2**20:,.0f} MiB")
     if "parse_floor" in result:
         print_parse_floor(result["parse_floor"], events)
+
+
+def marked(result: dict, figure: str) -> str:
+    """A figure's history as the result marks it; results from before the marks had seeded ones."""
+    return result.get("history_of", {}).get(figure, "seeded")
+
+
+def history_text(history: dict) -> str:
+    if history["history"] == "seeded":
+        return (f"main store's history: seeded (written directly, bench.history) in {history['seconds']:.1f}s, "
+                f"{history['batches']} batches of {history['batch_events']:,}")
+    cpu = history["cpu_seconds"]
+    return (f"main store's history: committed by `eventdedup run-batch`, {history['batches']} batches of "
+            f"{history['batch_events']:,} in {history['seconds']:.1f}s of the commands' wall (median "
+            f"{statistics.median(history['wall_seconds']):.2f}s a batch; landing objects written in "
+            f"{history['landing_seconds']:.1f}s besides); CPU {cpu.get('total', 0.0):.1f} core-seconds, the S3 store's "
+            f"{cpu.get('server', 0.0):.1f}")
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT MET"
+
+
+def print_real_path(real: dict, summary: dict, history: str) -> None:
+    """The batch as the pipeline runs it: new `run-batch` processes on the store, each committed."""
+    events = real["events"]
+    print(f"`eventdedup run-batch`, a new process each, on the main store (history {history or 'seeded'}), each run a "
+          f"batch of its own committed on top of those before ({len(real['runs'])} runs):")
+    for mode, row in summary.items():
+        target, batch_cpu = row["targets"], row["cpu_seconds"]["batch"]
+        print(f"  {REAL_MODES[mode]}: one event {row['one_event_seconds']:.2f}s (<= {target['one_event_seconds']:.0f} s: "
+              f"{verdict(row['met']['one_event'])}), {events:,} events {row['batch_seconds']:.2f}s; marginal "
+              f"{row['marginal_seconds']:.2f}s = {row['marginal_events_per_second']:,.0f} events/s (>= "
+              f"{target['marginal_events_per_second']:,}: {verdict(row['met']['marginal'])}); output "
+              f"{'exact' if row['output_exact'] else 'WRONG'}")
+        for size in ("one_event", "batch"):
+            print(f"    {size.replace('_', ' ')}, --timings median: {phases_text(row['phases'][size])}")
+        print("    the batch's CPU (run of median total): " + ", ".join(
+            f"{name} {seconds:.1f}s" for name, seconds in batch_cpu.items() if name not in ("total", "server"))
+              + f"; the S3 store {batch_cpu.get('server', 0.0):.1f}s apart; all {batch_cpu.get('total', 0.0):.1f} "
+              f"core-seconds; peak memory {row['peak_memory_bytes'] / 2**30:.2f} GiB")
 
 
 def phases_text(phases: dict) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.stores import BenchSettings
-from bench.traffic import kind_of, traffic
+from bench.traffic import kind_of, state_part, traffic
 from eventdedup.config import load_config
 from eventdedup.keys import CacheKey
 from eventdedup.layout import Layout
@@ -48,3 +48,20 @@ def test_a_listing_is_booked_by_its_prefix_and_a_replys_bytes_to_its_requests_ki
     assert (figures["segments"]["read_requests"], figures["segments"]["read_bytes"]) == (1, 10)
     assert (figures["input"]["write_requests"], figures["input"]["write_bytes"]) == (1, 7)
     assert sum(f["read_requests"] + f["write_requests"] for f in figures.values()) == 3
+
+
+def test_the_states_objects_are_booked_to_their_part_and_the_delta_tables_log_apart() -> None:
+    layout = Layout(BenchSettings("bench").config("http://x").layout)
+    assert state_part(layout, layout.commit(7)) == "commit log"
+    assert state_part(layout, "_eventdedup/log/") == "commit log"  # a listing of the log
+    assert state_part(layout, layout.checkpoint(10)) == state_part(layout, layout.last_checkpoint) == "checkpoints"
+    assert state_part(layout, layout.ledger_part(1, 10)) == "ledger"
+    assert state_part(layout, layout.view_part(0, 10)) == state_part(layout, layout.view_checkpoint(10)) == "view"
+    assert state_part(layout, layout.batch_manifest("b1")) == "batch records"
+    assert state_part(layout, layout.journal("b1")) == "journal"
+    assert state_part(layout, layout.staging_root("b1") + "manifest.json") == "staged state"
+    assert state_part(layout, layout.cache_identity()) == "other state"
+    assert state_part(layout, "deduped/_delta_log/00000000000000000003.json") == "delta log"
+    assert kind_of(layout, "deduped/_delta_log/00000000000000000003.json") == "output"  # by kind: output, as before
+    assert state_part(layout, layout.final_cache_segment("b1", CacheKey.of_hour(490_000, 3))) == "not state"
+    assert state_part(layout, "landing/main/part-000.jsonl") == "not state"
