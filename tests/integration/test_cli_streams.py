@@ -18,6 +18,9 @@ from eventdedup.s3store import ObjectInfo, S3Store
 PREFIXES = ("landing", "output", "cache", "staging", "audit", "quarantine", "commit_log", "state", "manifest",
             "alerts", "reports")
 
+# What config says of a bucket name S3 would refuse.
+RULE = " (3 to 63 lower-case letters, digits, dots and hyphens, beginning and ending with a letter or digit)"
+
 
 def stream_file(folder: Path, name: str, endpoint: str, bucket: str) -> Path:
     path = folder / f"{name}.toml"
@@ -52,7 +55,8 @@ def test_streams_lists_each_streams_state_lag_and_consistency_and_the_files_that
     assert lines["mobile"]["consistent"] is False and "batch b9" in " ".join(lines["mobile"]["problems"])
     assert "NoSuchBucket" in lines["gone"]["error"]
     assert status["refused"] == [{"files": [str(tmp_path / "broken.toml")],
-                                  "message": f"{tmp_path / 'broken.toml'}: [s3] bucket 'x' is not a valid bucket name"}]
+                                  "message": f"{tmp_path / 'broken.toml'}: [s3] bucket 'x' is not a valid bucket name"
+                                  + RULE}]
 
     assert main(["streams", "--dir", str(tmp_path)]) == EXIT_INCONSISTENT
     table = capsys.readouterr().out.splitlines()
@@ -60,7 +64,7 @@ def test_streams_lists_each_streams_state_lag_and_consistency_and_the_files_that
     assert table[1].split() == ["stream", "state", "log", "version", "latest", "batch", "waiting", "oldest", "waiting"]
     assert table[2].split()[:2] == ["gone", "UNREADABLE"] and table[3].split()[:2] == ["mobile", "INCONSISTENT"]
     assert table[4].split()[:4] == ["web", "consistent", "0", "1"]
-    assert table[-1] == f"refused: {tmp_path / 'broken.toml'}: [s3] bucket 'x' is not a valid bucket name"
+    assert table[-1] == f"refused: {tmp_path / 'broken.toml'}: [s3] bucket 'x' is not a valid bucket name" + RULE
 
     # Without the inconsistent stream, a refused file or an unreadable store is exit 1.
     mobile.unlink()
