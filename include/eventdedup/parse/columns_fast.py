@@ -369,12 +369,18 @@ def _json(kind: ColumnType, values: list[Any]) -> Converted:
     return pa.array(texts, pa.binary()).cast(pa.string()), np.zeros(len(values), bool)
 
 
+def _offsets(values: list[Any]) -> npt.NDArray[np.int64]:
+    """Where each value's members start in their concatenation (a null holds none), and the end."""
+    lengths = np.fromiter((0 if value is None else len(value) for value in values), np.int64, len(values))
+    offsets = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
 def _array(kind: ColumnType, values: list[Any]) -> Converted:
     assert kind.element is not None
     lists, unsure = _typed(values, (list,))
-    lengths = np.fromiter((0 if value is None else len(value) for value in lists), np.int64, len(lists))
-    offsets = np.zeros(len(lists) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = _offsets(lists)
     flat = [item for value in lists if value is not None for item in value]
     items, doubtful = _convert(kind.element, flat)
     unsure |= _rows_of(doubtful, offsets)
@@ -387,9 +393,7 @@ def _array(kind: ColumnType, values: list[Any]) -> Converted:
 def _map(kind: ColumnType, values: list[Any]) -> Converted:
     assert kind.element is not None
     objects, unsure = _typed(values, (dict,))
-    lengths = np.fromiter((0 if value is None else len(value) for value in objects), np.int64, len(objects))
-    offsets = np.zeros(len(objects) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = _offsets(objects)
     keys = pa.array([key for value in objects if value is not None for key in value], pa.string())
     items, doubtful = _convert(kind.element, [item for value in objects if value is not None
                                               for item in value.values()])
