@@ -131,6 +131,14 @@ bench-reads: venv check-java
 bench-ordering: venv check-java
 	$(PY) -m bench.ordering $(ORDERING_ARGS)
 
+# What ten declared columns cost a batch (python -m bench.columns, issue 53): the same batches by
+# `eventdedup run-batch` with and without [table.columns], in turns; the marginal throughputs and their
+# ratio, the parse stage alone, and infer-columns on the workload; bench/results/columns.json.
+# COLUMNS_ARGS passes options through.
+.PHONY: bench-columns
+bench-columns: venv check-java
+	$(PY) -m bench.columns $(COLUMNS_ARGS)
+
 # One batch at production density, by kind of object (python -m bench.scale): a store seeded for one
 # sampled bucket as years of 5-minute batches would leave it; bench/results/scale-latest.{json,png} + a table.
 # SCALE_ARGS passes options through, e.g. make bench-scale SCALE_ARGS="--rates 100000 --fills 1,10".

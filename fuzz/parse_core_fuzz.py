@@ -6,6 +6,8 @@ line. An input is three header bytes that choose the batch's rules (`rules_of`),
 lines separated by b"\\n", scanned together twice: as a list of lines and as the batch parser
 splits an object (input_lines.split_input's pieces). A vouched line that parse_event refuses, or whose
 row differs, raises CoreMismatch: atheris reports it and writes the input as a crash artifact.
+The declared columns the core extracts (COLUMNS: every type, nested, over the lines' fields) are
+held to the reference's (eventdedup.parse.columns.event_columns) for every line it finds canonical.
 
 Coverage: the Python's (parse_event and what it calls, instrumented below, and each line's
 outcome) and, when EVENTDEDUP_FUZZ_CORE names a build of the core made by build_core.py (gcc's
@@ -23,12 +25,16 @@ from datetime import datetime, timezone
 from types import ModuleType
 
 import atheris
+import orjson
 import pyarrow as pa
 from coverage import instrumented_core, register_core_coverage
 
 with atheris.instrument_imports(include=["eventdedup"]):
+    from eventdedup.column_types import declared_column
     from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
     from eventdedup.parse import native_core
+    from eventdedup.parse.columns import declared_arrays, event_columns
+    from eventdedup.parse.columns_fast import core_columns
     from eventdedup.parse.event_parser import InvalidEvent, parse_event
     from eventdedup.parse.fingerprints import FingerprintRules
     from eventdedup.parse.input_lines import split_input
@@ -42,6 +48,19 @@ MOMENT_US = int(datetime(2026, 11, 22, 4, 30, tzinfo=timezone.utc).timestamp()) 
 WINDOW_US = (int(datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp()) * 1_000_000,
              int(datetime(2026, 11, 23, tzinfo=timezone.utc).timestamp()) * 1_000_000)
 INT64 = (-(2**63), 2**63 - 1)
+# Declared columns of every type over the fields the corpus's lines carry (an event's "n" and "p"
+# hold numbers, strings, arrays and objects), for the columns' check.
+COLUMNS = tuple(declared_column(name, spec, "fuzz") for name, spec in {
+    "s": {"path": "event_id", "type": "string"}, "n_long": {"path": "n", "type": "long"},
+    "n_int": {"path": "n", "type": "int"}, "n_double": {"path": "n", "type": "double"},
+    "p_float": {"path": "p", "type": "float"}, "p_bool": {"path": "p", "type": "boolean"},
+    "t": {"path": "created_at", "type": "timestamp"}, "day": {"path": "created_at", "type": "date"},
+    "n_dec": {"path": "n", "type": "decimal(9,2)"}, "p_dec": {"path": "p", "type": "decimal(38,10)"},
+    "user_dec": {"path": "user", "type": "decimal(5,0)"}, "p_json": {"path": "p", "type": "json"},
+    "p_times": {"path": "p", "type": "array<timestamp>"}, "p_map": {"path": "p", "type": "map<string,decimal(5,1)>"},
+    "p_struct": {"path": "p", "type": "struct<n:long,p:array<string>,d:date>"},
+    "p_grid": {"path": "p", "type": "array<array<int>>"}, "p_n": {"path": "p.n", "type": "string"},
+    "user_t": {"path": "user", "type": "timestamp"}}.items())
 
 
 class CoreMismatch(AssertionError):
@@ -55,7 +74,8 @@ def rules_of(header: bytes) -> ParseRules:
     fingerprint's fields and exclusions (FINGERPRINTS), bit 7 the second hash (XXH3-64).
     Byte 1: bits 0-1 the time bounds: all of int64, [2000-01-01, 2026-11-23], MOMENT_US plus or
     minus byte 2 microseconds, or plus or minus byte 2 seconds; bit 2 a max_line_bytes of
-    32 + 4 x byte 2.
+    32 + 4 x byte 2; bit 4 the declared columns' check (check_columns: a quarter of the harness's
+    time without it, four times with it), bit 3 under on_mismatch = "quarantine".
     """
     flags, bounds, amount = header[0], header[1], header[2]
     fields, exclude = FINGERPRINTS[(flags >> 5) & 3]
@@ -176,6 +196,40 @@ def _outcome(vouched: bool, reason: str | None) -> int:
     return 15
 
 
+def check_columns(lines: Sequence[bytes], quarantine: bool) -> None:
+    """The core's declared columns of the lines it finds canonical are the reference's."""
+    rows, found = native_core.columns(lines, COLUMNS)
+    kept = rows.tolist()
+    if not kept:
+        return
+    events = []
+    for row in kept:
+        try:
+            events.append(orjson.loads(lines[row]))
+        except orjson.JSONDecodeError:
+            raise CoreMismatch(f"the core found a line canonical that orjson refuses: {lines[row]!r}") from None
+    fast, refused = core_columns(found, len(kept), COLUMNS, events.__getitem__, quarantine)
+    values, mismatched, slow_refused = [], [], []
+    for position, event in enumerate(events):
+        try:
+            row_values, misfits = event_columns(event, COLUMNS, quarantine)
+        except InvalidEvent:
+            slow_refused.append(position)
+            continue
+        values.append(row_values)
+        mismatched.append(misfits)
+    slow = declared_arrays(COLUMNS, values, mismatched)
+    for name, array in slow.items():
+        try:
+            fast[name].validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise CoreMismatch(f"the core's column {name} is not valid Arrow ({exc}) for {list(lines)!r}") from None
+        if refused != slow_refused or not fast[name].equals(array):
+            raise CoreMismatch(f"the core's column {name} differs from the reference's for {list(lines)!r} "
+                               f"(quarantine {quarantine}):\n  core {fast[name].to_pylist()} refused {refused}\n"
+                               f"  reference {array.to_pylist()} refused {slow_refused}")
+
+
 def test_one_input(data: bytes) -> None:
     """The chunk as a list of lines, then as the batch parser splits an object (split_input's
     pieces: spans of one text where it reads them so), each held to parse_event."""
@@ -188,6 +242,8 @@ def test_one_input(data: bytes) -> None:
     rules, chunk = rules_of(data[:HEADER_BYTES]), data[HEADER_BYTES:]
     check_chunk(chunk.split(b"\n"), rules)
     check_chunk(split_input(chunk).pieces, rules)
+    if data[1] & 16:
+        check_columns(chunk.split(b"\n"), quarantine=bool(data[1] & 8))
 
 
 def main() -> None:

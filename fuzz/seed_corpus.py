@@ -29,6 +29,8 @@ EXACT_INSTANT = b"\x00\x02\x00"  # [2026-11-22T04:30:00Z, the same]
 ONE_MICROSECOND = b"\x00\x02\x01"
 TEN_SECONDS = b"\x00\x03\x0a"
 SHORT_LINES = b"\x00\x04\x10"  # max_line_bytes 96, wide bounds
+COLUMNS = b"\x00\x10\x00"  # wide bounds, the declared columns' check (parse_core_fuzz.check_columns)
+COLUMNS_QUARANTINE = b"\x00\x18\x00"  # the same under on_mismatch = "quarantine"
 
 UUID = "0190f3a4-5b6c-7d8e-9f01-23456789abcd"
 AT = "2026-11-22T04:30:00Z"
@@ -121,6 +123,16 @@ SEEDS: dict[str, bytes] = {
         b"\xc3", b"\xe2\x82", b"\x80", b"\xff", b"\xef\xbf\xbf", b"\xf0\x9f\x98\x80")),
     "framing": WIDE + MAIN + b"\r\n" + MAIN + b" \n \xef\xbb\xbf" + MAIN + b"\n" + MAIN.replace(b",", b", ")
     + b"\n" + MAIN + b"\t\n" + MAIN[:-1] + b"\n\n" + MAIN + b"}",
+    # Declared columns (check_columns): "n" and "p" hold each kind of value, nested shapes and edges.
+    "columns-scalars": COLUMNS + b"\n".join(event(rest=f',"user":{user},"n":{n},"p":{p}') for user, n, p in (
+        ('"u-42"', "7", '"12.30"'), ("12345", "-2147483649", "1.5"), ("null", "9223372036854775808", "true"),
+        ('"2026-02-29"', "123.45", '"a\\"b\\u0001"'), ('"1795321800"', "0.125", "-0.0"),
+        ('"2026-11-22T04:30:00+05:30"', "1e16", '"99999999999999999999999999999.5"'),
+        ("[1]", "18446744073709551615", "3.4028235e38"), ('{"a":1}', "-0.0", "340282356779733661637539395458142568448"))),
+    "columns-nested": COLUMNS_QUARANTINE + b"\n".join(event(rest=f',"p":{p}') for p in (
+        '[1795321800,"2026-11-22T04:30:00Z",null]', '{"a":"1.5","b":null,"c":"1.55"}',
+        '{"n":5,"p":["x",null,"y"],"d":"2026-11-22","z":1}', '{"n":"5","p":[1]}', '[[1,2],[],null,[2147483648]]',
+        '{"n":{"deep":1}}', '[]', '{}', '[{"a":1},"x"]', '{"p":"not an array"}')),
     "not-objects": WIDE + b'[]\n"x"\n1\nnull\n{\n}\n{"event_id":"a","created_at":1,}\n{"event_id":"a" ,"created_at":1}',
 }
 

@@ -492,6 +492,20 @@ struct Canonical {
 
 enum Algorithm : int { kBlake2b64 = 0, kXxh3_64 = 1 };
 
+// A declared column (issue 53): its path from the event's top, its kind (eventdedup.parse.native_core's
+// _COLUMN_KINDS), a decimal's precision and scale, and the types inside an array, map or struct.
+enum ColumnKind : int {
+    kColString = 0, kColJson = 1, kColLong = 2, kColInt = 3, kColDouble = 4, kColFloat = 5, kColBoolean = 6,
+    kColTimestamp = 7, kColDate = 8, kColDecimal = 9, kColArray = 10, kColMap = 11, kColStruct = 12
+};
+struct ColumnSpec {
+    std::vector<std::string> path;        // a column's, from the top; empty for an element or member
+    int kind = kColString;
+    int precision = 0, scale = 0;
+    std::vector<std::string> names;       // a struct's members
+    std::vector<ColumnSpec> children;     // an array's element, a map's value, a struct's members
+};
+
 struct Rules {
     std::vector<std::string> key_fields;
     std::string time_field;
@@ -500,6 +514,7 @@ struct Rules {
     std::vector<std::string> fp_fields, fp_exclude;
     bool trim = false, lower = false;
     int algorithm = kBlake2b64;
+    std::vector<ColumnSpec> columns;  // declared columns (issue 53), in order
 };
 
 bool key_is(const uint8_t* s, const Node& node, const std::string& name) {
@@ -755,6 +770,328 @@ bool event_time_us(const uint8_t* s, const Node& node, int64_t& micros) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Declared columns (issue 53): each column's value in a vouched line, converted as
+// eventdedup.parse.columns converts it, or marked unsure for the reference to decide (a mismatch,
+// or a value whose rule is left to it), into Arrow's buffers; a json column's text is the value's
+// span (the line is orjson's, so a value's span is orjson.dumps of it).
+
+enum ColumnStatus : uint8_t { kNull = 0, kValue = 1, kUnsure = 2 };
+
+// datetime's range (eventdedup.parse.columns.MIN_TIMESTAMP_US, MAX_TIMESTAMP_US).
+constexpr int64_t kMinTimestampUs = -62135596800000000LL;
+constexpr int64_t kMaxTimestampUs = 253402300799999999LL;
+constexpr size_t kMaxDecimalTextDigits = 100;  // the reference's _DECIMAL_TEXT bound, either side
+
+// A column's entries (a row each at the top; an element, map value or struct member each below),
+// as Arrow's buffers hold them.
+struct ColumnOut {
+    std::vector<uint8_t> status;        // an entry's: kNull, kValue or kUnsure
+    std::string values;                 // fixed-width values, or the text of strings and json
+    std::vector<int32_t> offsets{0};    // strings, json: into values; arrays, maps: into the children's entries
+    std::string keys;                   // a map's keys, and their offsets
+    std::vector<int32_t> key_offsets{0};
+    std::vector<ColumnOut> children;    // as the spec's
+
+    explicit ColumnOut(const ColumnSpec& spec) {
+        for (const auto& child : spec.children) children.emplace_back(child);
+    }
+};
+
+bool uses_offsets(int kind) {
+    return kind == kColString || kind == kColJson || kind == kColArray || kind == kColMap;
+}
+
+size_t value_width(int kind) {
+    switch (kind) {
+        case kColLong: case kColTimestamp: case kColDouble: return 8;
+        case kColInt: case kColFloat: case kColDate: return 4;
+        case kColBoolean: return 1;
+        case kColDecimal: return 16;
+        default: return 0;
+    }
+}
+
+int32_t child_member(const uint8_t* s, const std::vector<Node>& nodes, int32_t object, const std::string& name) {
+    for (int32_t child = nodes[object].first_child; child >= 0; child = nodes[child].next_sibling) {
+        if (key_is(s, nodes[child], name)) return child;
+    }
+    return -1;
+}
+
+bool is_null(const uint8_t* s, const Node& node) { return node.kind == Kind::Literal && s[node.start] == 'n'; }
+
+constexpr int32_t kPathNull = -1, kPathNotObject = -2;
+
+// column_value's walk: the node at the path; kPathNull for a missing key or a null on the way,
+// kPathNotObject for a value on the way that is not an object (the reference's mismatch).
+int32_t at_path(const uint8_t* s, const std::vector<Node>& nodes, const std::vector<std::string>& path) {
+    int32_t node = 0;
+    for (const auto& key : path) {
+        if (nodes[node].kind != Kind::Object) return kPathNotObject;
+        node = child_member(s, nodes, node, key);
+        if (node < 0 || is_null(s, nodes[node])) return kPathNull;
+    }
+    return node;
+}
+
+// An Integer node's value (the scan bounded it to i64..u64).
+__int128 integer_of(const uint8_t* s, const Node& node) {
+    bool negative = s[node.start] == '-';
+    unsigned __int128 value = 0;
+    for (uint32_t k = node.start + (negative ? 1 : 0); k < node.end; ++k) value = value * 10 + (s[k] - '0');
+    return negative ? -static_cast<__int128>(value) : static_cast<__int128>(value);
+}
+
+double double_of(const uint8_t* s, const Node& node) {
+    if (node.kind == Kind::Integer) {  // float(int): the nearest double, ties to even (the default rounding)
+        __int128 value = integer_of(s, node);
+        if (value > INT64_MAX) return static_cast<double>(static_cast<uint64_t>(value));
+        return static_cast<double>(static_cast<int64_t>(value));
+    }
+    double value = 0;
+    std::from_chars(reinterpret_cast<const char*>(s + node.start), reinterpret_cast<const char*>(s + node.end),
+                    value);  // checked by the scan
+    return value;
+}
+
+// A string node's text, unescaped (the scan let only orjson's escapes through), appended to `out`.
+void unescaped(const uint8_t* s, const Node& node, std::string& out) {
+    const char* p = reinterpret_cast<const char*>(s + node.start + 1);
+    const char* end = reinterpret_cast<const char*>(s + node.end - 1);
+    if (!node.escaped) {
+        out.append(p, static_cast<size_t>(end - p));
+        return;
+    }
+    while (p < end) {
+        if (*p != '\\') {
+            out.push_back(*p++);
+            continue;
+        }
+        char e = p[1];
+        switch (e) {
+            case 'b': out.push_back('\b'); break;
+            case 'f': out.push_back('\f'); break;
+            case 'n': out.push_back('\n'); break;
+            case 'r': out.push_back('\r'); break;
+            case 't': out.push_back('\t'); break;
+            case 'u': out.push_back(static_cast<char>(hex_value(p[4]) * 16 + hex_value(p[5]))); p += 4; break;
+            default: out.push_back(e);  // '"' and '\\'
+        }
+        p += 2;
+    }
+}
+
+// The digits of a decimal's text, split at its point: an integer part without leading zeros and a
+// fraction without trailing zeros, and whether it is negative; false for a text that is not
+// "-?[0-9]{1,100}(\.[0-9]{1,100})?".
+struct DecimalText {
+    std::string_view whole, fraction;
+    bool negative = false;
+};
+
+bool decimal_text(const uint8_t* p, size_t size, DecimalText& out) {
+    const char* text = reinterpret_cast<const char*>(p);
+    size_t k = 0;
+    out.negative = size > 0 && text[0] == '-';
+    if (out.negative) ++k;
+    size_t whole_start = k;
+    while (k < size && text[k] >= '0' && text[k] <= '9') ++k;
+    size_t whole_end = k;
+    if (whole_end == whole_start || whole_end - whole_start > kMaxDecimalTextDigits) return false;
+    size_t fraction_start = k, fraction_end = k;
+    if (k < size) {
+        if (text[k] != '.') return false;
+        fraction_start = ++k;
+        while (k < size && text[k] >= '0' && text[k] <= '9') ++k;
+        fraction_end = k;
+        if (k != size || fraction_end == fraction_start || fraction_end - fraction_start > kMaxDecimalTextDigits) {
+            return false;
+        }
+    }
+    while (whole_start < whole_end && text[whole_start] == '0') ++whole_start;
+    while (fraction_end > fraction_start && text[fraction_end - 1] == '0') --fraction_end;
+    out.whole = std::string_view(text + whole_start, whole_end - whole_start);
+    out.fraction = std::string_view(text + fraction_start, fraction_end - fraction_start);
+    return true;
+}
+
+// decimal(p,s) of a number's or a plain decimal string's text: its unscaled value (decimal128's),
+// false where the reference finds a mismatch (more than s places, more than p - s whole digits).
+bool decimal_of(const DecimalText& text, int precision, int scale, __int128& unscaled) {
+    if (text.fraction.size() > static_cast<size_t>(scale)) return false;
+    if (text.whole.size() > static_cast<size_t>(precision - scale)) return false;
+    unsigned __int128 value = 0;
+    for (char c : text.whole) value = value * 10 + static_cast<unsigned>(c - '0');
+    for (char c : text.fraction) value = value * 10 + static_cast<unsigned>(c - '0');
+    for (size_t pad = text.fraction.size(); pad < static_cast<size_t>(scale); ++pad) value *= 10;
+    unscaled = text.negative ? -static_cast<__int128>(value) : static_cast<__int128>(value);  // p <= 38
+    return true;
+}
+
+// A scalar value's status (kValue, or kUnsure for what the reference decides), its fixed-width
+// bytes in `fixed` or its text appended to `text`.
+uint8_t scalar(const uint8_t* s, const Node& node, const ColumnSpec& spec, char* fixed, std::string& text) {
+    switch (spec.kind) {
+        case kColString:
+            if (node.kind != Kind::String) return kUnsure;
+            unescaped(s, node, text);
+            return kValue;
+        case kColJson:
+            text.append(reinterpret_cast<const char*>(s + node.start), node.end - node.start);
+            return kValue;
+        case kColLong: case kColInt: {
+            if (node.kind != Kind::Integer) return kUnsure;
+            __int128 value = integer_of(s, node);
+            if (spec.kind == kColLong && value >= INT64_MIN && value <= INT64_MAX) {
+                int64_t v = static_cast<int64_t>(value);
+                std::memcpy(fixed, &v, 8);
+                return kValue;
+            }
+            if (spec.kind == kColInt && value >= INT32_MIN && value <= INT32_MAX) {
+                int32_t v = static_cast<int32_t>(value);
+                std::memcpy(fixed, &v, 4);
+                return kValue;
+            }
+            return kUnsure;
+        }
+        case kColDouble: case kColFloat: {
+            if (node.kind != Kind::Integer && node.kind != Kind::Float) return kUnsure;
+            double value = double_of(s, node);
+            if (spec.kind == kColDouble) {
+                std::memcpy(fixed, &value, 8);
+                return kValue;
+            }
+            float rounded = static_cast<float>(value);  // struct.pack("<f"): an overflow is refused
+            if (std::isinf(rounded)) return kUnsure;
+            std::memcpy(fixed, &rounded, 4);
+            return kValue;
+        }
+        case kColBoolean:
+            if (node.kind != Kind::Literal) return kUnsure;  // a null never reaches here
+            fixed[0] = s[node.start] == 't' ? 1 : 0;
+            return kValue;
+        case kColTimestamp: {
+            int64_t micros;
+            if (!event_time_us(s, node, micros) || micros < kMinTimestampUs || micros > kMaxTimestampUs) return kUnsure;
+            std::memcpy(fixed, &micros, 8);
+            return kValue;
+        }
+        case kColDate: {
+            const uint8_t* p = s + node.start + 1;
+            int year, month, day;
+            static const int kDays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+            if (node.kind != Kind::String || node.escaped || node.end - node.start != 12 || !digits(p, 4, year) ||
+                p[4] != '-' || !digits(p + 5, 2, month) || p[7] != '-' || !digits(p + 8, 2, day) || year < 1 ||
+                month < 1 || month > 12 || day < 1 || day > kDays[month - 1] + (month == 2 && leap(year) ? 1 : 0)) {
+                return kUnsure;
+            }
+            int32_t days = static_cast<int32_t>(days_from_civil(year, month, day));
+            std::memcpy(fixed, &days, 4);
+            return kValue;
+        }
+        case kColDecimal: {
+            DecimalText digits_of;
+            __int128 unscaled;
+            bool number = node.kind == Kind::Integer || node.kind == Kind::Float;  // shortest fixed spellings
+            bool plain = node.kind == Kind::String && !node.escaped;
+            bool read = (number && decimal_text(s + node.start, node.end - node.start, digits_of)) ||
+                        (plain && decimal_text(s + node.start + 1, node.end - node.start - 2, digits_of));
+            if (!read || !decimal_of(digits_of, spec.precision, spec.scale, unscaled)) return kUnsure;
+            std::memcpy(fixed, &unscaled, 16);
+            return kValue;
+        }
+        default:
+            return kUnsure;
+    }
+}
+
+// An entry that holds no value (a null, or one left to the reference: `status`), appended to `out`
+// and, for a struct, to each member (a struct's members hold an entry per entry of it).
+void empty_entry(const ColumnSpec& spec, uint8_t status, ColumnOut& out) {
+    out.status.push_back(status);
+    if (uses_offsets(spec.kind)) {
+        out.offsets.push_back(out.offsets.back());
+    } else if (spec.kind == kColStruct) {
+        for (size_t k = 0; k < spec.children.size(); ++k) empty_entry(spec.children[k], kNull, out.children[k]);
+    } else {
+        out.values.append(value_width(spec.kind), '\0');
+    }
+}
+
+// The value at node `at` (kPathNull: a null; kPathNotObject: a path through a non-object) as
+// `spec` converts it, appended to `out` as one entry; its status, kUnsure when anything in it is
+// left to the reference (the whole row then is: a mismatch anywhere in a value is the value's).
+uint8_t append_value(const uint8_t* s, const std::vector<Node>& nodes, int32_t at, const ColumnSpec& spec,
+                     ColumnOut& out) {
+    if (at == kPathNull || (at >= 0 && is_null(s, nodes[at]))) {
+        empty_entry(spec, kNull, out);
+        return kNull;
+    }
+    if (at == kPathNotObject) {
+        empty_entry(spec, kUnsure, out);
+        return kUnsure;
+    }
+    const Node& node = nodes[at];
+    bool unsure = false;
+    switch (spec.kind) {
+        case kColArray: {
+            if (node.kind != Kind::Array) break;
+            int32_t count = 0;
+            for (int32_t item = node.first_child; item >= 0; item = nodes[item].next_sibling, ++count) {
+                unsure = append_value(s, nodes, item, spec.children[0], out.children[0]) == kUnsure || unsure;
+            }
+            out.status.push_back(unsure ? kUnsure : kValue);
+            out.offsets.push_back(out.offsets.back() + count);
+            return out.status.back();
+        }
+        case kColMap: {
+            if (node.kind != Kind::Object) break;
+            int32_t count = 0;
+            for (int32_t item = node.first_child; item >= 0; item = nodes[item].next_sibling, ++count) {
+                const Node& member = nodes[item];  // keys are never escaped in a vouched line
+                out.keys.append(reinterpret_cast<const char*>(s + member.key_start), member.key_end - member.key_start);
+                out.key_offsets.push_back(static_cast<int32_t>(out.keys.size()));
+                unsure = append_value(s, nodes, item, spec.children[0], out.children[0]) == kUnsure || unsure;
+            }
+            out.status.push_back(unsure ? kUnsure : kValue);
+            out.offsets.push_back(out.offsets.back() + count);
+            return out.status.back();
+        }
+        case kColStruct: {
+            if (node.kind != Kind::Object) break;
+            for (size_t k = 0; k < spec.children.size(); ++k) {
+                int32_t member = child_member(s, nodes, at, spec.names[k]);
+                unsure = append_value(s, nodes, member < 0 ? kPathNull : member, spec.children[k], out.children[k]) ==
+                             kUnsure || unsure;
+            }
+            out.status.push_back(unsure ? kUnsure : kValue);
+            return out.status.back();
+        }
+        default: {
+            char fixed[16] = {0};
+            size_t before = out.values.size();
+            uint8_t status = scalar(s, node, spec, fixed, out.values);
+            if (status != kValue) {
+                out.values.resize(before);
+                empty_entry(spec, status, out);
+                return status;
+            }
+            out.status.push_back(kValue);
+            if (uses_offsets(spec.kind)) out.offsets.push_back(static_cast<int32_t>(out.values.size()));
+            else out.values.append(fixed, value_width(spec.kind));
+            return kValue;
+        }
+    }
+    empty_entry(spec, kUnsure, out);  // an array, map or struct column's value of another JSON type
+    return kUnsure;
+}
+
+// One column's value of a vouched line, appended to `out` (kUnsure: left to the reference).
+void column_value(const uint8_t* s, const std::vector<Node>& nodes, const ColumnSpec& spec, ColumnOut& out) {
+    append_value(s, nodes, at_path(s, nodes, spec.path), spec, out);
+}
+
+// ---------------------------------------------------------------------------------------------
 // One chunk of lines.
 
 struct Output {
@@ -766,6 +1103,7 @@ struct Output {
     std::string key_data;
     std::vector<int32_t> raw_offsets{0};
     std::string raw_data;
+    std::vector<ColumnOut> columns;  // one per declared column, a row per vouched line
 };
 
 struct LineScanner {
@@ -833,6 +1171,7 @@ struct LineScanner {
         out.key_offsets.push_back(static_cast<int32_t>(out.key_data.size()));
         out.raw_data.append(reinterpret_cast<const char*>(s), n);
         out.raw_offsets.push_back(static_cast<int32_t>(out.raw_data.size()));
+        for (size_t k = 0; k < rules.columns.size(); ++k) column_value(s, nodes, rules.columns[k], out.columns[k]);
         return true;
     }
 };
@@ -877,19 +1216,101 @@ PyObject* bytes_of(const std::string& text) {
 
 using Lines = std::vector<std::pair<const uint8_t*, size_t>>;
 
+// A declared column's spec: (path: a sequence of bytes, kind, precision, scale, names: a sequence of
+// bytes, children: a sequence of specs), checked (`top`: a column's, which has a path).
+bool spec_of(PyObject* item, ColumnSpec& spec, bool top, int depth) {
+    PyObject *path, *names, *children;
+    if (depth > kMaxDepth) {
+        PyErr_SetString(PyExc_ValueError, "a column's type is nested too deep");
+        return false;
+    }
+    if (!PyArg_ParseTuple(item, "OiiiOO", &path, &spec.kind, &spec.precision, &spec.scale, &names, &children) ||
+        !names_of(path, spec.path, "a column's path") || !names_of(names, spec.names, "a struct's members")) {
+        return false;
+    }
+    PyObject* fast = PySequence_Fast(children, "a column's children must be a sequence");
+    if (fast == nullptr) return false;
+    bool ok = true;
+    for (Py_ssize_t k = 0; ok && k < PySequence_Fast_GET_SIZE(fast); ++k) {
+        ColumnSpec child;
+        ok = spec_of(PySequence_Fast_GET_ITEM(fast, k), child, false, depth + 1);
+        if (ok) spec.children.push_back(std::move(child));
+    }
+    Py_DECREF(fast);
+    if (!ok) return false;
+    size_t wanted = spec.kind == kColArray || spec.kind == kColMap ? 1 : spec.kind == kColStruct ? spec.names.size() : 0;
+    if (spec.path.empty() == top || spec.kind < kColString || spec.kind > kColStruct ||
+        spec.children.size() != wanted || (spec.kind != kColStruct && !spec.names.empty()) ||
+        (spec.kind == kColDecimal &&
+         (spec.precision < 1 || spec.precision > 38 || spec.scale < 0 || spec.scale > spec.precision))) {
+        PyErr_SetString(PyExc_ValueError, "a column needs a path (its members none), a known kind, its element or "
+                                          "members, and a decimal's 1 <= p <= 38, 0 <= s <= p");
+        return false;
+    }
+    return true;
+}
+
+bool specs_of(PyObject* sequence, std::vector<ColumnSpec>& out) {
+    PyObject* fast = PySequence_Fast(sequence, "columns must be a sequence");
+    if (fast == nullptr) return false;
+    bool ok = true;
+    for (Py_ssize_t k = 0; ok && k < PySequence_Fast_GET_SIZE(fast); ++k) {
+        ColumnSpec spec;
+        ok = spec_of(PySequence_Fast_GET_ITEM(fast, k), spec, true, 0);
+        if (ok) out.push_back(std::move(spec));
+    }
+    Py_DECREF(fast);
+    return ok;
+}
+
+// A column's entries as (status, values, offsets, keys, key_offsets, children), each but the last as
+// bytes: a uint8 status an entry (0 null, 1 a value, 2 left to the reference), the values
+// (fixed-width, or the text of strings and json), int32 offsets (strings, json, arrays, maps), a
+// map's keys and their int32 offsets, and the children's (an array's element, a map's value, a
+// struct's members) as a tuple.
+PyObject* column_of(const ColumnOut& column) {
+    PyObject* children = PyTuple_New(static_cast<Py_ssize_t>(column.children.size()));
+    if (children == nullptr) return nullptr;
+    for (size_t k = 0; k < column.children.size(); ++k) {
+        PyObject* child = column_of(column.children[k]);
+        if (child == nullptr) {
+            Py_DECREF(children);
+            return nullptr;
+        }
+        PyTuple_SET_ITEM(children, static_cast<Py_ssize_t>(k), child);
+    }
+    return Py_BuildValue("(NNNNNN)", bytes_of(column.status), bytes_of(column.values), bytes_of(column.offsets),
+                         bytes_of(column.keys), bytes_of(column.key_offsets), children);
+}
+
+PyObject* columns_of(const std::vector<ColumnOut>& columns) {
+    PyObject* result = PyTuple_New(static_cast<Py_ssize_t>(columns.size()));
+    if (result == nullptr) return nullptr;
+    for (size_t k = 0; k < columns.size(); ++k) {
+        PyObject* item = column_of(columns[k]);
+        if (item == nullptr) {
+            Py_DECREF(result);
+            return nullptr;
+        }
+        PyTuple_SET_ITEM(result, static_cast<Py_ssize_t>(k), item);
+    }
+    return result;
+}
+
 // The rules from scan's arguments after its lines: key_fields, time_field, min_us, max_us,
 // max_line_bytes, fp_fields, fp_exclude, trim, lower, algorithm.
 bool rules_of(PyObject* args, Py_ssize_t first, Rules& rules) {
     PyObject* tail = PyTuple_GetSlice(args, first, PyTuple_GET_SIZE(args));
     if (tail == nullptr) return false;
-    PyObject *key_fields, *fp_fields, *fp_exclude, *time_field;
+    PyObject *key_fields, *fp_fields, *fp_exclude, *time_field, *columns = nullptr;
     long long min_us, max_us, max_line_bytes;
     int trim, lower, algorithm;
-    bool ok = PyArg_ParseTuple(tail, "OSLLLOOppi", &key_fields, &time_field, &min_us, &max_us, &max_line_bytes,
-                               &fp_fields, &fp_exclude, &trim, &lower, &algorithm) &&
+    bool ok = PyArg_ParseTuple(tail, "OSLLLOOppi|O", &key_fields, &time_field, &min_us, &max_us, &max_line_bytes,
+                               &fp_fields, &fp_exclude, &trim, &lower, &algorithm, &columns) &&
               names_of(key_fields, rules.key_fields, "key_fields") &&
               utf8_of(time_field, rules.time_field, "time_field") &&
-              names_of(fp_fields, rules.fp_fields, "fp_fields") && names_of(fp_exclude, rules.fp_exclude, "fp_exclude");
+              names_of(fp_fields, rules.fp_fields, "fp_fields") && names_of(fp_exclude, rules.fp_exclude, "fp_exclude") &&
+              (columns == nullptr || specs_of(columns, rules.columns));
     Py_DECREF(tail);
     if (!ok) return false;
     if (rules.key_fields.empty() || (algorithm != kBlake2b64 && algorithm != kXxh3_64)) {
@@ -903,6 +1324,20 @@ bool rules_of(PyObject* args, Py_ssize_t first, Rules& rules) {
     rules.lower = lower;
     rules.algorithm = algorithm;
     return true;
+}
+
+// Text columns (strings, json) sized from their first lines' (kSampleLines) share of the rows: a
+// column as long as the lines (a json of most of the event) grows once, not by doubling.
+constexpr size_t kSampleLines = 64;
+
+void reserve_texts(Output& out, size_t rows, size_t total) {
+    if (out.rows.empty()) return;
+    for (auto& column : out.columns) {
+        size_t per_row = column.values.size() / out.rows.size() + 1;
+        if (column.offsets.size() > 1 && column.children.empty()) {
+            column.values.reserve(std::min(total, per_row * rows + per_row * rows / 4));
+        }
+    }
 }
 
 // The rows the core vouches for among `lines`, as the tuple scan returns.
@@ -919,17 +1354,63 @@ PyObject* scan_lines(const Lines& lines, const Rules& rules) {
     out.raw_offsets.reserve(rows + 1);
     out.key_data.reserve(rows * 40);
     out.raw_data.reserve(std::min<size_t>(total, INT32_MAX));
+    for (const auto& spec : rules.columns) {
+        out.columns.emplace_back(spec);
+        out.columns.back().status.reserve(rows);
+        out.columns.back().values.reserve(uses_offsets(spec.kind) ? rows * 16 : rows * value_width(spec.kind));
+        if (uses_offsets(spec.kind)) out.columns.back().offsets.reserve(rows + 1);
+    }
     LineScanner scanner{rules, {}, {}, {}, {}};
-    for (size_t k = 0; k < rows; ++k) scanner.line(lines[k].first, lines[k].second, static_cast<int64_t>(k), out);
-    return Py_BuildValue("(NNNNNNNN)", bytes_of(out.rows), bytes_of(out.digests), bytes_of(out.fingerprints),
+    for (size_t k = 0; k < rows; ++k) {
+        scanner.line(lines[k].first, lines[k].second, static_cast<int64_t>(k), out);
+        if (k + 1 == kSampleLines) reserve_texts(out, rows, total);
+    }
+    return Py_BuildValue("(NNNNNNNNN)", bytes_of(out.rows), bytes_of(out.digests), bytes_of(out.fingerprints),
                          bytes_of(out.times), bytes_of(out.key_offsets), bytes_of(out.key_data),
-                         bytes_of(out.raw_offsets), bytes_of(out.raw_data));
+                         bytes_of(out.raw_offsets), bytes_of(out.raw_data), columns_of(out.columns));
+}
+
+// columns(pieces, columns) -> (rows, columns): the declared columns alone (for the differential
+// tests and the fuzzer), of the lines the scan finds canonical, whatever their key and time fields.
+PyObject* columns(PyObject*, PyObject* args) {
+    PyObject *pieces, *specs;
+    if (!PyArg_ParseTuple(args, "OO", &pieces, &specs)) return nullptr;
+    Rules rules;
+    if (!specs_of(specs, rules.columns)) return nullptr;
+    PyObject* fast = PySequence_Fast(pieces, "pieces must be a sequence of bytes");
+    if (fast == nullptr) return nullptr;
+    std::vector<int64_t> rows;
+    std::vector<ColumnOut> out;
+    for (const auto& spec : rules.columns) out.emplace_back(spec);
+    std::vector<Node> nodes;
+    std::vector<int32_t> order;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(fast); ++k) {
+        PyObject* item = PySequence_Fast_GET_ITEM(fast, k);
+        if (!PyBytes_Check(item)) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_TypeError, "pieces must be bytes");
+            return nullptr;
+        }
+        const auto* s = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(item));
+        auto n = static_cast<size_t>(PyBytes_GET_SIZE(item));
+        if (n == 0 || n > INT32_MAX || s[0] != '{') continue;
+        nodes.clear();
+        order.clear();
+        Scanner scanner{s, n, 0, &nodes, &order};
+        if (scanner.value(1) != 0 || scanner.i != n) continue;
+        rows.push_back(k);
+        for (size_t c = 0; c < rules.columns.size(); ++c) column_value(s, nodes, rules.columns[c], out[c]);
+    }
+    Py_DECREF(fast);
+    return Py_BuildValue("(NN)", bytes_of(rows), columns_of(out));
 }
 
 // scan(pieces, key_fields, time_field, min_us, max_us, max_line_bytes, fp_fields, fp_exclude, trim,
-//      lower, algorithm) -> (rows, digests, fingerprints, times, key_offsets, key_data, raw_offsets,
-//      raw_data), each as bytes: int64 offsets of the vouched pieces, their 16-byte key digests,
-//      uint64 fingerprints, int64 microseconds, and Arrow string buffers of key texts and lines.
+//      lower, algorithm[, columns]) -> (rows, digests, fingerprints, times, key_offsets, key_data,
+//      raw_offsets, raw_data, columns), each but the last as bytes: int64 offsets of the vouched
+//      pieces, their 16-byte key digests, uint64 fingerprints, int64 microseconds, and Arrow string
+//      buffers of key texts and lines; columns: each declared column's entries for the vouched
+//      pieces (column_of).
 // The GIL is held throughout: the pieces (bytes, immutable) are read in place.
 PyObject* scan(PyObject*, PyObject* args) {
     if (PyTuple_GET_SIZE(args) < 1) {
@@ -1058,6 +1539,7 @@ PyMethodDef kMethods[] = {
     {"source_sha256", source_sha256, METH_NOARGS, "The SHA-256 of the source this core was built from."},
     {"scan", scan, METH_VARARGS, "The rows the core vouches for in a chunk of lines (see parse_core.cpp)."},
     {"scan_spans", scan_spans, METH_VARARGS, "scan, of lines given as spans of one text."},
+    {"columns", columns, METH_VARARGS, "The declared columns of the canonical lines among pieces: for tests."},
     {"newlines", newlines, METH_VARARGS, "The positions of a text's newlines from a start, as int64 bytes."},
     {"digest", digest, METH_VARARGS, "BLAKE2b-128 (16), BLAKE2b-64 (0) bytes or XXH3-64 (1) int of bytes: for tests."},
     {nullptr, nullptr, 0, nullptr}};

@@ -21,12 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import xxhash
 
+from eventdedup.column_types import ColumnType, DeclaredColumn
 from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
 from eventdedup.keys import KEY_DIGEST_BYTES
 from eventdedup.parse.rules import ParseRules
@@ -36,6 +38,19 @@ log = logging.getLogger(__name__)
 
 # The fingerprint hashes the core computes, by FingerprintRules.algorithm.
 _ALGORITHMS = {FINGERPRINT_BLAKE2B: 0, FINGERPRINT_XXH3: 1}
+# A declared column's kind as the core knows it (parse_core.cpp's ColumnKind).
+_COLUMN_KINDS = {"string": 0, "json": 1, "long": 2, "int": 3, "double": 4, "float": 5, "boolean": 6,
+                 "timestamp": 7, "date": 8, "decimal": 9, "array": 10, "map": 11, "struct": 12}
+# What the core hands out of each declared column for the rows it vouched for (parse_core.cpp's
+# column_of), as Arrow's buffers hold it: a uint8 status an entry (COLUMN_NULL, COLUMN_VALUE, or
+# COLUMN_UNSURE: left to the reference's rules; a row is unsure when anything in its value is), the
+# values (fixed-width as Arrow holds the type; or UTF-8 text: strings unescaped, json the value's
+# JSON text), int32 offsets (into the text, or into an array's or map's children's entries), a
+# map's keys and their int32 offsets, and the children's (an array's element, a map's value, a
+# struct's members: an entry per entry of the struct).
+CoreColumn = tuple[bytes, bytes, bytes, bytes, bytes, tuple[Any, ...]]
+CoreSpec = tuple[list[bytes], int, int, int, list[bytes], list[Any]]
+COLUMN_NULL, COLUMN_VALUE, COLUMN_UNSURE = 0, 1, 2
 
 
 def _load() -> tuple[ModuleType | None, str]:
@@ -108,6 +123,7 @@ class NativeScan:
     offsets: npt.NDArray[np.int64]  # which pieces, ascending
     table_without_seq: pa.Table  # CHUNK_SCHEMA columns but seq, one row per offset
     pieces: int
+    columns: tuple[CoreColumn, ...]  # each declared column's, one row per offset
 
     def deferred(self) -> npt.NDArray[np.int64]:
         """The offsets of the pieces the core left to the Python parsers."""
@@ -137,7 +153,7 @@ def scan(pieces: Sequence[bytes], rules: ParseRules) -> NativeScan:
     arguments = ([name.encode() for name in rules.key_fields], rules.time_field.encode(), rules.min_time_us,
                  rules.max_time_us, rules.max_line_bytes, [name.encode() for name in fingerprint.fields],
                  [name.encode() for name in fingerprint.exclude], rules.trim, rules.lower,
-                 _ALGORITHMS[fingerprint.algorithm])
+                 _ALGORITHMS[fingerprint.algorithm], column_specs(rules.columns))
     spans = getattr(pieces, "text", None)  # LinePieces (input_lines imports this module: no isinstance)
     if spans is not None:
         starts = np.ascontiguousarray(pieces.starts, np.int64)  # type: ignore[attr-defined]
@@ -145,7 +161,7 @@ def scan(pieces: Sequence[bytes], rules: ParseRules) -> NativeScan:
         found = _CORE.scan_spans(spans, starts, ends, *arguments)
     else:
         found = _CORE.scan(pieces, *arguments)
-    (offsets, digests, fingerprints, times, key_offsets, key_data, raw_offsets, raw_data) = found
+    (offsets, digests, fingerprints, times, key_offsets, key_data, raw_offsets, raw_data, columns) = found
     rows = len(offsets) // 8
     buffer = pa.py_buffer
     table = pa.table({
@@ -157,4 +173,28 @@ def scan(pieces: Sequence[bytes], rules: ParseRules) -> NativeScan:
         "raw": pa.StringArray.from_buffers(rows, buffer(raw_offsets), buffer(raw_data)),
         "order_key": pa.nulls(rows, pa.binary()),
     }, schema=pa.schema([field for field in CHUNK_SCHEMA if field.name != "seq"]))
-    return NativeScan(np.frombuffer(offsets, np.int64), table, len(pieces))
+    return NativeScan(np.frombuffer(offsets, np.int64), table, len(pieces), columns)
+
+
+def column_specs(columns: Sequence[DeclaredColumn]) -> list[CoreSpec]:
+    """The declared columns as the core takes them (parse_core.cpp's spec_of)."""
+    return [_spec([key.encode() for key in column.path], column.column_type) for column in columns]
+
+
+def _spec(path: list[bytes], kind: ColumnType) -> CoreSpec:
+    if kind.kind in ("array", "map"):
+        assert kind.element is not None
+        children = [_spec([], kind.element)]
+    else:
+        children = [_spec([], member) for _, member in kind.fields]
+    return (path, _COLUMN_KINDS[kind.kind], kind.precision, kind.scale, [name.encode() for name, _ in kind.fields],
+            children)
+
+
+def columns(lines: Sequence[bytes], declared: Sequence[DeclaredColumn]) -> tuple[npt.NDArray[np.int64],
+                                                                                 tuple[CoreColumn, ...]]:
+    """The core's declared columns of the lines it finds canonical (which, and theirs), whatever
+    their key and time fields: the differential tests' and the fuzzer's view of scan's columns."""
+    assert _CORE is not None
+    rows, found = _CORE.columns(lines, column_specs(declared))
+    return np.frombuffer(rows, np.int64), found

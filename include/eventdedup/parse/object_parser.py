@@ -38,7 +38,7 @@ from eventdedup.keys import (
 )
 from eventdedup.parse import native_core
 from eventdedup.parse.columns import declared_arrays, event_columns
-from eventdedup.parse.columns_fast import line_columns
+from eventdedup.parse.columns_fast import core_columns
 from eventdedup.parse.event_parser import (
     EPOCH_MILLIS_THRESHOLD,
     InvalidEvent,
@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 # More unexpected parser exceptions than this in one object is a bug, not bad input: fail the task.
 MAX_UNEXPECTED_PER_OBJECT = 10
 CHUNK_LINES = 16_384  # parsed objects alive at once: bounds memory and garbage-collector work
-DECLARED_BATCH = 2_048  # events parsed at once for their declared columns (_with_declared)
 # Only this strict ISO-8601 shape is converted by Arrow; anything else goes to parse_event.
 STRICT_ISO_RE = (r"^[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
                  r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$")
@@ -197,7 +196,7 @@ def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
     table = scanned.table(line_numbers, input_index)
     left = scanned.deferred()
     if rules.columns:
-        table, refused = _with_declared(table, pieces, scanned.offsets, rules)
+        table, refused = _with_declared(table, pieces, scanned, rules)
         left = np.sort(np.concatenate([left, refused]))
     if not len(left):
         return table, []
@@ -471,31 +470,22 @@ def _epoch_numbers(values: list[Any], rows: np.ndarray) -> tuple[np.ndarray, np.
             np.concatenate([whole_micros, np.rint(scaled).astype(np.int64)]))
 
 
-def _with_declared(table: pa.Table, pieces: Sequence[bytes], offsets: npt.NDArray[np.int64],
+def _with_declared(table: pa.Table, pieces: Sequence[bytes], scanned: native_core.NativeScan,
                    rules: ParseRules) -> tuple[pa.Table, npt.NDArray[np.int64]]:
-    """The compiled core's rows (CHUNK_SCHEMA, one per offset) with their declared columns, read
-    from the lines (the core vouched each is a JSON object it read as the reference does) a chunk
-    at a time by eventdedup.parse.columns_fast, which leaves what it cannot vouch for to the
-    reference's rules; under on_mismatch = "quarantine" a row with a mismatch leaves the table,
-    its offset returned for the reference parser to quarantine with its reason."""
-    columns, quarantine = rules.columns, rules.quarantine_mismatches
-    text = getattr(pieces, "text", None)  # LinePieces: the lines are spans of one text, read in place
-    lines: list[Any]
-    if text is not None:
-        view = memoryview(text)
-        spans = zip(pieces.starts[offsets].tolist(), pieces.ends[offsets].tolist(), strict=True)  # type: ignore[attr-defined]
-        lines = [view[start:end] for start, end in spans]
-    else:
-        lines = [pieces[offset] for offset in offsets.tolist()]
-    parts: list[dict[str, pa.Array]] = []
-    refused_rows: list[int] = []
-    for first in range(0, len(lines), DECLARED_BATCH):  # bounds the values alive at once
-        arrays, refused_here = line_columns(lines[first:first + DECLARED_BATCH], columns, quarantine)
-        parts.append(arrays)
-        refused_rows.extend(first + row for row in refused_here)
-    schema = chunk_schema(columns)
-    declared = [pa.concat_arrays([part[field.name] for part in parts]) if parts else pa.array([], field.type)
-                for field in list(schema)[table.num_columns:]]
+    """The compiled core's rows (CHUNK_SCHEMA, one per offset) with their declared columns, which
+    the core read from the lines as it vouched for them (eventdedup.parse.columns_fast builds them
+    and leaves what the core did not vouch for to the reference's rules); under on_mismatch =
+    "quarantine" a row with a mismatch leaves the table, its offset returned for the reference
+    parser to quarantine with its reason."""
+    offsets = scanned.offsets
+
+    def event_of(row: int) -> Any:  # the rows the reference decides: parsed again (few)
+        return orjson.loads(pieces[int(offsets[row])])
+
+    arrays, refused_rows = core_columns(scanned.columns, len(offsets), rules.columns, event_of,
+                                        rules.quarantine_mismatches)
+    schema = chunk_schema(rules.columns)
+    declared = [arrays[field.name] for field in list(schema)[table.num_columns:]]
     refused = offsets[refused_rows] if refused_rows else offsets[:0]
     if refused_rows:
         table = table.take(pa.array(np.delete(np.arange(table.num_rows), refused_rows), pa.int64()))

@@ -1,8 +1,8 @@
-"""The chunk-at-once declared columns (eventdedup.parse.columns_fast, issue 53) against the
-reference, one event at a time (eventdedup.parse.columns.event_columns): the same arrays (values,
-nulls, mismatches) and the same refused rows under on_mismatch = "quarantine", for random values
-of every type, fitting or not; and the fast path itself, not the reference, converts the values
-that fit their type."""
+"""The declared columns the compiled core extracts (native/parse_core.cpp through
+eventdedup.parse.columns_fast, issue 53) against the reference, one event at a time
+(eventdedup.parse.columns.event_columns): the same arrays (values, nulls, mismatches) and the same
+refused rows under on_mismatch = "quarantine", for random values of every type, fitting or not;
+and the core itself, not the reference, converts the values that fit their type."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventdedup.column_types import DeclaredColumn, declared_column
-from eventdedup.parse import columns_fast
+from eventdedup.parse import columns_fast, native_core
 from eventdedup.parse.columns import declared_arrays, event_columns
 from eventdedup.parse.event_time import InvalidEvent
 
@@ -27,12 +27,18 @@ SPECS: dict[str, Any] = {
     "tags": "array<string>", "times": "array<timestamp>", "prices": "array<decimal(5,1)>",
     "geo": "struct<lat:double,lon:double>", "deep": "struct<a:array<long>,m:map<string,date>>",
     "attrs": "map<string,long>", "grid": "array<array<int>>",
+    "flags": "array<boolean>", "ratios": "array<float>", "docs": "array<json>", "who": "struct<name:string,at:timestamp>",
     "os": {"path": "ctx.device.os", "type": "string"}, "level": {"path": "ctx.level", "type": "long"},
 }
 COLUMNS: tuple[DeclaredColumn, ...] = tuple(declared_column(name, spec, "test") for name, spec in SPECS.items())
 FIELDS = [name for name in SPECS if name not in ("os", "level")] + ["ctx"]
 
-TEXTS = ["", "u1", "é", "2026-11-22", "2026-02-30", "0000-01-01", "0001-01-01", "9999-12-31", "2026-1-01",
+pytestmark = pytest.mark.skipif(
+    not native_core.available(),
+    reason=f"the compiled parse core is not built ({native_core.why_not()}); `make venv` builds it")
+
+TEXTS = ["", "u1", "é", "a\"b\\c\n\u0001\t", "\u001f\b\f\r",
+         "2026-11-22", "2026-02-30", "0000-01-01", "0001-01-01", "9999-12-31", "2026-1-01",
          "2026-11-22T05:00:00Z", "2026-11-22T05:00:00.123456+02:00", "2026-11-22T05:00:00.1234567Z",
          "2026-11-22 05:00:00Z", "2026-11-22T05:00:00+0200", "2026-11-22T05:00:00", "9999-12-31T23:59:59-01:00",
          "1000-01-01T00:00:00+01:00", "2026-02-30T00:00:00Z", "1764000000", "1764000000000", " 1764000000",
@@ -75,18 +81,35 @@ def reference(events: Sequence[dict[str, Any]], columns: Sequence[DeclaredColumn
     return declared_arrays(columns, values, mismatched), refused
 
 
-def assert_same(events: list[dict[str, Any]], quarantine: bool) -> None:
-    """chunk_columns of the events, and line_columns of their lines, are the reference's."""
-    slow, slow_refused = reference(events, COLUMNS, quarantine)
+def core_columns(events: list[dict[str, Any]], quarantine: bool,
+                 counted: list[int] | None = None) -> tuple[list[int], dict[str, pa.Array], list[int]]:
+    """The core's columns of the events' lines (orjson's text, as producers write it): which events'
+    lines it finds canonical (the others it leaves whole to the Python parser), their columns, and
+    the rows among those it refuses. `counted` gets a 1 per row the reference decides."""
     lines = [orjson.dumps(event) for event in events]
-    for fast, fast_refused in (columns_fast.chunk_columns(events, COLUMNS, quarantine),
-                               columns_fast.line_columns([memoryview(line) for line in lines], COLUMNS, quarantine)):
-        assert fast_refused == slow_refused
-        assert list(fast) == list(slow)
-        for name, array in slow.items():
-            assert fast[name].type == array.type, name
-            assert fast[name].to_pylist() == array.to_pylist(), name
-            assert fast[name].equals(array), name
+    rows, found = native_core.columns(lines, COLUMNS)
+    kept = rows.tolist()
+
+    def event_of(row: int) -> Any:
+        if counted is not None:
+            counted.append(1)
+        return orjson.loads(lines[kept[row]])
+    arrays, refused = columns_fast.core_columns(found, len(kept), COLUMNS, event_of, quarantine)
+    return kept, arrays, refused
+
+
+def assert_same(events: list[dict[str, Any]], quarantine: bool) -> list[int]:
+    """The core's columns of the events it finds canonical are the reference's; those events."""
+    kept, fast, fast_refused = core_columns(events, quarantine)
+    slow, slow_refused = reference([events[row] for row in kept], COLUMNS, quarantine)
+    assert fast_refused == slow_refused
+    assert list(fast) == list(slow)
+    for name, array in slow.items():
+        fast[name].validate(full=True)
+        assert fast[name].type == array.type, name
+        assert fast[name].to_pylist() == array.to_pylist(), name
+        assert fast[name].equals(array), name
+    return kept
 
 
 @pytest.mark.parametrize("quarantine", [False, True])
@@ -112,7 +135,7 @@ def test_every_listed_value_in_every_column_and_inside_every_shape(quarantine: b
     assert_same(loaded(events), quarantine)
 
 
-# Values that fit their column, as producers send them: the fast path must convert these itself.
+# Values that fit their column, as producers send them: the core must convert these itself.
 FITTING: dict[str, st.SearchStrategy[Any]] = {
     "s": st.text(max_size=8), "n": st.integers(-(2**63), 2**63 - 1), "i": st.integers(-(2**31), 2**31 - 1),
     "d": st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**63), 2**63 - 1)),
@@ -134,6 +157,11 @@ FITTING: dict[str, st.SearchStrategy[Any]] = {
                                    "m": st.dictionaries(st.text(max_size=3), st.dates().map(str), max_size=2)}),
     "attrs": st.dictionaries(st.text(max_size=3), st.integers(-(2**63), 2**63 - 1), max_size=3),
     "grid": st.lists(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=2), max_size=2),
+    "flags": st.lists(st.one_of(st.none(), st.booleans()), max_size=3),
+    "ratios": st.lists(st.floats(-1e6, 1e6, width=32), max_size=3), "docs": st.lists(VALUES, max_size=2),
+    "who": st.fixed_dictionaries({"name": st.text(max_size=4)},
+                                 optional={"at": st.datetimes(datetime(1000, 1, 2), datetime(9999, 12, 30))
+                                           .map(lambda moment: moment.isoformat() + "+00:00")}),
     "ctx": st.fixed_dictionaries({"device": st.fixed_dictionaries({"os": st.sampled_from(["ios", "android"])}),
                                   "level": st.integers(0, 9)}),
 }
@@ -141,48 +169,39 @@ FITTING: dict[str, st.SearchStrategy[Any]] = {
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(st.fixed_dictionaries({}, optional=FITTING), min_size=1, max_size=25))
-def test_values_that_fit_are_converted_by_the_fast_path_not_the_reference(events: list[dict[str, Any]]) -> None:
+def test_values_that_fit_are_converted_by_the_core_not_the_reference(events: list[dict[str, Any]]) -> None:
+    """Of the lines the core finds canonical (a float orjson spells with an exponent leaves its
+    whole line to the Python parser), none goes to the reference: the core converted every value."""
     events = loaded(events)
     calls: list[int] = []
-
-    def counted(event: dict[str, Any], columns: Sequence[DeclaredColumn], quarantine: bool) -> Any:
-        calls.append(1)
-        return event_columns(event, columns, quarantine)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(columns_fast, "event_columns", counted)
-        fast, refused = columns_fast.chunk_columns(events, COLUMNS, True)
-    slow, slow_refused = reference(events, COLUMNS, True)
+    kept, fast, refused = core_columns(events, True, calls)
+    slow, slow_refused = reference([events[row] for row in kept], COLUMNS, True)
     assert refused == slow_refused == []  # nothing here mismatches
     assert all(fast[name].equals(array) for name, array in slow.items())
-    assert calls == []  # the fast path vouched for every row itself
+    assert calls == []  # the core vouched for every row itself
 
 
-def test_a_random_mix_is_mostly_converted_by_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Coverage over a fixed mix: of 2,000 events, one in ten with one value that mismatches, the
-    reference sees only those."""
+def test_a_random_mix_is_mostly_converted_by_the_core() -> None:
+    """Coverage over a fixed mix: of 2,000 events, one in ten with one value that mismatches, all
+    canonical lines: the reference sees only those with the mismatch."""
     events = loaded([{"s": f"u{row}", "n": row * 7919, "i": row, "d": row / 8, "f": row / 4, "b": row % 2 == 0,
                       "t": ("2026-11-22T05:00:00.123+00:00", 1_764_000_000 + row, "1764000000000", 1.7e9 + row / 3)[row % 4],
                       "day": "2026-11-22", "amount": (row / 100, str(Decimal(row) / 100), row)[row % 3],
                       "wide": "12345.6789", "whole": row, "j": {"a": [row]}, "tags": ["a", None],
                       "times": [row], "prices": ["1.5"], "geo": {"lat": 1.5, "lon": -2.25},
                       "deep": {"a": [1], "m": {"x": "2026-01-01"}}, "attrs": {"k": row}, "grid": [[1], []],
+                      "flags": [True, None], "ratios": [row / 2], "docs": [{"k": row}, "x"],
+                      "who": {"name": "a\"b", "at": 1_764_000_000 + row},
                       "ctx": {"device": {"os": "ios"}, "level": row % 10},
                       **({"n": "not a number"} if row % 10 == 0 else {})} for row in range(2_000)])
     calls: list[int] = []
-
-    def counted(event: dict[str, Any], columns: Sequence[DeclaredColumn], quarantine: bool) -> Any:
-        calls.append(1)
-        return event_columns(event, columns, quarantine)
-
-    monkeypatch.setattr(columns_fast, "event_columns", counted)
-    fast, refused = columns_fast.chunk_columns(events, COLUMNS, False)
-    monkeypatch.undo()
+    kept, fast, refused = core_columns(events, False, calls)
     slow, _ = reference(events, COLUMNS, False)
+    assert kept == list(range(2_000))
     assert refused == [] and all(fast[name].equals(array) for name, array in slow.items())
     assert len(calls) == 200
     assert fast["mismatched"].null_count == 1_800
-    assert_same(events, True)
+    assert assert_same(events, True) == kept
 
 
 def test_a_path_through_a_value_that_is_no_object_is_the_references_mismatch() -> None:
@@ -191,6 +210,6 @@ def test_a_path_through_a_value_that_is_no_object_is_the_references_mismatch() -
 
 
 def test_an_empty_chunk() -> None:
-    fast, refused = columns_fast.chunk_columns([], COLUMNS, False)
+    kept, fast, refused = core_columns([], False)
     slow, _ = reference([], COLUMNS, False)
-    assert refused == [] and all(fast[name].equals(array) for name, array in slow.items())
+    assert kept == refused == [] and all(fast[name].equals(array) for name, array in slow.items())

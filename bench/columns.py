@@ -1,0 +1,217 @@
+"""`make bench-columns`: what ten declared columns cost a batch (issue 53), against the same batch
+without them, in the same run; and `eventdedup infer-columns` on the same workload.
+
+    python -m bench.columns [--events 500000] [--history 2] [--runs 3] [--parse-lines 200000]
+
+Two stores on their own embedded S3 servers with the shipped defaults, one with `[table.columns]`
+declaring ten columns of mixed types (COLUMNS: string, long, double, boolean, timestamp,
+decimal(18,2), a nested path, array<string>, struct<lat:double,lon:double>, json), one without.
+Both get the same lines (LINES: bench.workload's event_line shape plus the fields the columns
+read, ~500 bytes). Every batch of both is an `eventdedup run-batch` process on the history the
+earlier ones committed (the real path, warm local copies), the two stores taking turns so that
+drift falls on both alike: --history batches first, then per round a one-event batch and a
+batch of --events. The marginal throughput is --events over (the batch's wall time - the one
+event's), per round; reported are the medians, and the median of the rounds' ratios (with /
+without: the issue's target is >= 0.8). Then `infer-columns` over one batch's landing object:
+its block, which must declare every field the lines carry. And the parse stage alone
+(parse_stage: parse_object in this process, lines per CPU second) without columns, with the ten,
+and with them by the reference one line at a time (the path before the compiled core extracted
+them). Writes bench/results/columns.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from bench import ROOT
+from bench.commands import BIN, run_batch
+from bench.stores import BenchSettings, fresh_store, upload_lines
+from eventdedup.column_types import DeclaredColumn
+from eventdedup.config import config_from_mapping
+from eventdedup.parse import native_core, object_parser
+from eventdedup.parse.columns import declared_arrays, event_columns
+from eventdedup.parse.columns_fast import core_columns
+from eventdedup.parse.event_time import InvalidEvent
+from eventdedup.parse.object_parser import parse_object
+from eventdedup.parse.rules import ParseRules
+from eventdedup_dev.local_s3 import use_local_credentials
+
+COLUMNS: dict[str, object] = {
+    "user_id": "string", "n": "long", "ratio": "double", "ok": "boolean", "client_time": "timestamp",
+    "amount": "decimal(18,2)", "os": {"path": "context.device.os", "type": "string"}, "tags": "array<string>",
+    "geo": "struct<lat:double,lon:double>", "props": "json"}
+PAD = "x" * 150
+
+
+def lines_of(count: int, start: datetime, seed: int = 7, first: int = 0) -> list[bytes]:
+    """`count` events from `start` on (within an hour), numbered from `first`: each carries the
+    fields COLUMNS read, every value fitting its column."""
+    rng = np.random.default_rng(seed)
+    base = int(start.timestamp())
+    lines = []
+    for i in range(first, first + count):
+        uid = f"{int(rng.integers(0, 2**62)):032x}{i:04x}"
+        created = datetime.fromtimestamp(base + int(rng.integers(0, 3_000)), timezone.utc).isoformat()
+        lines.append((
+            f'{{"event_id":"{uid[:8]}-{uid[8:12]}-4{uid[13:16]}-8{uid[17:20]}-{uid[20:32]}","created_at":"{created}",'
+            f'"user_id":"u{i % 1_000_000}","type":"page_view","props":{{"path":"/p/{i % 1000}","pad":"{PAD}"}},'
+            f'"n":{i * 7919},"ratio":{(i % 997) / 8},"ok":{"true" if i % 3 else "false"},'
+            f'"client_time":"{created}","amount":{(i % 100_000) / 100},'
+            f'"context":{{"device":{{"os":"{("ios", "android", "web")[i % 3]}"}}}},'
+            f'"tags":["t{i % 5}","x"],"geo":{{"lat":{(i % 180) - 89.5},"lon":{(i % 360) - 179.25}}}}}').encode())
+    return lines
+
+
+def columns_block(columns: dict[str, object]) -> str:
+    """COLUMNS as a configuration file's [table.columns] block."""
+    lines = ["[table.columns]"]
+    for name, spec in columns.items():
+        if isinstance(spec, dict):
+            lines.append(f"{name} = {{ " + ", ".join(f"{key} = {json.dumps(value)}" for key, value in spec.items())
+                         + " }")
+        else:
+            lines.append(f"{name} = {json.dumps(spec)}")
+    return "\n".join(lines) + "\n"
+
+
+def infer_columns(config_file: Path, prefix: str) -> dict[str, object]:
+    """`eventdedup infer-columns` over a landing prefix: its block, loaded back."""
+    run = subprocess.run([str(BIN / "eventdedup"), "infer-columns", "--config", str(config_file), "--input-prefix",
+                          prefix], capture_output=True, text=True, check=True)
+    block = run.stdout
+    return {"block": block, "columns": tomllib.loads(block)["table"]["columns"]}
+
+
+def parse_rules(columns: dict[str, object], now: datetime) -> ParseRules:
+    config = config_from_mapping({"s3": {"bucket": "events"}, "table": {"columns": columns}}, source="bench")
+    return ParseRules.for_batch(config, now, fingerprint_hash="xxh3-64")
+
+
+def per_line(found: Any, count: int, columns: Sequence[DeclaredColumn], event_of: Callable[[int], Any],
+             quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
+    """core_columns by the reference, one line at a time (what ran before the core extracted them)."""
+    values, mismatched, refused = [], [], []
+    for row in range(count):
+        try:
+            declared, misfits = event_columns(event_of(row), columns, quarantine)
+        except InvalidEvent:
+            refused.append(row)
+            continue
+        values.append(declared)
+        mismatched.append(misfits)
+    return declared_arrays(columns, values, mismatched), refused
+
+
+def parse_stage(count: int, rounds: int) -> dict[str, float]:
+    """Median lines per CPU second of parse_object over `count` lines without columns, with COLUMNS,
+    and with COLUMNS by the reference per line; the three alternate in this process (its CPU time:
+    a shared machine's wall clock is noise here)."""
+    start = datetime(2026, 11, 22, 5, tzinfo=timezone.utc)
+    text = b"\n".join(lines_of(count, start)) + b"\n"
+    plain, declared = parse_rules({}, start + timedelta(hours=1)), parse_rules(COLUMNS, start + timedelta(hours=1))
+    assert native_core.supports(declared), native_core.why_not()
+    check = parse_object(text, 0, declared)
+    assert not check.bad_raw and check.table.num_rows == count
+    assert check.table.column("mismatched").null_count == count, "the bench's lines should all fit"
+    rates: dict[str, list[float]] = {"without": [], "with": [], "per line": []}
+    for _ in range(rounds):
+        for name, chosen, extract in (("without", plain, core_columns), ("with", declared, core_columns),
+                                      ("per line", declared, per_line)):
+            object_parser.core_columns = extract  # type: ignore[assignment]
+            try:
+                began = time.process_time()
+                parsed = parse_object(text, 0, chosen)
+                rates[name].append(count / (time.process_time() - began))
+            finally:
+                object_parser.core_columns = core_columns  # type: ignore[assignment]
+            if name != "without":
+                assert parsed.table.equals(check.table)
+    return {name: round(statistics.median(values)) for name, values in rates.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=500_000, help="events in each measured batch")
+    parser.add_argument("--history", type=int, default=2, help="batches committed before the measured ones")
+    parser.add_argument("--runs", type=int, default=3, help="measured rounds per store")
+    parser.add_argument("--parse-lines", type=int, default=200_000, help="lines of the parse stage's figure (0: none)")
+    parser.add_argument("--out", default="columns")
+    args = parser.parse_args()
+    use_local_credentials()
+    start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    stores = ("without", "with")
+    walls: dict[str, dict[str, list[float]]] = {name: {"one": [], "batch": []} for name in stores}
+    counts: dict[str, list[dict]] = {name: [] for name in stores}
+    with tempfile.TemporaryDirectory() as work, \
+            fresh_store(BenchSettings("bench-without")) as without, fresh_store(BenchSettings("bench-with")) as with_:
+        places = {"without": without, "with": with_}
+        files = {}
+        for name, (server, _, _) in places.items():
+            settings = BenchSettings(f"bench-{name}", {"spark": {"local_cache_dir": f"{work}/{name}"}})
+            path = settings.write_file(Path(work) / f"{name}.toml", server.endpoint_url)
+            if name == "with":
+                path.write_text(path.read_text() + columns_block(COLUMNS))
+            files[name] = path
+        batches = [("history", args.events)] * args.history + [("one", 1), ("batch", args.events)] * args.runs
+        first = 0
+        for number, (kind, events) in enumerate(batches, start=1):
+            lines = lines_of(events, start, seed=number, first=first)
+            first += events
+            for name in (stores if number % 2 else reversed(stores)):
+                server, _, store = places[name]
+                prefix = f"landing/b{number:03d}/"
+                upload_lines(store, prefix, lines)
+                done, _, batch_counts = run_batch(files[name], f"b{number:03d}", prefix, server.pid)
+                assert batch_counts["output_rows"] == events, batch_counts  # every event new, every one output
+                if kind != "history":
+                    walls[name][kind].append(done.wall_seconds)
+                    counts[name].append(batch_counts)
+                print(f"{name} b{number:03d} ({kind}, {events:,} events): {done.wall_seconds:.2f}s", flush=True)
+        inferred = infer_columns(files["without"], "landing/b001/")
+    results = {}
+    for name in stores:
+        marginal = [args.events / (batch - one) for one, batch in zip(walls[name]["one"], walls[name]["batch"],
+                                                                       strict=True)]
+        results[name] = {"one_event_walls": walls[name]["one"], "batch_walls": walls[name]["batch"],
+                         "marginal_events_per_second": marginal,
+                         "median_marginal_events_per_second": round(statistics.median(marginal)),
+                         "counts": counts[name]}
+    ratios = [w / o for o, w in zip(results["without"]["marginal_events_per_second"],
+                                    results["with"]["marginal_events_per_second"], strict=True)]
+    summary = {"events": args.events, "history": args.history, "runs": args.runs, "columns": COLUMNS,
+               "results": results, "marginal_ratio_with_to_without": round(statistics.median(ratios), 3),
+               "target_ratio": 0.8, "infer_columns": inferred}
+    if args.parse_lines:
+        summary["parse_stage_lines_per_cpu_second"] = parse_stage(args.parse_lines, args.runs)
+    out = ROOT / "bench" / "results" / f"{args.out}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    for name in stores:
+        r = results[name]
+        print(f"{name:>8} columns: one event {statistics.median(r['one_event_walls']):.2f}s, {args.events:,} events "
+              f"{statistics.median(r['batch_walls']):.2f}s; marginal {r['median_marginal_events_per_second']:,} events/s")
+    print(f"with / without, median of the rounds' marginal ratios: {summary['marginal_ratio_with_to_without']} "
+          f"(target >= 0.8)")
+    if args.parse_lines:
+        stage = summary["parse_stage_lines_per_cpu_second"]
+        print(f"parse stage, lines per CPU second: without columns {stage['without']:,}; with ten "
+              f"{stage['with']:,} ({stage['with'] / stage['without']:.1%}); by the reference per line "
+              f"{stage['per line']:,} ({stage['per line'] / stage['without']:.1%})")
+    print(f"infer-columns over b001:\n{inferred['block']}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
