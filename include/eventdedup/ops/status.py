@@ -108,18 +108,21 @@ def format_status(status: dict[str, Any]) -> str:
 
 def column_lines(columns: list[dict[str, str]], batches: list[dict[str, Any]]) -> list[str]:
     """The declared columns, each with its mismatch and null rates over the output rows of the
-    batches listed that recorded them (docs/delta-table.md, "Typed columns")."""
+    batches listed that recorded it (a column added later is not measured against the batches
+    before it; docs/delta-table.md, "Typed columns")."""
     if not columns:
         return []
     counted = [b for b in batches if "columns" in b]
-    rows = sum(b["counts"].get("output_rows", 0) for b in counted)
-    lines = [f"  declared columns (rates over the {rows} output row(s) of the {len(counted)} batch(es) listed "
-             "that recorded them):"]
+    lines = [f"  declared columns (rates over the output rows of the {len(counted)} batch(es) listed that "
+             "recorded each):"]
     for column in columns:
-        mismatched = sum(b["columns"].get(column["name"], {}).get("mismatched", 0) for b in counted)
-        nulls = sum(b["columns"].get(column["name"], {}).get("nulls", 0) for b in counted)
+        recorded = [b for b in counted if column["name"] in b["columns"]]
+        rows = sum(b["counts"].get("output_rows", 0) for b in recorded)
+        mismatched = sum(b["columns"][column["name"]].get("mismatched", 0) for b in recorded)
+        nulls = sum(b["columns"][column["name"]].get("nulls", 0) for b in recorded)
         lines.append(f"    {column['name']} {column['type']} (from {column['path']}): mismatched {mismatched}"
-                     f" ({_rate(mismatched, rows)}), null {nulls} ({_rate(nulls, rows)})")
+                     f" ({_rate(mismatched, rows)}), null {nulls} ({_rate(nulls, rows)}) of {rows} row(s) in "
+                     f"{len(recorded)} batch(es)")
     return lines
 
 
