@@ -113,8 +113,10 @@ soak-store: venv check-java
 # history committed by `eventdedup run-batch` itself, each measured run-batch a new process, cold and warm,
 # committed on top (--history seeded: the quicker seeded history, marked so); bench/results/latest.json
 # + a table. BENCH_ARGS passes options through, e.g. make bench BENCH_ARGS="--events 100000 --history-scales 1,4".
+# Then what ten declared columns cost a batch (make bench-columns, below).
 bench: venv check-java redis-server
 	$(PY) -m bench $(BENCH_ARGS)
+	$(PY) -m bench.columns $(COLUMNS_ARGS)
 
 # The bytes a batch GETs as its history grows (python -m bench.reads, issue 57): per partition_time, a
 # day of history committed by real batches, then six more days; a probe batch warm and cold through a

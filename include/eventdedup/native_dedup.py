@@ -14,33 +14,15 @@ hold every kernel to its reference.
 """
 from __future__ import annotations
 
-import hashlib
-import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
-log = logging.getLogger(__name__)
+from eventdedup import compiled
 
-# The core's source where this is a checkout (an editable install); absent in a packaged archive.
-_SOURCE = Path(__file__).resolve().parents[2] / "native" / "dedup_core.cpp"
-
-
-def _load() -> tuple[ModuleType | None, str]:
-    try:
-        from eventdedup import _dedup_core
-    except ImportError as exc:
-        return None, str(exc)
-    if _SOURCE.exists() and _dedup_core.source_sha256() != hashlib.sha256(_SOURCE.read_bytes()).hexdigest():
-        return None, f"built from other sources than {_SOURCE} (a checkout changed since `make venv`)"
-    return _dedup_core, ""
-
-
-_CORE, _WHY_NOT = _load()
-_warned = False
+_CORE, _WHY_NOT = compiled.load("eventdedup._dedup_core", "dedup_core.cpp")
 
 
 def available() -> bool:
@@ -52,17 +34,14 @@ def why_not() -> str:
     return _WHY_NOT
 
 
-def in_use(compiled: bool) -> ModuleType | None:
+def in_use(compiled_stage: bool) -> ModuleType | None:
     """The core, where the batch's rules want it and it is built (None: the Python runs; a
     process that wanted it and lacks it says so once)."""
-    global _warned
-    if not compiled:
+    if not compiled_stage:
         return None
-    if _CORE is None and not _warned:
-        _warned = True
-        log.warning("eventdedup's compiled dedup core is not built (%s): buckets are decided in Python, slower. "
-                    "Build it with `make venv` (a C++ compiler and zlib1g-dev), or `python -m eventdedup_dev.native`",
-                    _WHY_NOT)
+    if _CORE is None:
+        compiled.warn_missing_once("dedup core", _WHY_NOT, "buckets are decided in Python, slower",
+                                   "a C++ compiler and zlib1g-dev")
     return _CORE
 
 

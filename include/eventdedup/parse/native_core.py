@@ -15,11 +15,9 @@ the first chunk of the process logs one warning saying so.
 from __future__ import annotations
 
 import hashlib
-import logging
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -28,13 +26,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import xxhash
 
+from eventdedup import compiled
 from eventdedup.column_types import ColumnType, DeclaredColumn
 from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
 from eventdedup.keys import KEY_DIGEST_BYTES
 from eventdedup.parse.rules import ParseRules
 from eventdedup.tables import CHUNK_SCHEMA, make_seq
-
-log = logging.getLogger(__name__)
 
 # The fingerprint hashes the core computes, by FingerprintRules.algorithm.
 _ALGORITHMS = {FINGERPRINT_BLAKE2B: 0, FINGERPRINT_XXH3: 1}
@@ -54,22 +51,15 @@ COLUMN_NULL, COLUMN_VALUE, COLUMN_UNSURE = 0, 1, 2
 
 
 def _load() -> tuple[ModuleType | None, str]:
-    try:
-        from eventdedup.parse import _parse_core
-    except ImportError as exc:
-        return None, str(exc)
-    if _parse_core.unicode_version() != unicodedata.unidata_version:  # its key normalisation would differ
-        return None, (f"built with Unicode {_parse_core.unicode_version()}'s tables, this Python has "
+    core, why_not = compiled.load("eventdedup.parse._parse_core", "parse_core.cpp")
+    if core is None:
+        return None, why_not
+    if core.unicode_version() != unicodedata.unidata_version:  # its key normalisation would differ
+        return None, (f"built with Unicode {core.unicode_version()}'s tables, this Python has "
                       f"{unicodedata.unidata_version}'s")
-    if _SOURCE.exists() and _parse_core.source_sha256() != hashlib.sha256(_SOURCE.read_bytes()).hexdigest():
-        return None, f"built from other sources than {_SOURCE} (a checkout changed since `make venv`)"
-    if not _hashes_agree(_parse_core):
+    if not _hashes_agree(core):
         return None, "its BLAKE2b or XXH3 disagrees with hashlib's and xxhash's (a miscompiled core)"
-    return _parse_core, ""
-
-
-# The core's source where this is a checkout (an editable install); absent in a packaged archive.
-_SOURCE = Path(__file__).resolve().parents[3] / "native" / "parse_core.cpp"
+    return core, ""
 
 
 def _hashes_agree(core: ModuleType) -> bool:
@@ -84,7 +74,6 @@ def _hashes_agree(core: ModuleType) -> bool:
 
 
 _CORE, _WHY_NOT = _load()
-_warned = False
 
 
 def available() -> bool:
@@ -102,18 +91,10 @@ def supports(rules: ParseRules) -> bool:
     if not rules.compiled:
         return False
     if _CORE is None:
-        _warn_once()
+        compiled.warn_missing_once("parse core", _WHY_NOT, "lines are parsed in pure Python, several times slower",
+                                   "a C++ compiler and libxxhash-dev")
         return False
     return rules.survivor_field is None and rules.fingerprint.algorithm in _ALGORITHMS
-
-
-def _warn_once() -> None:
-    global _warned
-    if not _warned:
-        _warned = True
-        log.warning("eventdedup's compiled parse core is not built (%s): lines are parsed in pure Python, several "
-                    "times slower. Build it with `make venv` (a C++ compiler and libxxhash-dev), or "
-                    "`python -m eventdedup_dev.native`", _WHY_NOT)
 
 
 @dataclass(frozen=True)
