@@ -41,9 +41,8 @@ from bench.stores import BenchSettings, fresh_store, upload_lines
 from eventdedup.column_types import DeclaredColumn
 from eventdedup.config import config_from_mapping
 from eventdedup.parse import native_core, object_parser
-from eventdedup.parse.columns import declared_arrays, event_columns
+from eventdedup.parse.columns import columns_of_events
 from eventdedup.parse.columns_fast import core_columns
-from eventdedup.parse.event_time import InvalidEvent
 from eventdedup.parse.object_parser import parse_object
 from eventdedup.parse.rules import ParseRules
 from eventdedup_dev.local_s3 import use_local_credentials
@@ -102,16 +101,7 @@ def parse_rules(columns: dict[str, object], now: datetime) -> ParseRules:
 def per_line(found: Any, count: int, columns: Sequence[DeclaredColumn], event_of: Callable[[int], Any],
              quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
     """core_columns by the reference, one line at a time (what ran before the core extracted them)."""
-    values, mismatched, refused = [], [], []
-    for row in range(count):
-        try:
-            declared, misfits = event_columns(event_of(row), columns, quarantine)
-        except InvalidEvent:
-            refused.append(row)
-            continue
-        values.append(declared)
-        mismatched.append(misfits)
-    return declared_arrays(columns, values, mismatched), refused
+    return columns_of_events([event_of(row) for row in range(count)], columns, quarantine)
 
 
 def parse_stage(count: int, rounds: int) -> dict[str, float]:

@@ -33,7 +33,7 @@ with atheris.instrument_imports(include=["eventdedup"]):
     from eventdedup.column_types import declared_column
     from eventdedup.config import FINGERPRINT_BLAKE2B, FINGERPRINT_XXH3
     from eventdedup.parse import native_core
-    from eventdedup.parse.columns import declared_arrays, event_columns
+    from eventdedup.parse.columns import columns_of_events
     from eventdedup.parse.columns_fast import core_columns
     from eventdedup.parse.event_parser import InvalidEvent, parse_event
     from eventdedup.parse.fingerprints import FingerprintRules
@@ -209,16 +209,7 @@ def check_columns(lines: Sequence[bytes], quarantine: bool) -> None:
         except orjson.JSONDecodeError:
             raise CoreMismatch(f"the core found a line canonical that orjson refuses: {lines[row]!r}") from None
     fast, refused = core_columns(found, len(kept), COLUMNS, events.__getitem__, quarantine)
-    values, mismatched, slow_refused = [], [], []
-    for position, event in enumerate(events):
-        try:
-            row_values, misfits = event_columns(event, COLUMNS, quarantine)
-        except InvalidEvent:
-            slow_refused.append(position)
-            continue
-        values.append(row_values)
-        mismatched.append(misfits)
-    slow = declared_arrays(COLUMNS, values, mismatched)
+    slow, slow_refused = columns_of_events(events, COLUMNS, quarantine)
     for name, array in slow.items():
         try:
             fast[name].validate(full=True)

@@ -276,14 +276,25 @@ def declared_arrays(columns: Sequence[DeclaredColumn], values: Sequence[tuple[An
     return arrays
 
 
+def columns_of_events(events: Sequence[dict[str, Any]], columns: Sequence[DeclaredColumn],
+                      quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
+    """declared_arrays of the events by event_columns, one at a time, and the positions of those it
+    refuses (under `quarantine`, a mismatch), which hold no row in the arrays."""
+    values, mismatched, refused = [], [], []
+    for position, event in enumerate(events):
+        try:
+            row, misfits = event_columns(event, columns, quarantine)
+        except InvalidEvent:
+            refused.append(position)
+            continue
+        values.append(row)
+        mismatched.append(misfits)
+    return declared_arrays(columns, values, mismatched), refused
+
+
 def columns_of_lines(raws: Sequence[str], columns: Sequence[DeclaredColumn]) -> dict[str, pa.Array]:
     """The declared columns of committed rows, from their raw lines (a column backfill's: a line
     was parsed once to be output, so it is a JSON object; a mismatch is null, never a refusal, as
     no committed row leaves), under the columns' own names, with `mismatched`."""
-    values, mismatched = [], []
-    for raw in raws:
-        row, misfits = event_columns(orjson.loads(raw), columns, quarantine=False)
-        values.append(row)
-        mismatched.append(misfits)
-    arrays = declared_arrays(columns, values, mismatched)
+    arrays, _ = columns_of_events([orjson.loads(raw) for raw in raws], columns, quarantine=False)
     return {name.removeprefix(DECLARED_PREFIX): array for name, array in arrays.items()}

@@ -23,8 +23,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from eventdedup.column_types import ColumnType, DeclaredColumn
-from eventdedup.parse.columns import declared_arrays, event_columns
-from eventdedup.parse.event_time import InvalidEvent
+from eventdedup.parse.columns import columns_of_events
 from eventdedup.parse.native_core import COLUMN_UNSURE, COLUMN_VALUE, CoreColumn
 from eventdedup.tables import DECLARED_PREFIX, MISMATCHED
 
@@ -50,21 +49,11 @@ def core_columns(found: Sequence[CoreColumn], count: int, columns: Sequence[Decl
         out = dict(zip(names, arrays, strict=True))
         out[MISMATCHED.name] = pa.nulls(count, MISMATCHED.type)
         return out, []
-    # The rows not vouched for: the reference's values, put in place of the fast path's.
-    slow_values: list[tuple[Any, ...]] = []
-    slow_mismatched: list[tuple[int, ...]] = []
-    kept_slow: list[int] = []
-    refused: list[int] = []
-    for row in np.flatnonzero(unsure).tolist():
-        try:
-            row_values, misfits = event_columns(event_of(row), columns, quarantine)
-        except InvalidEvent:
-            refused.append(row)
-            continue
-        kept_slow.append(row)
-        slow_values.append(row_values)
-        slow_mismatched.append(misfits)
-    reference = declared_arrays(columns, slow_values, slow_mismatched)
+    # The rows not vouched for: the reference's values, put in place of the core's.
+    slow_rows = np.flatnonzero(unsure).tolist()
+    reference, refused_slow = columns_of_events([event_of(row) for row in slow_rows], columns, quarantine)
+    refused = [slow_rows[position] for position in refused_slow]
+    kept_slow = sorted(set(slow_rows).difference(refused))
     order = np.arange(count, dtype=np.int64)
     order[kept_slow] = count + np.arange(len(kept_slow), dtype=np.int64)
     if refused:

@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 
 from eventdedup.column_types import DeclaredColumn, declared_column
 from eventdedup.parse import columns_fast, native_core
-from eventdedup.parse.columns import declared_arrays, event_columns
-from eventdedup.parse.event_time import InvalidEvent
+from eventdedup.parse.columns import columns_of_events
 
 SPECS: dict[str, Any] = {
     "s": "string", "n": "long", "i": "int", "d": "double", "f": "float", "b": "boolean", "t": "timestamp",
@@ -69,16 +68,7 @@ def loaded(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def reference(events: Sequence[dict[str, Any]], columns: Sequence[DeclaredColumn],
               quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
-    values, mismatched, refused = [], [], []
-    for row, event in enumerate(events):
-        try:
-            declared, misfits = event_columns(event, columns, quarantine)
-        except InvalidEvent:
-            refused.append(row)
-            continue
-        values.append(declared)
-        mismatched.append(misfits)
-    return declared_arrays(columns, values, mismatched), refused
+    return columns_of_events(events, columns, quarantine)
 
 
 def core_columns(events: list[dict[str, Any]], quarantine: bool,
