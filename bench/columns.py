@@ -1,7 +1,7 @@
 """`make bench-columns`: what ten declared columns cost a batch (issue 53), against the same batch
 without them, in the same run; and `eventdedup infer-columns` on the same workload.
 
-    python -m bench.columns [--events 500000] [--history 2] [--runs 3] [--parse-lines 200000]
+    python -m bench.columns [--events 500000] [--history 2] [--runs 4] [--parse-lines 200000]
 
 Two stores on their own embedded S3 servers with the shipped defaults, one with `[table.columns]`
 declaring ten columns of mixed types (COLUMNS: string, long, double, boolean, timestamp,
@@ -10,9 +10,12 @@ Both get the same lines (LINES: bench.workload's event_line shape plus the field
 read, ~500 bytes). Every batch of both is an `eventdedup run-batch` process on the history the
 earlier ones committed (the real path, warm local copies), the two stores taking turns so that
 drift falls on both alike: --history batches first, then per round a one-event batch and a
-batch of --events. The marginal throughput is --events over (the batch's wall time - the one
-event's), per round; reported are the medians, and the median of the rounds' ratios (with /
-without: the issue's target is >= 0.8). Then `infer-columns` over one batch's landing object:
+batch of --events, the order of the stores flipping each round and within it (A one, B one, B
+batch, A batch; then B, A, A, B), so that each store's one-event batch follows a big batch in
+as many rounds (a process right after a big batch runs slower). The marginal throughput is
+--events over (the batch's wall time - the one event's), per round; reported are the medians,
+the median of the rounds' ratios (with / without: the issue's target is >= 0.8), and the ratio
+of the marginals of each store's median walls. Then `infer-columns` over one batch's landing object:
 its block, which must declare every field the lines carry. And the parse stage alone
 (parse_stage: parse_object in this process, lines per CPU second) without columns, with the ten,
 and with them by the reference one line at a time (the path before the compiled core extracted
@@ -135,7 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=500_000, help="events in each measured batch")
     parser.add_argument("--history", type=int, default=2, help="batches committed before the measured ones")
-    parser.add_argument("--runs", type=int, default=3, help="measured rounds per store")
+    parser.add_argument("--runs", type=int, default=4, help="measured rounds per store (even: the order is ABBA)")
     parser.add_argument("--parse-lines", type=int, default=200_000, help="lines of the parse stage's figure (0: none)")
     parser.add_argument("--out", default="columns")
     args = parser.parse_args()
@@ -154,12 +157,15 @@ def main() -> None:
             if name == "with":
                 path.write_text(path.read_text() + columns_block(COLUMNS))
             files[name] = path
-        batches = [("history", args.events)] * args.history + [("one", 1), ("batch", args.events)] * args.runs
+        batches = [("history", args.events, stores)] * args.history
+        for round_number in range(args.runs):  # ABBA: each store's one event follows a big batch as often
+            first_store, second_store = stores if round_number % 2 == 0 else stores[::-1]
+            batches += [("one", 1, (first_store, second_store)), ("batch", args.events, (second_store, first_store))]
         first = 0
-        for number, (kind, events) in enumerate(batches, start=1):
+        for number, (kind, events, order) in enumerate(batches, start=1):
             lines = lines_of(events, start, seed=number, first=first)
             first += events
-            for name in (stores if number % 2 else reversed(stores)):
+            for name in order:
                 server, _, store = places[name]
                 prefix = f"landing/b{number:03d}/"
                 upload_lines(store, prefix, lines)
@@ -180,8 +186,11 @@ def main() -> None:
                          "counts": counts[name]}
     ratios = [w / o for o, w in zip(results["without"]["marginal_events_per_second"],
                                     results["with"]["marginal_events_per_second"], strict=True)]
+    of_medians = {name: args.events / (statistics.median(walls[name]["batch"]) - statistics.median(walls[name]["one"]))
+                  for name in stores}
     summary = {"events": args.events, "history": args.history, "runs": args.runs, "columns": COLUMNS,
                "results": results, "marginal_ratio_with_to_without": round(statistics.median(ratios), 3),
+               "marginal_ratio_of_median_walls": round(of_medians["with"] / of_medians["without"], 3),
                "target_ratio": 0.8, "infer_columns": inferred}
     if args.parse_lines:
         summary["parse_stage_lines_per_cpu_second"] = parse_stage(args.parse_lines, args.runs)
@@ -193,7 +202,7 @@ def main() -> None:
         print(f"{name:>8} columns: one event {statistics.median(r['one_event_walls']):.2f}s, {args.events:,} events "
               f"{statistics.median(r['batch_walls']):.2f}s; marginal {r['median_marginal_events_per_second']:,} events/s")
     print(f"with / without, median of the rounds' marginal ratios: {summary['marginal_ratio_with_to_without']} "
-          f"(target >= 0.8)")
+          f"(target >= 0.8); of the stores' median walls: {summary['marginal_ratio_of_median_walls']}")
     if args.parse_lines:
         stage = summary["parse_stage_lines_per_cpu_second"]
         print(f"parse stage, lines per CPU second: without columns {stage['without']:,}; with ten "

@@ -637,7 +637,7 @@ void key_digest(const std::string& text, bool one_field, uint8_t* out) {
         for (int k = 0; k < 16 && uuid; ++k) {
             int high = hex_value(text[kPairs[k]]), low = hex_value(text[kPairs[k] + 1]);
             uuid = high >= 0 && low >= 0;
-            bytes[k] = static_cast<uint8_t>(high << 4 | low);
+            if (uuid) bytes[k] = static_cast<uint8_t>(high << 4 | low);
         }
         if (uuid) {
             std::memcpy(out, bytes, 16);
@@ -961,8 +961,11 @@ uint8_t scalar(const uint8_t* s, const Node& node, const ColumnSpec& spec, char*
                 std::memcpy(fixed, &value, 8);
                 return kValue;
             }
-            float rounded = static_cast<float>(value);  // struct.pack("<f"): an overflow is refused
-            if (std::isinf(rounded)) return kUnsure;
+            // struct.pack("<f"): rounded to nearest, even; refused where that is infinite, from
+            // halfway between FLT_MAX and 2^128 on (FLT_MAX's last bit is odd), checked before the
+            // cast, which is only defined within float's range.
+            if (std::fabs(value) >= 0x1.ffffffp127) return kUnsure;
+            float rounded = static_cast<float>(value);
             std::memcpy(fixed, &rounded, 4);
             return kValue;
         }

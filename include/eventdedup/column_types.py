@@ -31,6 +31,9 @@ SCALAR_KINDS = ("string", "long", "int", "float", "double", "boolean", "timestam
 _ALIASES = {"bigint": "long", "integer": "int"}
 # decimal128: what Parquet, Delta and Spark hold a decimal of at most 38 digits in.
 MAX_DECIMAL_PRECISION = 38
+# Arrays, maps and structs inside one another: far beyond any event's shape (the compiled parse
+# core takes 200, a JSON line at most 254).
+MAX_TYPE_DEPTH = 64
 
 
 class ColumnTypeError(ValueError):
@@ -117,7 +120,10 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return tokens
 
 
-def _parse(tokens: list[tuple[str, str]], at: int, text: str) -> tuple[ColumnType, int]:
+def _parse(tokens: list[tuple[str, str]], at: int, text: str, depth: int = 0) -> tuple[ColumnType, int]:
+    if depth > MAX_TYPE_DEPTH:
+        raise ColumnTypeError(f"{text[:80]!r}...: types nest at most {MAX_TYPE_DEPTH} deep")
+
     def expect(sign: str, where: int) -> int:
         if where >= len(tokens) or tokens[where] != ("sign", sign):
             found = "the end" if where >= len(tokens) else repr(tokens[where][1])
@@ -145,13 +151,13 @@ def _parse(tokens: list[tuple[str, str]], at: int, text: str) -> tuple[ColumnTyp
             raise ColumnTypeError(f"{text!r}: decimal(p,s) needs 1 <= p <= {MAX_DECIMAL_PRECISION} and 0 <= s <= p")
         return ColumnType("decimal", numbers[0], numbers[1]), at
     if word == "array":
-        element, at = _parse(tokens, expect("<", at), text)
+        element, at = _parse(tokens, expect("<", at), text, depth + 1)
         return ColumnType("array", element=element), expect(">", at)
     if word == "map":
-        key, at = _parse(tokens, expect("<", at), text)
+        key, at = _parse(tokens, expect("<", at), text, depth + 1)
         if key.kind != "string":
             raise ColumnTypeError(f"{text!r}: a map's keys are JSON object keys, so map<string,T>, not map<{key},...>")
-        value, at = _parse(tokens, expect(",", at), text)
+        value, at = _parse(tokens, expect(",", at), text, depth + 1)
         return ColumnType("map", element=value), expect(">", at)
     if word == "struct":
         at = expect("<", at)
@@ -160,7 +166,7 @@ def _parse(tokens: list[tuple[str, str]], at: int, text: str) -> tuple[ColumnTyp
             if at >= len(tokens) or tokens[at][0] not in ("word", "quoted"):
                 raise ColumnTypeError(f"{text!r}: a struct's members are written name:type")
             name = tokens[at][1]
-            member, at = _parse(tokens, expect(":", at + 1), text)
+            member, at = _parse(tokens, expect(":", at + 1), text, depth + 1)
             if name.lower() in (known.lower() for known, _ in members):  # Delta matches them without case
                 raise ColumnTypeError(f"{text!r}: struct member {name!r} is named twice (names differing only in "
                                       "case are one name to Delta and Spark)")

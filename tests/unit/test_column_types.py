@@ -135,3 +135,13 @@ def test_a_columns_field_cannot_change_under_it() -> None:
                                                   r'files hold the values of \["screen.width"\]'):
         refuse_incompatible_columns((old,), (moved,), "auto", "batch b2")
     refuse_incompatible_columns((old,), (old,), "auto", "batch b2")  # the same column: nothing to refuse
+
+
+def test_types_nest_at_most_sixty_four_deep() -> None:
+    """Deeper than any event's shape (the compiled core takes 200): refused at start-up, not left
+    to switch the fast parse off batch after batch."""
+    assert parse_type("array<" * 64 + "long" + ">" * 64).kind == "array"
+    with pytest.raises(ColumnTypeError, match="types nest at most 64 deep"):
+        parse_type("array<" * 65 + "long" + ">" * 65)
+    with pytest.raises(ColumnTypeError, match="types nest at most 64 deep"):
+        parse_type("struct<a:" * 65 + "long" + ">" * 65)

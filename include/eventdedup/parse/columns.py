@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date
 from decimal import Context, Decimal, InvalidOperation
 from functools import cache
@@ -276,10 +276,11 @@ def declared_arrays(columns: Sequence[DeclaredColumn], values: Sequence[tuple[An
     return arrays
 
 
-def columns_of_events(events: Sequence[dict[str, Any]], columns: Sequence[DeclaredColumn],
+def columns_of_events(events: Iterable[dict[str, Any]], columns: Sequence[DeclaredColumn],
                       quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
-    """declared_arrays of the events by event_columns, one at a time, and the positions of those it
-    refuses (under `quarantine`, a mismatch), which hold no row in the arrays."""
+    """declared_arrays of the events by event_columns, one at a time (an iterable: each may be
+    parsed as it is needed and dropped once converted), and the positions of those it refuses
+    (under `quarantine`, a mismatch), which hold no row in the arrays."""
     values, mismatched, refused = [], [], []
     for position, event in enumerate(events):
         try:
@@ -296,5 +297,5 @@ def columns_of_lines(raws: Sequence[str], columns: Sequence[DeclaredColumn]) -> 
     """The declared columns of committed rows, from their raw lines (a column backfill's: a line
     was parsed once to be output, so it is a JSON object; a mismatch is null, never a refusal, as
     no committed row leaves), under the columns' own names, with `mismatched`."""
-    arrays, _ = columns_of_events([orjson.loads(raw) for raw in raws], columns, quarantine=False)
+    arrays, _ = columns_of_events((orjson.loads(raw) for raw in raws), columns, quarantine=False)
     return {name.removeprefix(DECLARED_PREFIX): array for name, array in arrays.items()}

@@ -5,6 +5,7 @@ refused rows under on_mismatch = "quarantine", for random values of every type, 
 and the core itself, not the reference, converts the values that fit their type."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -48,7 +49,10 @@ TEXTS = ["", "u1", "é", "a\"b\\c\n\u0001\t", "\u001f\b\f\r",
 INTEGERS = [0, 1, -1, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1,
             10**11, -(10**11), 99_999_999_999, 9 * 10**15, 9 * 10**15 + 1, 10**17, 253402300799, 253402300800,
             -62135596800, -62135596801, 99999, 100000]
+# Around binary32's overflow: FLT_MAX, the halfway point to 2^128 (rounds to infinity: refused) and the double below it.
+HALFWAY = float.fromhex("0x1.ffffffp127")
 FLOATS = [0.0, -0.0, 0.5, 1.5, 2.5, 12.3, 12.34, 12.345, 1e16, 1e-5, 3.4028235e38, 3.4028236e38, 3.4028235677973366e38,
+          HALFWAY, math.nextafter(HALFWAY, 0.0), -HALFWAY, -math.nextafter(HALFWAY, 0.0),
           1e39, 1764000000.5, 1764000000000.5, 0.1, 1e11, 5.0, 99999.5, 1e308, -1e308, 2.0**63, 9e15, 9.000000000000002e15]
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.sampled_from(INTEGERS),
