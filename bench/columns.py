@@ -15,7 +15,10 @@ batch, A batch; then B, A, A, B), so that each store's one-event batch follows a
 as many rounds (a process right after a big batch runs slower). The marginal throughput is
 --events over (the batch's wall time - the one event's), per round; reported are the medians,
 the median of the rounds' ratios (with / without: the issue's target is >= 0.8), and the ratio
-of the marginals of each store's median walls. Then `infer-columns` over one batch's landing object:
+of the marginals of each store's median walls. And the marginal CPU (every process of the
+run-batch and the store's, medians of the batch less the one event), which a machine shared
+with other work disturbs far less than wall time: without / with is the throughput ratio on
+cores the batches have to themselves. Then `infer-columns` over one batch's landing object:
 its block, which must declare every field the lines carry. And the parse stage alone
 (parse_stage: parse_object in this process, lines per CPU second) without columns, with the ten,
 and with them by the reference one line at a time (the path before the compiled core extracted
@@ -146,6 +149,7 @@ def main() -> None:
     start = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
     stores = ("without", "with")
     walls: dict[str, dict[str, list[float]]] = {name: {"one": [], "batch": []} for name in stores}
+    cpus: dict[str, dict[str, list[float]]] = {name: {"one": [], "batch": []} for name in stores}
     counts: dict[str, list[dict]] = {name: [] for name in stores}
     with tempfile.TemporaryDirectory() as work, \
             fresh_store(BenchSettings("bench-without")) as without, fresh_store(BenchSettings("bench-with")) as with_:
@@ -173,16 +177,20 @@ def main() -> None:
                 assert batch_counts["output_rows"] == events, batch_counts  # every event new, every one output
                 if kind != "history":
                     walls[name][kind].append(done.wall_seconds)
+                    cpus[name][kind].append(done.cpu_seconds["total"])
                     counts[name].append(batch_counts)
                 print(f"{name} b{number:03d} ({kind}, {events:,} events): {done.wall_seconds:.2f}s", flush=True)
         inferred = infer_columns(files["without"], "landing/b001/")
     results = {}
     for name in stores:
+        marginal_cpu = statistics.median(cpus[name]["batch"]) - statistics.median(cpus[name]["one"])
         marginal = [args.events / (batch - one) for one, batch in zip(walls[name]["one"], walls[name]["batch"],
                                                                        strict=True)]
         results[name] = {"one_event_walls": walls[name]["one"], "batch_walls": walls[name]["batch"],
                          "marginal_events_per_second": marginal,
                          "median_marginal_events_per_second": round(statistics.median(marginal)),
+                         "one_event_cpu_seconds": cpus[name]["one"], "batch_cpu_seconds": cpus[name]["batch"],
+                         "marginal_cpu_seconds_per_million": round(marginal_cpu * 1_000_000 / args.events, 2),
                          "counts": counts[name]}
     ratios = [w / o for o, w in zip(results["without"]["marginal_events_per_second"],
                                     results["with"]["marginal_events_per_second"], strict=True)]
@@ -191,6 +199,8 @@ def main() -> None:
     summary = {"events": args.events, "history": args.history, "runs": args.runs, "columns": COLUMNS,
                "results": results, "marginal_ratio_with_to_without": round(statistics.median(ratios), 3),
                "marginal_ratio_of_median_walls": round(of_medians["with"] / of_medians["without"], 3),
+               "marginal_cpu_ratio_without_to_with": round(results["without"]["marginal_cpu_seconds_per_million"]
+                                                           / results["with"]["marginal_cpu_seconds_per_million"], 3),
                "target_ratio": 0.8, "infer_columns": inferred}
     if args.parse_lines:
         summary["parse_stage_lines_per_cpu_second"] = parse_stage(args.parse_lines, args.runs)
@@ -203,6 +213,9 @@ def main() -> None:
               f"{statistics.median(r['batch_walls']):.2f}s; marginal {r['median_marginal_events_per_second']:,} events/s")
     print(f"with / without, median of the rounds' marginal ratios: {summary['marginal_ratio_with_to_without']} "
           f"(target >= 0.8); of the stores' median walls: {summary['marginal_ratio_of_median_walls']}")
+    print(f"marginal CPU (every process of run-batch and the store), core-seconds a million events: without "
+          f"{results['without']['marginal_cpu_seconds_per_million']}, with {results['with']['marginal_cpu_seconds_per_million']}"
+          f": throughput at equal CPU {summary['marginal_cpu_ratio_without_to_with']}")
     if args.parse_lines:
         stage = summary["parse_stage_lines_per_cpu_second"]
         print(f"parse stage, lines per CPU second: without columns {stage['without']:,}; with ten "
