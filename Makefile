@@ -96,8 +96,15 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-soak: venv check-java
+soak: venv check-java soak-faults
 	$(PY) -m pytest -q -m soak tests/faults/test_soak.py && cat bench/results/soak-latest.json
+
+# The fault sweeps whole (10-15 min on 2 cores): a batch, a retraction, a backfill and a promotion killed at
+# every S3 request in both flavours, and two promoters at every interleaving; make test runs a share of
+# each (every few requests and every conditional write: tests/support/sweeps.py).
+.PHONY: soak-faults
+soak-faults: venv check-java
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m soak tests/faults --ignore=tests/faults/test_soak.py
 
 # The embedded store as a single-host deployment lives on it (tests/devtools/test_store_soak.py,
 # ~1 h on 2 busy cores): STORE_CHURN_GIB (20) GiB put, copied and deleted, then STORE_SOAK_BATCHES

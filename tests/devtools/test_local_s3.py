@@ -160,14 +160,14 @@ def test_etags_of_uploads_and_multipart_uploads_are_s3s(s3_server: LocalS3Proces
 
 def test_listing_is_in_key_order_paginates_and_starts_after(s3_server: LocalS3Process, bucket: str) -> None:
     client, store = s3_server.client(), S3Store(s3_server.client(), bucket)
-    keys = [f"p/{n:04d}" for n in range(1, 2_501, 2)] + ["p/a b", "p/é", "p/x=1/y", "q/0"]
+    keys = [f"p/{n:04d}" for n in range(1, 2_051, 2)] + ["p/a b", "p/é", "p/x=1/y", "q/0"]  # 1,028 under p/
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda key: client.put_object(Bucket=bucket, Key=key, Body=key.encode()), keys))
     expected = sorted((key for key in keys if key.startswith("p/")), key=lambda key: key.encode())
     listed = list(store.list("p/"))  # pages of 1,000: continuation tokens
     assert [item.key for item in listed] == expected
     assert all(item.size == len(item.key.encode()) for item in listed)
-    assert [item.key for item in store.list("p/", start_after="p/2400")] == [k for k in expected if k > "p/2400"]
+    assert [item.key for item in store.list("p/", start_after="p/2000")] == [k for k in expected if k > "p/2000"]
     assert [item.key for item in store.list("p/", start_after="p/0002")][0] == "p/0003"  # a key never written
     page = client.list_objects_v2(Bucket=bucket, Prefix="p/", Delimiter="/", MaxKeys=5)
     assert [item["Key"] for item in page["Contents"]] == expected[:5] and page["IsTruncated"]

@@ -1,7 +1,9 @@
 """Concurrent promoters, driven through deterministic interleavings: promoter A is stopped before
 its k-th S3 call, promoter B runs to its end, A resumes -- for every k. Exactly one commit wins
 each log version, the loser fails with a message that says what to do, nothing is corrupted, and
-after `recover` plus a rerun of the loser the store equals a sequential run."""
+after `recover` plus a rerun of the loser the store equals a sequential run. A promotion makes ~45
+calls: `make soak` runs every interleaving, `make test` a share (every STRIDEth k, each test from
+another offset, and every conditional write: the journal, the commit, the load manifest)."""
 from __future__ import annotations
 
 from typing import Any
@@ -23,9 +25,12 @@ from eventdedup_dev.s3_requests import FaultPoint, first_request, points_of
 from ..support.helpers import NOW, bucket_listing, committed_rows, make_config, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from ..support.s3_faults import Background, CrashingClient, PausingClient, SimulatedCrash
+from ..support.sweeps import share
 from .conftest import SETTINGS, E, committed_state_of, config_for, fresh_copy
 
 B3 = [E % (b"a%d" % i, 3 + i % 2, 1) for i in range(16, 24)]  # overlaps b2 (a16..a19)
+STRIDE = 3
+SWEEPS = ["sampled", pytest.param("every", marks=pytest.mark.soak)]
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +83,11 @@ def interleave(s3_server, bucket: str, pause_at: FaultPoint, batch_a: str, batch
     return outcome
 
 
+@pytest.mark.parametrize("sweep", SWEEPS)
 def test_batch_n_plus_1_racing_batch_n_one_wins_the_loser_is_told_and_a_rerun_gives_the_sequential_state(
-        s3_server, both_computed, sequential, spark) -> None:
-    calls = promotion_calls(s3_server, both_computed, "b2")
-    print(f"promoting b2 makes {len(calls)} S3 calls: {len(calls)} interleavings with b3")
+        s3_server, both_computed, sequential, spark, sweep) -> None:
+    calls = share(promotion_calls(s3_server, both_computed, "b2"), sweep, STRIDE, 0)
+    print(f"promoting b2: {len(calls)} interleavings with b3 ({sweep})")
     winners = set()
     for pause_at in calls:
         bucket = fresh_copy(s3_server, both_computed)
@@ -108,9 +114,10 @@ def test_batch_n_plus_1_racing_batch_n_one_wins_the_loser_is_told_and_a_rerun_gi
     assert winners == {"b2", "b3"}  # both orders happen across the interleavings
 
 
-def test_two_promoters_of_one_batch_make_exactly_one_commit(s3_server, both_computed) -> None:
-    calls = promotion_calls(s3_server, both_computed, "b2")
-    print(f"promoting b2 makes {len(calls)} S3 calls: {len(calls)} interleavings of two promoters")
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_two_promoters_of_one_batch_make_exactly_one_commit(s3_server, both_computed, sweep) -> None:
+    calls = share(promotion_calls(s3_server, both_computed, "b2"), sweep, STRIDE, 1)
+    print(f"promoting b2: {len(calls)} interleavings of two promoters ({sweep})")
     for pause_at in calls:
         bucket = fresh_copy(s3_server, both_computed)
         config, store = config_for(s3_server.endpoint_url, bucket), S3Store(s3_server.client(), bucket)
@@ -130,15 +137,16 @@ def test_two_promoters_of_one_batch_make_exactly_one_commit(s3_server, both_comp
         assert leftovers == [], (pause_at, leftovers)  # (b3 is computed and waits in staging, untouched)
 
 
+@pytest.mark.parametrize("sweep", SWEEPS)
 def test_an_exclusion_racing_a_promotion_is_never_skipped_at_any_interleaving(s3_server, both_computed,
-                                                                             sequential) -> None:
+                                                                             sequential, sweep) -> None:
     """The promoter of b2 stops before each of its S3 calls in turn while `exclude-input` runs to its
     end. Either the exclusion is refused (the promotion got there first) or it stands and the
     promotion is withdrawn: a batch is never committed while an exclusion of its input stands."""
     from eventdedup.errors import BatchNotReadyError, StaleBatchError
     from eventdedup.ops.exclude import exclude_input
 
-    calls = promotion_calls(s3_server, both_computed, "b2")
+    calls = share(promotion_calls(s3_server, both_computed, "b2"), sweep, STRIDE, 2)
     excluded_key = "landing/b2/2.jsonl"  # the gzip object of before_b2
     outcomes = set()
     for pause_at in calls:

@@ -1,7 +1,8 @@
 """Kill `retract` at each of its S3 requests in turn, in both flavours (the request never sent; sent
 but its response lost): recovery plus the retried command must reach exactly the state of a
 retraction that never crashed. Retract runs on the driver only, so the client wrapper sees every
-request, in one deterministic order."""
+request, in one deterministic order. `make soak` crashes it at every request; `make test` at a share
+of them (tests/support/sweeps.py)."""
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ from eventdedup_dev.s3_requests import points_of
 from ..support.helpers import NOW, bucket_listing, committed_cache_entries, put_lines
 from ..support.invariants import assert_commits_are_whole, assert_seen_ids_match_output
 from ..support.s3_faults import CrashingClient, SimulatedCrash
-from ..support.sweeps import Unreached
+from ..support.sweeps import Unreached, share
 from .conftest import B1, B2, committed_state_of, config_for, fresh_copy
 
 E = b'{"event_id":"%s","created_at":"2026-11-22T05:%02d:00Z"}'
@@ -48,9 +49,17 @@ def outcome_of(store: S3Store, config: Any) -> dict[str, Any]:
             "manifests": {key: store.get_bytes(key) for key in bucket_listing(store) if key.startswith("manifests/")}}
 
 
+# Every point of both flavours is ~110 retractions (~3 minutes on 2 cores): `make test` crashes at
+# every STRIDEth point of each flavour (the flavours at points apart) and at every conditional write,
+# `make soak` at every point.
+STRIDE = 4
+OFFSET = {"raise_before": 0, "lose_response": 2}
+
+
+@pytest.mark.parametrize("sweep", ["sampled", pytest.param("every", marks=pytest.mark.soak)])
 @pytest.mark.parametrize("flavour", ["raise_before", "lose_response"])
 def test_retract_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
-        s3_server, before_retract, flavour) -> None:
+        s3_server, before_retract, flavour, sweep) -> None:
     clean_bucket = fresh_copy(s3_server, before_retract)
     clean_config = config_for(s3_server.endpoint_url, clean_bucket)
     counting = CrashingClient(s3_server.client(), None)
@@ -62,7 +71,7 @@ def test_retract_killed_at_every_s3_request_recovers_to_exactly_the_clean_state(
     print(f"retract makes {len(counting.calls)} S3 requests: {sorted(verbs)}")
     assert {"PUT", "COPY", "GET", "LIST"} <= verbs
     unreached = Unreached(f"retract crashes, {flavour}")
-    for point in points_of(counting.calls):
+    for point in share(points_of(counting.calls), sweep, STRIDE, OFFSET[flavour]):
         bucket = fresh_copy(s3_server, before_retract)
         config = config_for(s3_server.endpoint_url, bucket)
         store = S3Store(s3_server.client(), bucket)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from eventdedup_dev.s3_requests import FaultPoint, PointCounter, S3Request, request_of_call
 
+CLONE_THREADS = 10  # botocore's default connection pool: more threads would open connections it then discards
 S3_METHODS = ("get_object", "put_object", "head_object", "copy_object", "delete_object", "delete_objects",
               "list_objects_v2")
 
@@ -66,11 +68,17 @@ class CrashingClient:
 
 
 def clone_bucket(client: Any, source: str, target: str) -> None:
-    """Copy every object of `source` into the (new) bucket `target`: a snapshot to fault-test from."""
+    """Copy every object of `source` into the (new) bucket `target`: a snapshot to fault-test from.
+    The copies are independent and made at once (as many as the client's connection pool holds): a
+    sweep clones a snapshot per fault point, and a store that answers each write after a pause (the
+    embedded one holds new writes up to a second while it judges its disk bound) pauses for them
+    together instead of once per object."""
     client.create_bucket(Bucket=target)
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=source):
-        for item in page.get("Contents", []):
-            client.copy_object(Bucket=target, Key=item["Key"], CopySource={"Bucket": source, "Key": item["Key"]})
+    keys = [item["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=source)
+            for item in page.get("Contents", [])]
+    with ThreadPoolExecutor(CLONE_THREADS) as pool:
+        list(pool.map(lambda key: client.copy_object(Bucket=target, Key=key, CopySource={"Bucket": source, "Key": key}),
+                      keys))
 
 
 class PausingClient:

@@ -1,6 +1,8 @@
 """Sweeps of fault points: every request of a clean run, named by what it is (eventdedup_dev.s3_requests),
 failed in turn, so that each run of a sweep covers the same requests however they interleave; and
-which of them a faulted run never made (a request that happens only in some interleavings)."""
+which of them a faulted run never made (a request that happens only in some interleavings). The
+longer sweeps run whole under `make soak` (-m soak) and, in `make test`, a share of them: every Nth
+point and every conditional write."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,6 +13,24 @@ from eventdedup_dev.s3_requests import FaultPoint, S3Request
 def dealt(points: Sequence[FaultPoint], shard: int, shards: int) -> list[FaultPoint]:
     """Shard `shard` of `shards` interleaved shards: together they hold every point once."""
     return list(points[shard::shards])
+
+
+def with_conditional_writes(chosen: Sequence[FaultPoint], points: Sequence[FaultPoint]) -> list[FaultPoint]:
+    """`chosen`, and every conditional write (PUT if-none-match: the journal, the log commit, the
+    load manifest, the batch manifest, the Delta commit) of `points` it lacks, in request order:
+    where a fault matters most is in every share of a sweep."""
+    keep = {(point.identity, point.occurrence) for point in chosen}
+    return [point for point in points if (point.identity, point.occurrence) in keep
+            or (point.identity is not None and point.identity.endswith(" if-none-match"))]
+
+
+def share(points: Sequence[FaultPoint], sweep: str, stride: int, offset: int = 0) -> list[FaultPoint]:
+    """What a sweep runs: `every` point (`make soak`), or `make test`'s `sampled` share, every
+    `stride`th point from `offset` plus every conditional write."""
+    if sweep == "every":
+        return list(points)
+    assert sweep == "sampled", sweep
+    return with_conditional_writes(dealt(points, offset % stride, stride), points)
 
 
 class Unreached:
