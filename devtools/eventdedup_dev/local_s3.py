@@ -25,8 +25,9 @@ module run with -m) that owns `weed`:
   naming the directory and the space (507 InsufficientStorage, which clients do not retry; 503
   SlowDown, which they retry, while a vacuum can make the room). Reads and deletes always pass.
 - **the hold**: a new write waits (at most HOLD_SECONDS) while the data directory nears its bound
-  (3 x the live data plus the slots' reserve: StoreBudget.hold_above) and a vacuum pass runs or
-  can reclaim room: writes faster than the store reclaims slow down to its pace.
+  (2 x the live data plus the slots' reserve, the live data below the bound:
+  StoreBudget.hold_above) and a vacuum pass runs or can reclaim room: writes faster than the store
+  reclaims slow down to its pace.
 - **the upkeep**: every second it reads the volume server's and the master's state; it asks the
   master to vacuum when the garbage a vacuum would reclaim reaches a quarter of the live data (at
   least two volumes' worth), when free space or free slots near their limits, and every
@@ -241,9 +242,11 @@ class StoreBudget:
     def hold_above(self, store_live_bytes: int) -> int:
         """The data directory's size above which a new write waits for a vacuum pass: twice the live
         data as the store counts it (more than is acknowledged: objects being written, deletes
-        not yet applied), a third of the live data and the slots' reserve below `disk_bound`, room
-        for the writes in flight and the copies a pass makes."""
-        return 2 * store_live_bytes
+        not yet applied) plus the slots' reserve, the live data below `disk_bound`: room for the
+        writes in flight and the copies a pass makes. The reserve counts on both sides: without it
+        a young or small store (a few MiB live, its volumes' own files larger than that) held every
+        write for the keeper's next reading, about a second a PUT."""
+        return 2 * store_live_bytes + self.reserve_bytes
 
     def describe(self, directory: Path) -> str:
         return (f"{directory}: {size_text(self.free_bytes)} free of {size_text(self.total_bytes)}; writes refused "
