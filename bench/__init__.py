@@ -10,7 +10,17 @@
 
 Results go to bench/results/, which git ignores but for the runs the docs cite.
 """
+import json
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+
+
+def write_result(name: str, document: Any) -> Path:
+    """A bench's result as bench/results/<name>.json (values JSON lacks written as text); its path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{name}.json"
+    out.write_text(json.dumps(document, indent=1, default=str) + "\n")
+    return out

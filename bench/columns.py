@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bench import ROOT
+from bench import write_result
 from bench.commands import BIN, run_batch
 from bench.stores import BenchSettings, fresh_store, upload_lines
 from eventdedup.column_types import DeclaredColumn
@@ -204,9 +204,7 @@ def main() -> None:
                "target_ratio": 0.8, "infer_columns": inferred}
     if args.parse_lines:
         summary["parse_stage_lines_per_cpu_second"] = parse_stage(args.parse_lines, args.runs)
-    out = ROOT / "bench" / "results" / f"{args.out}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    out = write_result(args.out, summary)
     for name in stores:
         r = results[name]
         print(f"{name:>8} columns: one event {statistics.median(r['one_event_walls']):.2f}s, {args.events:,} events "

@@ -16,7 +16,6 @@ Writes bench/results/ordering.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 from datetime import datetime, timedelta, timezone
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import ROOT
+from bench import write_result
 from bench.commands import run_batch
 from bench.stores import BenchSettings, fresh_store, upload_lines
 from eventdedup_dev.local_s3 import use_local_credentials
@@ -98,9 +97,7 @@ def main() -> None:
     ratios = [o / d for d, o in zip(results["default"]["walls"], results["ordered"]["walls"], strict=True)]
     summary = {"events": args.events, "history": args.history, "runs": args.runs, "stores": STORES,
                "results": results, "wall_ratio_ordered_to_default": round(statistics.median(ratios), 3)}
-    out = ROOT / "bench" / "results" / f"{args.out}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    out = write_result(args.out, summary)
     for name in STORES:
         r = results[name]
         print(f"{name:>8}: median {r['median_wall_seconds']:.2f}s a batch; {r['bytes_per_entry']} bytes a cache "

@@ -18,14 +18,13 @@ bytes those segments hold. Writes bench/results/<out>.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import RESULTS
+from bench import write_result
 from bench.reads_summary import print_reads, summarise_reads
 from bench.reads_workload import Probe, ReadsSpec, ReadsWorkload
 from bench.stores import BenchSettings, fresh_store, upload_lines
@@ -158,8 +157,7 @@ def main() -> None:
             result["partition_times"][partition_time] = run_partition_time(partition_time, spec, spark, Path(work))
     result["seconds"] = time.perf_counter() - started
     summarise_reads(result)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.out, result)
     print_reads(result)
 
 

@@ -24,22 +24,10 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from eventdedup_dev.local_s3 import LocalS3Process
+from eventdedup_dev.local_s3 import LocalS3Process, allocated_bytes
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 POOL = os.urandom(24 * MIB)  # bodies are slices of it, each made distinct by a header
-
-
-def allocated_bytes(directory: Path) -> int:
-    """What the directory's files take on disk (allocated blocks), as du counts them."""
-    total = 0
-    for root, _, files in os.walk(directory):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                continue  # a file vacuum just replaced
-    return total
 
 
 def store_client(server: LocalS3Process) -> Any:
