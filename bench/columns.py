@@ -19,10 +19,12 @@ of the marginals of each store's median walls. And the marginal CPU (every proce
 run-batch and the store's, medians of the batch less the one event), which a machine shared
 with other work disturbs far less than wall time: without / with is the throughput ratio on
 cores the batches have to themselves. Then `infer-columns` over one batch's landing object:
-its block, which must declare every field the lines carry. And the parse stage alone
-(parse_stage: parse_object in this process, lines per CPU second) without columns, with the ten,
-and with them by the reference one line at a time (the path before the compiled core extracted
-them). Writes bench/results/columns.json.
+its block, which must declare every field the lines carry. And the stages alone, in this process,
+lines per CPU second (column_stages): the parse without columns (as a batch parses under
+on_mismatch = "null": the values are read after the dedup, for the output rows only), the parse
+under on_mismatch = "quarantine" (it checks every value), and reading the ten columns from the
+output rows' raw lines (columns_of_raw) by the compiled core and by the reference one line at a
+time (the path before the core extracted them). Writes bench/results/columns.json.
 """
 from __future__ import annotations
 
@@ -33,22 +35,19 @@ import subprocess
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from bench import write_result
 from bench.commands import BIN, run_batch
 from bench.stores import BenchSettings, fresh_store, upload_lines
-from eventdedup.column_types import DeclaredColumn
 from eventdedup.config import config_from_mapping
-from eventdedup.parse import native_core, object_parser
-from eventdedup.parse.columns import columns_of_events
-from eventdedup.parse.columns_fast import core_columns
+from eventdedup.parse import native_core
+from eventdedup.parse.columns_fast import columns_of_raw
 from eventdedup.parse.object_parser import parse_object
 from eventdedup.parse.rules import ParseRules
 from eventdedup_dev.local_s3 import use_local_credentials
@@ -99,41 +98,43 @@ def infer_columns(config_file: Path, prefix: str) -> dict[str, object]:
     return {"block": block, "columns": tomllib.loads(block)["table"]["columns"]}
 
 
-def parse_rules(columns: dict[str, object], now: datetime) -> ParseRules:
-    config = config_from_mapping({"s3": {"bucket": "events"}, "table": {"columns": columns}}, source="bench")
+def parse_rules(columns: dict[str, object], now: datetime, on_mismatch: str = "null") -> ParseRules:
+    config = config_from_mapping({"s3": {"bucket": "events"}, "table": {"columns": columns, "on_mismatch": on_mismatch}},
+                                 source="bench")
     return ParseRules.for_batch(config, now, fingerprint_hash="xxh3-64")
 
 
-def per_line(found: Any, count: int, columns: Sequence[DeclaredColumn], event_of: Callable[[int], Any],
-             quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
-    """core_columns by the reference, one line at a time (what ran before the core extracted them)."""
-    return columns_of_events([event_of(row) for row in range(count)], columns, quarantine)
-
-
-def parse_stage(count: int, rounds: int) -> dict[str, float]:
-    """Median lines per CPU second of parse_object over `count` lines without columns, with COLUMNS,
-    and with COLUMNS by the reference per line; the three alternate in this process (its CPU time:
-    a shared machine's wall clock is noise here)."""
+def column_stages(count: int, rounds: int) -> dict[str, float]:
+    """Median lines per CPU second (this process's: a shared machine's wall clock is noise here) of
+    parse_object over `count` lines without columns and under on_mismatch = "quarantine" with
+    COLUMNS, and of columns_of_raw over the parsed rows' raw lines by the core and by the
+    reference; the four alternate."""
     start = datetime(2026, 11, 22, 5, tzinfo=timezone.utc)
     text = b"\n".join(lines_of(count, start)) + b"\n"
-    plain, declared = parse_rules({}, start + timedelta(hours=1)), parse_rules(COLUMNS, start + timedelta(hours=1))
-    assert native_core.supports(declared), native_core.why_not()
-    check = parse_object(text, 0, declared)
-    assert not check.bad_raw and check.table.num_rows == count
-    assert check.table.column("mismatched").null_count == count, "the bench's lines should all fit"
-    rates: dict[str, list[float]] = {"without": [], "with": [], "per line": []}
+    plain = parse_rules({}, start + timedelta(hours=1))
+    checked = parse_rules(COLUMNS, start + timedelta(hours=1), "quarantine")
+    assert native_core.supports(checked), native_core.why_not()
+    parsed = parse_object(text, 0, plain)
+    assert not parsed.bad_raw and parsed.table.num_rows == count
+    raw = parsed.table.column("raw").combine_chunks()
+    expected = columns_of_raw(raw, checked.columns)
+    assert expected["mismatched"].null_count == count, "the bench's lines should all fit"
+    steps: dict[str, Callable[[], Any]] = {
+        "parse": lambda: parse_object(text, 0, plain),
+        "parse, on_mismatch = quarantine": lambda: parse_object(text, 0, checked),
+        "columns by the core": lambda: columns_of_raw(raw, checked.columns),
+        "columns by the reference per line": lambda: columns_of_raw(raw, checked.columns, compiled=False),
+    }
+    rates: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(rounds):
-        for name, chosen, extract in (("without", plain, core_columns), ("with", declared, core_columns),
-                                      ("per line", declared, per_line)):
-            object_parser.core_columns = extract  # type: ignore[assignment]
-            try:
-                began = time.process_time()
-                parsed = parse_object(text, 0, chosen)
-                rates[name].append(count / (time.process_time() - began))
-            finally:
-                object_parser.core_columns = core_columns  # type: ignore[assignment]
-            if name != "without":
-                assert parsed.table.equals(check.table)
+        for name, step in steps.items():
+            began = time.process_time()
+            done = step()
+            rates[name].append(count / (time.process_time() - began))
+            if name.startswith("parse"):
+                assert done.table.equals(parsed.table), name
+            else:
+                assert all(done[column].equals(array) for column, array in expected.items()), name
     return {name: round(statistics.median(values)) for name, values in rates.items()}
 
 
@@ -203,7 +204,7 @@ def main() -> None:
                                                            / results["with"]["marginal_cpu_seconds_per_million"], 3),
                "target_ratio": 0.8, "infer_columns": inferred}
     if args.parse_lines:
-        summary["parse_stage_lines_per_cpu_second"] = parse_stage(args.parse_lines, args.runs)
+        summary["stage_lines_per_cpu_second"] = column_stages(args.parse_lines, args.runs)
     out = write_result(args.out, summary)
     for name in stores:
         r = results[name]
@@ -215,10 +216,13 @@ def main() -> None:
           f"{results['without']['marginal_cpu_seconds_per_million']}, with {results['with']['marginal_cpu_seconds_per_million']}"
           f": throughput at equal CPU {summary['marginal_cpu_ratio_without_to_with']}")
     if args.parse_lines:
-        stage = summary["parse_stage_lines_per_cpu_second"]
-        print(f"parse stage, lines per CPU second: without columns {stage['without']:,}; with ten "
-              f"{stage['with']:,} ({stage['with'] / stage['without']:.1%}); by the reference per line "
-              f"{stage['per line']:,} ({stage['per line'] / stage['without']:.1%})")
+        stage = summary["stage_lines_per_cpu_second"]
+        parse = stage["parse"]
+        print(f"lines per CPU second: the parse {parse:,}; under on_mismatch = quarantine "
+              f"{stage['parse, on_mismatch = quarantine']:,}; the ten columns of output rows by the core "
+              f"{stage['columns by the core']:,} (parse and columns: "
+              f"{1 / (1 + parse / stage['columns by the core']):.1%} of the parse's rate), by the reference per line "
+              f"{stage['columns by the reference per line']:,}")
     print(f"infer-columns over b001:\n{inferred['block']}")
     print(f"wrote {out}")
 

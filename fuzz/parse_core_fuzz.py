@@ -35,7 +35,8 @@ with atheris.instrument_imports(include=["eventdedup"]):
     from eventdedup.parse import native_core
     from eventdedup.parse.columns import columns_of_events
     from eventdedup.parse.columns_fast import core_columns
-    from eventdedup.parse.event_parser import InvalidEvent, parse_event
+    from eventdedup.parse.event_parser import MAX_JSON_DEPTH, InvalidEvent, parse_event
+    from eventdedup.parse.event_parser import _nesting_depth as nesting_depth
     from eventdedup.parse.fingerprints import FingerprintRules
     from eventdedup.parse.input_lines import split_input
     from eventdedup.parse.rules import ParseRules
@@ -197,18 +198,24 @@ def _outcome(vouched: bool, reason: str | None) -> int:
 
 
 def check_columns(lines: Sequence[bytes], quarantine: bool) -> None:
-    """The core's declared columns of the lines it finds canonical are the reference's."""
-    rows, found = native_core.columns(lines, COLUMNS)
-    kept = rows.tolist()
-    if not kept:
-        return
-    events = []
-    for row in kept:
+    """The core's declared columns of any lines orjson reads as an object no deeper than the parse
+    accepts (the lines a batch's output rows hold, and more) are the reference's; a line it finds
+    canonical is one of those."""
+    rows, _ = native_core.columns(lines, COLUMNS)
+    events, objects = [], []
+    for line in lines:
         try:
-            events.append(orjson.loads(lines[row]))
+            event = orjson.loads(line)
         except orjson.JSONDecodeError:
-            raise CoreMismatch(f"the core found a line canonical that orjson refuses: {lines[row]!r}") from None
-    fast, refused = core_columns(found, len(kept), COLUMNS, events.__getitem__, quarantine)
+            continue
+        if type(event) is dict and nesting_depth(event) <= MAX_JSON_DEPTH:
+            events.append(event)
+            objects.append(line)
+    canonical = {lines[row] for row in rows.tolist()}
+    if not canonical <= set(objects):
+        raise CoreMismatch(f"the core found lines canonical that orjson refuses: {sorted(canonical - set(objects))!r}")
+    _, found = native_core.columns(objects, COLUMNS)
+    fast, refused = core_columns(found, len(objects), COLUMNS, events.__getitem__, quarantine)
     slow, slow_refused = columns_of_events(events, COLUMNS, quarantine)
     for name, array in slow.items():
         try:

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -1373,38 +1374,80 @@ PyObject* scan_lines(const Lines& lines, const Rules& rules) {
                          bytes_of(out.raw_offsets), bytes_of(out.raw_data), columns_of(out.columns));
 }
 
-// columns(pieces, columns) -> (rows, columns): the declared columns alone (for the differential
-// tests and the fuzzer), of the lines the scan finds canonical, whatever their key and time fields.
+// columns(data, offsets, columns) -> (rows, columns): the declared columns of the lines
+// data[offsets[k]:offsets[k+1]] (an Arrow string or binary array's buffers, int32 offsets: read in
+// place, the GIL released while the lines are read), an entry per line in every column: the line's
+// values where the scan finds it canonical (rows: which lines, as int64 bytes), else kUnsure (its
+// row is left to the reference's rules). A batch's output rows take their columns so, after the
+// dedup decided them (eventdedup.parse.columns_fast.columns_of_raw); the differential tests and the
+// fuzzer read the core's columns through it too.
 PyObject* columns(PyObject*, PyObject* args) {
-    PyObject *pieces, *specs;
-    if (!PyArg_ParseTuple(args, "OO", &pieces, &specs)) return nullptr;
-    Rules rules;
-    if (!specs_of(specs, rules.columns)) return nullptr;
-    PyObject* fast = PySequence_Fast(pieces, "pieces must be a sequence of bytes");
-    if (fast == nullptr) return nullptr;
+    PyObject *data_object, *offsets_object, *spec_objects;
+    if (!PyArg_ParseTuple(args, "OOO", &data_object, &offsets_object, &spec_objects)) return nullptr;
+    std::vector<ColumnSpec> specs;
+    if (!specs_of(spec_objects, specs)) return nullptr;
+    Py_buffer data, offsets;
+    if (PyObject_GetBuffer(data_object, &data, PyBUF_SIMPLE) != 0) return nullptr;
+    if (PyObject_GetBuffer(offsets_object, &offsets, PyBUF_SIMPLE) != 0) {
+        PyBuffer_Release(&data);
+        return nullptr;
+    }
+    const auto* base = static_cast<const uint8_t*>(data.buf);
+    std::vector<int32_t> bounds;
+    bool valid = offsets.len >= static_cast<Py_ssize_t>(sizeof(int32_t)) &&
+                 offsets.len % static_cast<Py_ssize_t>(sizeof(int32_t)) == 0;
+    if (valid) {
+        bounds.resize(static_cast<size_t>(offsets.len) / sizeof(int32_t));
+        std::memcpy(bounds.data(), offsets.buf, static_cast<size_t>(offsets.len));
+        valid = bounds[0] >= 0 && bounds.back() <= data.len;
+        for (size_t k = 1; k < bounds.size() && valid; ++k) valid = bounds[k - 1] <= bounds[k];
+    }
+    if (!valid) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&offsets);
+        PyErr_SetString(PyExc_ValueError, "offsets must be ascending int32 positions inside the data, one more than "
+                                          "the lines");
+        return nullptr;
+    }
+    size_t count = bounds.size() - 1;
     std::vector<int64_t> rows;
     std::vector<ColumnOut> out;
-    for (const auto& spec : rules.columns) out.emplace_back(spec);
-    std::vector<Node> nodes;
-    std::vector<int32_t> order;
-    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(fast); ++k) {
-        PyObject* item = PySequence_Fast_GET_ITEM(fast, k);
-        if (!PyBytes_Check(item)) {
-            Py_DECREF(fast);
-            PyErr_SetString(PyExc_TypeError, "pieces must be bytes");
-            return nullptr;
+    bool failed = false;
+    Py_BEGIN_ALLOW_THREADS
+    try {
+        rows.reserve(count);
+        for (const auto& spec : specs) {
+            out.emplace_back(spec);
+            out.back().status.reserve(count);
+            if (uses_offsets(spec.kind)) out.back().offsets.reserve(count + 1);
+            else if (spec.kind != kColStruct) out.back().values.reserve(count * value_width(spec.kind));
         }
-        const auto* s = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(item));
-        auto n = static_cast<size_t>(PyBytes_GET_SIZE(item));
-        if (n == 0 || n > INT32_MAX || s[0] != '{') continue;
-        nodes.clear();
-        order.clear();
-        Scanner scanner{s, n, 0, &nodes, &order};
-        if (scanner.value(1) != 0 || scanner.i != n) continue;
-        rows.push_back(k);
-        for (size_t c = 0; c < rules.columns.size(); ++c) column_value(s, nodes, rules.columns[c], out[c]);
+        std::vector<Node> nodes;
+        std::vector<int32_t> order;
+        for (size_t k = 0; k < count; ++k) {
+            const uint8_t* s = base + bounds[k];
+            auto n = static_cast<size_t>(bounds[k + 1] - bounds[k]);
+            bool canonical = n > 0 && s[0] == '{';
+            if (canonical) {
+                nodes.clear();
+                order.clear();
+                Scanner scanner{s, n, 0, &nodes, &order};
+                canonical = scanner.value(1) == 0 && scanner.i == n;
+            }
+            if (canonical) {
+                rows.push_back(static_cast<int64_t>(k));
+                for (size_t c = 0; c < specs.size(); ++c) column_value(s, nodes, specs[c], out[c]);
+            } else {
+                for (size_t c = 0; c < specs.size(); ++c) empty_entry(specs[c], kUnsure, out[c]);
+            }
+        }
+    } catch (const std::bad_alloc&) {
+        failed = true;
     }
-    Py_DECREF(fast);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    if (failed) return PyErr_NoMemory();
     return Py_BuildValue("(NN)", bytes_of(rows), columns_of(out));
 }
 
@@ -1542,7 +1585,7 @@ PyMethodDef kMethods[] = {
     {"source_sha256", source_sha256, METH_NOARGS, "The SHA-256 of the source this core was built from."},
     {"scan", scan, METH_VARARGS, "The rows the core vouches for in a chunk of lines (see parse_core.cpp)."},
     {"scan_spans", scan_spans, METH_VARARGS, "scan, of lines given as spans of one text."},
-    {"columns", columns, METH_VARARGS, "The declared columns of the canonical lines among pieces: for tests."},
+    {"columns", columns, METH_VARARGS, "The declared columns of an Arrow array's lines, an entry a line."},
     {"newlines", newlines, METH_VARARGS, "The positions of a text's newlines from a start, as int64 bytes."},
     {"digest", digest, METH_VARARGS, "BLAKE2b-128 (16), BLAKE2b-64 (0) bytes or XXH3-64 (1) int of bytes: for tests."},
     {nullptr, nullptr, 0, nullptr}};

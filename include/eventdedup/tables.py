@@ -67,25 +67,10 @@ AUDIT_SCHEMA = pa.schema([
 # declared order, under their own names.
 assert tuple(OUTPUT_SCHEMA.names) + ("date", "hour") == DEDUP_COLUMNS, "column_types.DEDUP_COLUMNS names the output's"
 
-# In a chunk, a declared column's values travel as DECLARED_PREFIX + its name (a name of its own may
-# be any of the chunk's: seq, fingerprint...), then `mismatched`: the positions of the row's
-# declared columns whose value did not fit its type (null when none did not).
-DECLARED_PREFIX = "declared:"
+# Beside a batch's declared columns, until its files are written: `mismatched`, the positions of the
+# row's declared columns whose value did not fit its type (null when none did not), which the
+# batch counts (eventdedup.parse.columns.declared_arrays).
 MISMATCHED = pa.field("mismatched", pa.list_(pa.int32()))
-
-
-def chunk_schema(columns: tuple[DeclaredColumn, ...]) -> pa.Schema:
-    """The chunk's schema for a batch that writes these declared columns."""
-    if not columns:
-        return CHUNK_SCHEMA
-    return pa.schema([*CHUNK_SCHEMA, *(pa.field(DECLARED_PREFIX + column.name, column.column_type.arrow)
-                                       for column in columns), MISMATCHED])
-
-
-def declared_chunk_columns(schema: pa.Schema) -> list[str]:
-    """The declared columns' names in a chunk (or shuffle) schema, with `mismatched`: what deciding
-    never reads, and the output takes as they are."""
-    return [name for name in schema.names if name.startswith(DECLARED_PREFIX) or name == MISMATCHED.name]
 
 
 def output_schema(columns: tuple[DeclaredColumn, ...]) -> pa.Schema:

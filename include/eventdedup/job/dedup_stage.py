@@ -38,17 +38,16 @@ from eventdedup.job.records import DriverRecord, EventChunk, PartitionCounts, Ra
 from eventdedup.keys import DIGEST_DTYPE, CacheKey, bucket_array, digest_array, guard_head_key
 from eventdedup.layout import Layout
 from eventdedup.naming import key_folder
+from eventdedup.parse.columns_fast import columns_of_raw
 from eventdedup.parse.producers import producer_values
 from eventdedup.parse.quarantine_reasons import reason_class_counts
 from eventdedup.s3store import S3Store, is_not_found, process_client
 from eventdedup.sorting import distinct_sorted, unique_inverse
 from eventdedup.tables import (
     AUDIT_SCHEMA,
-    DECLARED_PREFIX,
     MISMATCHED,
     QUARANTINE_SCHEMA,
     SHUFFLE_SCHEMA,
-    declared_chunk_columns,
     ipc_to_table,
     output_schema,
     repeated_text,
@@ -74,6 +73,7 @@ class DedupContext:
     local_copies: LocalCopySettings = LocalCopySettings("", 0)  # executor-local copies of cache objects
     producer_field: str = ""  # [report] producer_field: the audit records each duplicate's value of it
     columns: tuple[DeclaredColumn, ...] = ()  # the declared columns its data files carry
+    compiled_parser: bool = True  # [events] compiled_parser: the parse core reads the declared columns
 
     @property
     def batch_id(self) -> str:
@@ -332,7 +332,7 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, committed: CommittedChains, p
     """Decide the partition's events bucket by bucket on their narrow columns; the raw lines are
     copied once, into the output and audit files (in input order) at the end."""
     rules = ctx.rules
-    narrow = table.drop_columns(["raw", *declared_chunk_columns(table.schema)]).combine_chunks()
+    narrow = table.drop_columns(["raw"]).combine_chunks()
     buckets = bucket_array(digest_array(narrow.column("key_digest")), rules.epochs.coarse)
     order = np.argsort(buckets, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(buckets[order]) != 0])
@@ -375,9 +375,10 @@ def _dedup_rows(ctx: DedupContext, store: S3Store, committed: CommittedChains, p
     for hour in [] if rules.populate else distinct_sorted(output_hours).tolist():
         in_hour = output_hours == hour
         rows_of_hour = output_rows[in_hour]
-        data = _with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour, ctx.columns)
-        for name, counted in column_figures(data, ctx.columns).items():
-            figures[name] += counted
+        data, counted = with_declared_columns(_with_raw(output.filter(pa.array(in_hour)), table, rows_of_hour),
+                                              ctx.columns, ctx.compiled_parser)
+        for name, found_in_hour in counted.items():
+            figures[name] += found_in_hour
         writes.append(pool.submit(_stage_data, store, ctx, partition, int(hour), data))
     audit_rows, audit = _in_input_order(audits)
     audited = None
@@ -416,31 +417,29 @@ def _in_input_order(parts: list[tuple[npt.NDArray[np.intp], pa.Table]]) -> tuple
     return rows[order], table.take(pa.array(order))
 
 
-def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp],
-              columns: tuple[DeclaredColumn, ...] = ()) -> pa.Table:
-    """The narrow rows with their raw lines, and with the declared columns' values (under their
-    own names) and their mismatches when given: filters of the partition's columns (sequential
-    copies, in input order: `rows` ascending)."""
+def _with_raw(narrow: pa.Table, table: pa.Table, rows: npt.NDArray[np.intp]) -> pa.Table:
+    """The narrow rows with their raw lines: a filter of the partition's (a sequential copy, in input
+    order: `rows` ascending)."""
     selected = np.zeros(table.num_rows, bool)
     selected[rows] = True
-    mask = pa.array(selected)
-    joined = narrow.append_column("raw", table.column("raw").filter(mask))
-    for column in columns:
-        joined = joined.append_column(column.name, table.column(DECLARED_PREFIX + column.name).filter(mask))
-    if columns:
-        joined = joined.append_column(MISMATCHED.name, table.column(MISMATCHED.name).filter(mask))
-    return joined
+    return narrow.append_column("raw", table.column("raw").filter(pa.array(selected)))
 
 
-def column_figures(data: pa.Table, columns: tuple[DeclaredColumn, ...]) -> dict[str, ColumnFigures]:
-    """Per declared column, the rows of an output table (with its `mismatched` column) whose value
-    did not fit and those where it is null."""
+def with_declared_columns(table: pa.Table, columns: tuple[DeclaredColumn, ...],
+                          compiled: bool = True) -> tuple[pa.Table, dict[str, ColumnFigures]]:
+    """Output rows (the output's own columns, `raw` among them) with their declared columns read
+    from their raw lines (eventdedup.parse.columns_fast.columns_of_raw), appended under their own
+    names in declared order; and per column the rows whose value did not fit (null there) and those
+    null. A batch reads them for the rows it outputs only, a column backfill for the rows it copies."""
     if not columns:
-        return {}
-    positions = pc.list_flatten(data.column(MISMATCHED.name)).to_numpy(zero_copy_only=False)
+        return table, {}
+    arrays = columns_of_raw(table.column("raw"), columns, compiled)
+    positions = pc.list_flatten(arrays[MISMATCHED.name]).to_numpy(zero_copy_only=False)
     mismatched = np.bincount(positions.astype(np.int64), minlength=len(columns)).tolist()
-    return {column.name: ColumnFigures(mismatched[position], data.column(column.name).null_count)
-            for position, column in enumerate(columns)}
+    for column in columns:
+        table = table.append_column(column.name, arrays[column.name])
+    return table, {column.name: ColumnFigures(mismatched[position], arrays[column.name].null_count)
+                   for position, column in enumerate(columns)}
 
 
 def _stage_segment(store: S3Store, ctx: DedupContext, key: CacheKey, segment: bytes,

@@ -119,7 +119,7 @@ def _run_spark(sc: SparkContext, store: S3Store, config: Config, layout: Layout,
         quarantine_key=tuple(layout.staged_quarantine(batch_id, attempt, i) for i in range(len(manifest.inputs))),
         quarantine_final_key=tuple(layout.final_quarantine(batch_id, i) for i in range(len(manifest.inputs))),
         local_copies=LocalCopySettings(config.spark.local_cache_dir, config.spark.local_cache_bytes),
-        producer_field=config.report.producer_field, columns=columns,
+        producer_field=config.report.producer_field, columns=columns, compiled_parser=rules.compiled,
     )
 
     def cut_of(index: int, info: ObjectInfo) -> Cut:

@@ -44,11 +44,10 @@ from eventdedup.config import Config
 from eventdedup.counts import BatchCounts
 from eventdedup.delta.files import partition_values, relative_path
 from eventdedup.errors import ColumnsRefusedError, CommitConflictError, StaleBatchError
-from eventdedup.job.dedup_stage import column_figures
+from eventdedup.job.dedup_stage import with_declared_columns
 from eventdedup.keys import hour_index_at
 from eventdedup.layout import Layout, new_attempt
 from eventdedup.naming import validate_batch_id
-from eventdedup.parse.columns import columns_of_lines
 from eventdedup.promotion.promote import abandon_promotion, clean_up_batch, promote_batch
 from eventdedup.s3store import S3Store
 from eventdedup.tables import OUTPUT_SCHEMA, output_schema, parquet_to_table, read_parquet_tail, table_to_parquet
@@ -117,7 +116,7 @@ def backfill_hour(store: S3Store, config: Config, hour: int, columns: tuple[Decl
         version = committed_version(store, layout, state, bid)
         if version is None and journal_or_none(store, layout, bid) is None:
             refuse_if_other_journals(store, layout, bid)
-            if not _stage_hour(store, layout, state, hour, columns, tag, bid, now):
+            if not _stage_hour(store, layout, state, hour, columns, tag, bid, now, config.events.compiled_parser):
                 return HourBackfill(hour, bid)
         try:
             outcome = promote_batch(store, config, bid)  # a committed one: only what its commit left to do
@@ -156,7 +155,7 @@ def _data_hours(layout: Layout, entries: list[ViewEntry]) -> dict[int, list[View
 
 
 def _stage_hour(store: S3Store, layout: Layout, state: CommittedState, hour: int,
-                columns: tuple[DeclaredColumn, ...], tag: str, bid: str, now: datetime) -> bool:
+                columns: tuple[DeclaredColumn, ...], tag: str, bid: str, now: datetime, compiled: bool) -> bool:
     """Stage the copies of the hour's files that lack the columns, then the job result (last: its
     presence means staging finished); False, staging nothing, where every file holds them."""
     wanted = output_schema(columns)
@@ -171,9 +170,9 @@ def _stage_hour(store: S3Store, layout: Layout, state: CommittedState, hour: int
     figures = {column.name: ColumnFigures() for column in columns}
     for entry in stale:
         old = parquet_to_table(store.get_bytes(entry.promoted.key, if_match=entry.promoted.etag))
-        copy = _with_columns(old, columns)
-        for name, counted in column_figures(copy, columns).items():
-            figures[name] += counted
+        copy, counted = with_declared_columns(old.select(OUTPUT_SCHEMA.names), columns, compiled)
+        for name, found_in_file in counted.items():
+            figures[name] += found_in_file
         final = layout.backfilled_data(entry.promoted.key, tag)
         staged = f"{layout.attempt_root(bid, attempt)}data/{relative_path(layout, final)}"
         info = store.put_bytes(staged, table_to_parquet(copy.select(wanted.names)))
@@ -191,14 +190,3 @@ def _holds(store: S3Store, entry: ViewEntry, wanted: pa.Schema) -> bool:
     """Whether a committed data file holds exactly the wanted columns (its footer's schema)."""
     tail = read_parquet_tail(store, entry.promoted.key, _FOOTER_READ, etag=entry.promoted.etag, what="data file")
     return bool(tail.metadata.schema.to_arrow_schema().remove_metadata().equals(wanted))
-
-
-def _with_columns(old: pa.Table, columns: tuple[DeclaredColumn, ...]) -> pa.Table:
-    """A data file's rows, in their order, with the output's own columns as they are and the
-    declared ones (and `mismatched`, for the figures) read from their raw lines."""
-    table = old.select(OUTPUT_SCHEMA.names)
-    for name, array in columns_of_lines(table.column("raw").to_pylist(), columns).items():
-        table = table.append_column(name, array)
-    return table
-
-

@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from eventdedup.column_types import ColumnType, DeclaredColumn, parse_type
 from eventdedup.parse.event_time import InvalidEvent, parse_event_time
-from eventdedup.tables import DECLARED_PREFIX, MISMATCHED
+from eventdedup.tables import MISMATCHED
 
 # datetime's range, which Delta, Spark and Parquet readers all hold: 0001-01-01 to 9999-12-31.
 MIN_TIMESTAMP_US = -62_135_596_800_000_000
@@ -268,9 +268,9 @@ def event_columns(event: dict[str, Any], columns: Sequence[DeclaredColumn],
 
 def declared_arrays(columns: Sequence[DeclaredColumn], values: Sequence[tuple[Any, ...]],
                     mismatched: Sequence[tuple[int, ...]]) -> dict[str, pa.Array]:
-    """A chunk's declared columns (eventdedup.tables.chunk_schema) from rows' values and
-    mismatches, as event_columns gives them."""
-    arrays = {DECLARED_PREFIX + column.name: pa.array([row[position] for row in values], column.column_type.arrow)
+    """The declared columns of rows (under their own names, in declared order) from the rows' values
+    and mismatches as event_columns gives them, then `mismatched` (eventdedup.tables.MISMATCHED)."""
+    arrays = {column.name: pa.array([row[position] for row in values], column.column_type.arrow)
               for position, column in enumerate(columns)}
     arrays[MISMATCHED.name] = pa.array([list(row) if row else None for row in mismatched], MISMATCHED.type)
     return arrays
@@ -291,11 +291,3 @@ def columns_of_events(events: Iterable[dict[str, Any]], columns: Sequence[Declar
         values.append(row)
         mismatched.append(misfits)
     return declared_arrays(columns, values, mismatched), refused
-
-
-def columns_of_lines(raws: Sequence[str], columns: Sequence[DeclaredColumn]) -> dict[str, pa.Array]:
-    """The declared columns of committed rows, from their raw lines (a column backfill's: a line
-    was parsed once to be output, so it is a JSON object; a mismatch is null, never a refusal, as
-    no committed row leaves), under the columns' own names, with `mismatched`."""
-    arrays, _ = columns_of_events((orjson.loads(raw) for raw in raws), columns, quarantine=False)
-    return {name.removeprefix(DECLARED_PREFIX): array for name, array in arrays.items()}

@@ -1,57 +1,124 @@
-"""Declared columns of a whole chunk at once (issue 53), for the rows the compiled core vouched for:
-the core (native/parse_core.cpp) converts each column's values while it reads the line, as
-eventdedup.parse.columns (the reference) converts them, into Arrow's buffers (arrays, maps and
-structs too: their entries, offsets and members), and Arrow builds the columns from those buffers
-in place, with no Python object per value.
+"""Declared columns at speed (issue 53): the compiled core (native/parse_core.cpp) converts each
+column's values while it reads a line, as eventdedup.parse.columns (the reference) converts them,
+into Arrow's buffers (arrays, maps and structs too: their entries, offsets and members), and Arrow
+builds the columns from those buffers in place, with no Python object per value.
+
+A batch extracts them once, for its output rows only: after the dedup decided which rows are
+output, from their raw lines (`columns_of_raw`), so neither duplicates nor the columns' values
+cross the shuffle. Under on_mismatch = "quarantine" the parse also checks that every value fits
+(`refused_rows`, of the lines the core vouches for; the reference parser checks the rest), since a
+line quarantined there is never deduplicated.
 
 A value is vouched for only where its conversion is certainly the reference's. Anything the core
-leaves (a mismatch anywhere in a value, or a value whose rule is subtle: an ISO time one step from
-the strict shape, an epoch string with spaces, a decimal spelt with an exponent, a path through a
-non-object) sends its row to the reference, `event_columns`, whole: its values, its mismatches
-and, under on_mismatch = "quarantine", its reason are the reference's. A vouched row has no
-mismatch. tests/unit/parse/test_columns_fast.py holds the two equal on random and edge values of
-every type and shape, and holds values that fit to the core; the fuzzer
-(fuzz/parse_core_fuzz.py) holds the core's columns to the reference on any bytes.
+leaves (a line it does not find canonical, a mismatch anywhere in a value, or a value whose rule is
+subtle: an ISO time one step from the strict shape, an epoch string with spaces, a decimal spelt
+with an exponent, a path through a non-object) sends its row to the reference, `event_columns`,
+whole: its values, its mismatches and, under on_mismatch = "quarantine", its reason are the
+reference's. A vouched row has no mismatch. tests/unit/parse/test_columns_fast.py holds the two
+equal on random and edge values of every type and shape, and holds values that fit to the core;
+the fuzzer (fuzz/parse_core_fuzz.py) holds the core's columns to the reference on any bytes.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from eventdedup.column_types import ColumnType, DeclaredColumn
+from eventdedup.parse import native_core
 from eventdedup.parse.columns import columns_of_events
 from eventdedup.parse.native_core import COLUMN_UNSURE, COLUMN_VALUE, CoreColumn
-from eventdedup.tables import DECLARED_PREFIX, MISMATCHED
+from eventdedup.tables import MISMATCHED
 
 Mask = npt.NDArray[np.bool_]
 Converted = tuple[pa.Array, Mask]
 
+# The most bytes of lines one call of the core reads: every text it builds of them (a string's, a
+# json value's, a map's keys) is no longer than the lines, so far inside Arrow's int32 offsets.
+SLICE_BYTES = 1 << 28
+
+
+def columns_of_raw(raw: pa.Array | pa.ChunkedArray, columns: Sequence[DeclaredColumn],
+                   compiled: bool = True) -> dict[str, pa.Array]:
+    """The declared columns of output rows from their raw lines (each a JSON object the parse
+    accepted), under their own names in declared order, then `mismatched`: a value that does not
+    fit is null and listed there, never refused (the parse quarantined the lines on_mismatch =
+    "quarantine" refuses). By the compiled core for the lines it finds canonical and the reference
+    for the rest; by the reference alone where the core is not built or `compiled` ([events]
+    compiled_parser) is off."""
+    lines = raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw
+    if lines.null_count:
+        raise ValueError("an output row has no raw line")
+    if not native_core.in_use(compiled) or not len(lines):
+        arrays, _ = columns_of_events((orjson.loads(line) for line in lines.to_pylist()), columns, False)
+        return arrays
+    parts = []
+    for start, stop in _slices(lines):
+        part = lines.slice(start, stop - start)
+        _, found = native_core.columns(part, columns)
+        arrays, _ = core_columns(found, len(part), columns, _line_parser(part), False)
+        parts.append(arrays)
+    if len(parts) == 1:
+        return parts[0]
+    return {name: pa.concat_arrays([part[name] for part in parts]) for name in parts[0]}
+
+
+def _line_parser(lines: pa.Array) -> Callable[[int], Any]:
+    """A row's event, for the rows the reference decides: its line parsed again (few)."""
+    def event_of(row: int) -> Any:
+        return orjson.loads(lines[row].as_py())
+    return event_of
+
+
+def _slices(lines: pa.Array) -> Iterator[tuple[int, int]]:
+    """[start, stop) of consecutive lines of at most SLICE_BYTES between them (a longer line alone)."""
+    ends = np.cumsum(pc.binary_length(lines).to_numpy(zero_copy_only=False).astype(np.int64))
+    start, before = 0, 0
+    while start < len(lines):
+        stop = max(int(np.searchsorted(ends, before + SLICE_BYTES, side="right")), start + 1)
+        yield start, stop
+        start, before = stop, int(ends[stop - 1])
+
+
+def refused_rows(found: Sequence[CoreColumn], count: int, columns: Sequence[DeclaredColumn],
+                 event_of: Callable[[int], Any]) -> list[int]:
+    """Of `count` rows the core vouched for (native_core.scan's `columns`), those with a value that
+    does not fit its column (on_mismatch = "quarantine": the caller leaves them to the reference
+    parser, which quarantines them with the reason). A row the core vouched for fits; the
+    reference decides the others (`event_of(row)`: a row's parsed event)."""
+    unsure = np.zeros(count, bool)
+    for entries in found:
+        unsure |= np.frombuffer(entries[0], np.uint8) == COLUMN_UNSURE
+    slow_rows = np.flatnonzero(unsure).tolist()
+    _, refused = columns_of_events((event_of(row) for row in slow_rows), columns, True)
+    return [slow_rows[position] for position in refused]
+
 
 def core_columns(found: Sequence[CoreColumn], count: int, columns: Sequence[DeclaredColumn],
                  event_of: Callable[[int], Any], quarantine: bool) -> tuple[dict[str, pa.Array], list[int]]:
-    """declared_arrays of the core's columns of `count` vouched rows (native_core.scan's
-    `columns`), as event_columns gives them one by one, and the rows it refuses (under
-    `quarantine`, a mismatch: the caller leaves them to the reference parser, which quarantines
-    them with their reason). `event_of(row)` is a row's parsed event, for the rows the reference
-    decides. The arrays hold a row per row not refused, in order."""
+    """declared_arrays of the core's columns of `count` rows (native_core.columns' or scan's), as
+    event_columns gives them one by one, and the rows it refuses (under `quarantine`, a
+    mismatch). `event_of(row)` is a row's parsed event, for the rows the reference decides. The
+    arrays hold a row per row not refused, in order."""
     arrays: list[pa.Array] = []
     unsure = np.zeros(count, bool)
     for column, entries in zip(columns, found, strict=True):
         array, doubtful = _from_core(column.column_type, count, np.frombuffer(entries[0], np.uint8), entries)
         arrays.append(array)
         unsure |= doubtful
-    names = [DECLARED_PREFIX + column.name for column in columns]
+    names = [column.name for column in columns]
     if not unsure.any():
         out = dict(zip(names, arrays, strict=True))
         out[MISMATCHED.name] = pa.nulls(count, MISMATCHED.type)
         return out, []
     # The rows not vouched for: the reference's values, put in place of the core's.
     slow_rows = np.flatnonzero(unsure).tolist()
-    reference, refused_slow = columns_of_events([event_of(row) for row in slow_rows], columns, quarantine)
+    reference, refused_slow = columns_of_events((event_of(row) for row in slow_rows), columns, quarantine)
     refused = [slow_rows[position] for position in refused_slow]
     kept_slow = sorted(set(slow_rows).difference(refused))
     order = np.arange(count, dtype=np.int64)

@@ -35,10 +35,6 @@ class ParsedEvent:
     time_us: int
     raw: str
     order_key: bytes | None = None
-    # The declared columns' values ([table.columns], eventdedup.parse.columns), in declared order,
-    # and the positions of those whose value did not fit (null here, counted by the batch).
-    columns: tuple[Any, ...] = ()
-    mismatched: tuple[int, ...] = ()
 
 
 def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
@@ -63,10 +59,9 @@ def parse_event(line: bytes, rules: ParseRules) -> ParsedEvent:
         raise InvalidEvent(f"{rules.time_field} {_iso(time_us)} is outside the accepted range "
                            f"[{_iso(rules.min_time_us)}, {_iso(rules.max_time_us)}]")
     order_key = order_key_for(event, time_us, rules) if rules.survivor_field else None
-    columns, mismatched = (event_columns(event, rules.columns, rules.quarantine_mismatches) if rules.columns
-                           else ((), ()))
-    return ParsedEvent(key_text, key_digest(key_text), rules.fingerprint.fingerprint(event), time_us, raw, order_key,
-                       columns, mismatched)
+    if rules.checked_columns:  # on_mismatch = "quarantine": a value that does not fit quarantines the line
+        event_columns(event, rules.checked_columns, quarantine=True)
+    return ParsedEvent(key_text, key_digest(key_text), rules.fingerprint.fingerprint(event), time_us, raw, order_key)
 
 
 # A member's key is a string followed by optional JSON whitespace and a colon.

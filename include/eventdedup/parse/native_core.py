@@ -85,16 +85,22 @@ def why_not() -> str:
     return _WHY_NOT
 
 
-def supports(rules: ParseRules) -> bool:
-    """Whether the core scans lines under these rules (the built core, switched on, no
-    field-comparing survivor)."""
-    if not rules.compiled:
+def in_use(compiled_parser: bool) -> bool:
+    """Whether the core runs where [events] compiled_parser is as given: switched on and built (the
+    first call of a process that finds it switched on but not built warns once)."""
+    if not compiled_parser:
         return False
     if _CORE is None:
         compiled.warn_missing_once("parse core", _WHY_NOT, "lines are parsed in pure Python, several times slower",
                                    "a C++ compiler and libxxhash-dev")
         return False
-    return rules.survivor_field is None and rules.fingerprint.algorithm in _ALGORITHMS
+    return True
+
+
+def supports(rules: ParseRules) -> bool:
+    """Whether the core scans lines under these rules (the built core, switched on, no
+    field-comparing survivor)."""
+    return in_use(rules.compiled) and rules.survivor_field is None and rules.fingerprint.algorithm in _ALGORITHMS
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,7 @@ class NativeScan:
     offsets: npt.NDArray[np.int64]  # which pieces, ascending
     table_without_seq: pa.Table  # CHUNK_SCHEMA columns but seq, one row per offset
     pieces: int
-    columns: tuple[CoreColumn, ...]  # each declared column's, one row per offset
+    columns: tuple[CoreColumn, ...]  # each checked column's (ParseRules.checked_columns), one row per offset
 
     def deferred(self) -> npt.NDArray[np.int64]:
         """The offsets of the pieces the core left to the Python parsers."""
@@ -134,7 +140,7 @@ def scan(pieces: Sequence[bytes], rules: ParseRules) -> NativeScan:
     arguments = ([name.encode() for name in rules.key_fields], rules.time_field.encode(), rules.min_time_us,
                  rules.max_time_us, rules.max_line_bytes, [name.encode() for name in fingerprint.fields],
                  [name.encode() for name in fingerprint.exclude], rules.trim, rules.lower,
-                 _ALGORITHMS[fingerprint.algorithm], column_specs(rules.columns))
+                 _ALGORITHMS[fingerprint.algorithm], column_specs(rules.checked_columns))
     spans = getattr(pieces, "text", None)  # LinePieces (input_lines imports this module: no isinstance)
     if spans is not None:
         starts = np.ascontiguousarray(pieces.starts, np.int64)  # type: ignore[attr-defined]
@@ -172,10 +178,18 @@ def _spec(path: list[bytes], kind: ColumnType) -> CoreSpec:
             children)
 
 
-def columns(lines: Sequence[bytes], declared: Sequence[DeclaredColumn]) -> tuple[npt.NDArray[np.int64],
-                                                                                 tuple[CoreColumn, ...]]:
-    """The core's declared columns of the lines it finds canonical (which, and theirs), whatever
-    their key and time fields: the differential tests' and the fuzzer's view of scan's columns."""
+def columns(lines: pa.Array | Sequence[bytes],
+            declared: Sequence[DeclaredColumn]) -> tuple[npt.NDArray[np.int64], tuple[CoreColumn, ...]]:
+    """The core's declared columns of the lines (an Arrow string or binary array, read in place, or
+    bytes), an entry per line in every column: which lines it found canonical, and the columns
+    (COLUMN_UNSURE in every column of the others). Lines of one call hold less than 2 GiB between
+    them (Arrow's int32 offsets): a caller with more slices them."""
     assert _CORE is not None
-    rows, found = _CORE.columns(lines, column_specs(declared))
+    array = lines if isinstance(lines, pa.Array) else pa.array(lines, pa.binary())
+    if not (pa.types.is_string(array.type) or pa.types.is_binary(array.type)):
+        raise TypeError(f"lines must be an Arrow string or binary array, not {array.type}")
+    _, offsets, data = array.buffers()
+    bounds = (np.frombuffer(offsets, np.int32, count=len(array) + 1, offset=array.offset * 4) if len(array)
+              else np.zeros(1, np.int32))
+    rows, found = _CORE.columns(b"" if data is None else data, bounds, column_specs(declared))
     return np.frombuffer(rows, np.int64), found

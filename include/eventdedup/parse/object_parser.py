@@ -37,8 +37,8 @@ from eventdedup.keys import (
     key_digest,
 )
 from eventdedup.parse import native_core
-from eventdedup.parse.columns import declared_arrays, event_columns
-from eventdedup.parse.columns_fast import core_columns
+from eventdedup.parse.columns import event_columns
+from eventdedup.parse.columns_fast import refused_rows
 from eventdedup.parse.event_parser import (
     EPOCH_MILLIS_THRESHOLD,
     InvalidEvent,
@@ -51,7 +51,7 @@ from eventdedup.parse.event_parser import (
 from eventdedup.parse.fingerprints import fingerprint_digests
 from eventdedup.parse.input_lines import InputLine, SplitInput, line_of_piece, split_input
 from eventdedup.parse.rules import ParseRules
-from eventdedup.tables import CHUNK_SCHEMA, chunk_schema, make_seq
+from eventdedup.tables import CHUNK_SCHEMA, make_seq
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class ParserFailure(EventDedupError):
 
 @dataclass
 class ObjectParse:
-    table: pa.Table  # chunk_schema(rules.columns) rows in input order
+    table: pa.Table  # CHUNK_SCHEMA rows in input order
     bad_raw: list[bytes] = field(default_factory=list)
     bad_error: list[str] = field(default_factory=list)
     bad_line: list[int] = field(default_factory=list)
@@ -97,8 +97,7 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
     """Parse split lines numbered from `first_line` (a byte range's lines are numbered locally:
     eventdedup.job.read_units)."""
     base = first_line - 1
-    schema = chunk_schema(rules.columns)
-    result = ObjectParse(schema.empty_table(), lines=len(split.pieces) + len(split.trailing))
+    result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=len(split.pieces) + len(split.trailing))
     tables: list[pa.Table] = []
     slow: list[ParsedRow] = []
     collecting = gc.isenabled()
@@ -113,7 +112,7 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
             except Exception as exc:  # noqa: BLE001 -- the fast path vouches for nothing it did not finish
                 log.warning("fast parse of lines %d-%d failed (%s: %s); parsing them one by one",
                             start + 1, start + len(chunk), type(exc).__name__, exc)
-                table, deferred = schema.empty_table(), list(range(len(chunk)))
+                table, deferred = CHUNK_SCHEMA.empty_table(), list(range(len(chunk)))
             tables.append(table)
             for offset in deferred:
                 _parse_slowly(line_of_piece(base + start + 1 + offset, chunk[offset]), input_index, rules, result,
@@ -126,7 +125,7 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
         if collecting:
             gc.enable()
     if slow:
-        tables.append(_rows_table(slow, rules))
+        tables.append(_rows_table(slow))
     table = pa.concat_tables([result.table, *tables])
     if slow:  # deferred rows were appended after their chunk: restore input order
         table = table.take(pc.sort_indices(table, sort_keys=[("seq", "ascending")]))
@@ -136,7 +135,7 @@ def parse_lines(split: SplitInput, input_index: int, rules: ParseRules, first_li
 
 def quarantined_whole(reason: str, rules: ParseRules) -> ObjectParse:
     """The parse of an object judged as a whole (too large to read): one finding, line 0."""
-    result = ObjectParse(chunk_schema(rules.columns).empty_table(), lines=1)
+    result = ObjectParse(CHUNK_SCHEMA.empty_table(), lines=1)
     result.quarantine(InputLine(0, b"", reason), reason)
     return result
 
@@ -171,7 +170,7 @@ def _parse_slowly(line: InputLine, input_index: int, rules: ParseRules, result: 
         result.quarantine(line, f"unparseable event ({type(exc).__name__}: {str(exc)[:200]}); please report this line")
 
 
-def _rows_table(rows: list[ParsedRow], rules: ParseRules) -> pa.Table:
+def _rows_table(rows: list[ParsedRow]) -> pa.Table:
     events = [row.event for row in rows]
     return pa.table({
         "seq": [row.seq for row in rows],
@@ -181,8 +180,7 @@ def _rows_table(rows: list[ParsedRow], rules: ParseRules) -> pa.Table:
         "event_time": [e.time_us for e in events],
         "raw": [e.raw for e in events],
         "order_key": [e.order_key for e in events],
-        **declared_arrays(rules.columns, [e.columns for e in events], [e.mismatched for e in events]),
-    }, schema=chunk_schema(rules.columns))
+    }, schema=CHUNK_SCHEMA)
 
 
 def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
@@ -195,8 +193,8 @@ def _parse_chunk(pieces: Sequence[bytes], first_number: int, input_index: int,
     scanned = native_core.scan(pieces, rules)
     table = scanned.table(line_numbers, input_index)
     left = scanned.deferred()
-    if rules.columns:
-        table, refused = _with_declared(table, pieces, scanned, rules)
+    if rules.checked_columns:
+        table, refused = _without_mismatches(table, pieces, scanned, rules)
         left = np.sort(np.concatenate([left, refused]))
     if not len(left):
         return table, []
@@ -233,7 +231,7 @@ def _parse_chunk_python(pieces: Sequence[bytes], line_numbers: np.ndarray, input
     times = _times([event.get(rules.time_field) for event in events], rules)
     accepted = keys.ok & times.ok
     order_keys = _order_keys(events, times.micros, accepted, rules)
-    declared = _declared(events, accepted, rules)
+    _check_columns(events, accepted, rules)
     rows = np.flatnonzero(accepted)
     deferred.extend(candidates[i] for i in np.flatnonzero(~accepted).tolist())
     deferred.sort()
@@ -252,9 +250,7 @@ def _parse_chunk_python(pieces: Sequence[bytes], line_numbers: np.ndarray, input
                         pa.string()),
         "order_key": pa.nulls(len(rows), pa.binary()) if order_keys is None
         else pa.array([order_keys[i] for i in row_list], pa.binary()),
-        **({} if declared is None else declared_arrays(rules.columns, [declared[i][0] for i in row_list],
-                                                       [declared[i][1] for i in row_list])),
-    }, schema=chunk_schema(rules.columns))
+    }, schema=CHUNK_SCHEMA)
     return table, deferred
 
 
@@ -470,42 +466,33 @@ def _epoch_numbers(values: list[Any], rows: np.ndarray) -> tuple[np.ndarray, np.
             np.concatenate([whole_micros, np.rint(scaled).astype(np.int64)]))
 
 
-def _with_declared(table: pa.Table, pieces: Sequence[bytes], scanned: native_core.NativeScan,
-                   rules: ParseRules) -> tuple[pa.Table, npt.NDArray[np.int64]]:
-    """The compiled core's rows (CHUNK_SCHEMA, one per offset) with their declared columns, which
-    the core read from the lines as it vouched for them (eventdedup.parse.columns_fast builds them
-    and leaves what the core did not vouch for to the reference's rules); under on_mismatch =
-    "quarantine" a row with a mismatch leaves the table, its offset returned for the reference
-    parser to quarantine with its reason."""
+def _without_mismatches(table: pa.Table, pieces: Sequence[bytes], scanned: native_core.NativeScan,
+                        rules: ParseRules) -> tuple[pa.Table, npt.NDArray[np.int64]]:
+    """Under on_mismatch = "quarantine": the compiled core's rows (one per offset) less those with a
+    declared value that does not fit, and those rows' offsets, for the reference parser to
+    quarantine with the reason (the core checked each value as it vouched for the line:
+    eventdedup.parse.columns_fast.refused_rows)."""
     offsets = scanned.offsets
 
     def event_of(row: int) -> Any:  # the rows the reference decides: parsed again (few)
         return orjson.loads(pieces[int(offsets[row])])
 
-    arrays, refused_rows = core_columns(scanned.columns, len(offsets), rules.columns, event_of,
-                                        rules.quarantine_mismatches)
-    schema = chunk_schema(rules.columns)
-    declared = [arrays[field.name] for field in list(schema)[table.num_columns:]]
-    refused = offsets[refused_rows] if refused_rows else offsets[:0]
-    if refused_rows:
-        table = table.take(pa.array(np.delete(np.arange(table.num_rows), refused_rows), pa.int64()))
-    return pa.Table.from_arrays([*table.columns, *declared], schema=schema), refused
+    refused = refused_rows(scanned.columns, len(offsets), rules.checked_columns, event_of)
+    if not refused:
+        return table, offsets[:0]
+    return table.take(pa.array(np.delete(np.arange(table.num_rows), refused), pa.int64())), offsets[refused]
 
 
-def _declared(events: list[JsonObject], accepted: np.ndarray,
-              rules: ParseRules) -> dict[int, tuple[tuple[Any, ...], tuple[int, ...]]] | None:
-    """The declared columns of every accepted event, by the reference's rules (per event: the
-    events are parsed already); under on_mismatch = "quarantine" an event with a mismatch is not
-    accepted here (parse_event quarantines it with the reason)."""
-    if not rules.columns:
-        return None
-    declared = {}
+def _check_columns(events: list[JsonObject], accepted: np.ndarray, rules: ParseRules) -> None:
+    """Under on_mismatch = "quarantine", an accepted event with a declared value that does not fit is
+    not accepted here (parse_event quarantines it with the reason); else nothing to check."""
+    if not rules.checked_columns:
+        return
     for i in np.flatnonzero(accepted).tolist():
         try:
-            declared[i] = event_columns(events[i], rules.columns, rules.quarantine_mismatches)
+            event_columns(events[i], rules.checked_columns, quarantine=True)
         except InvalidEvent:
             accepted[i] = False
-    return declared
 
 
 def _order_keys(events: list[JsonObject], micros: np.ndarray, accepted: np.ndarray,

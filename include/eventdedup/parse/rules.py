@@ -39,6 +39,14 @@ class ParseRules:
     def quarantine_mismatches(self) -> bool:
         return self.on_mismatch == "quarantine"
 
+    @property
+    def checked_columns(self) -> tuple[DeclaredColumn, ...]:
+        """The declared columns whose values the parse checks: all under on_mismatch = "quarantine"
+        (a line with a value that does not fit is quarantined, never deduplicated), else none. The
+        parse extracts no value: the dedup stage does, for the output rows only
+        (eventdedup.parse.columns_fast.columns_of_raw)."""
+        return self.columns if self.quarantine_mismatches else ()
+
     @classmethod
     def for_batch(cls, config: Config, as_of: datetime, *, fingerprint_hash: str,
                   columns: tuple[DeclaredColumn, ...] | None = None, on_mismatch: str | None = None) -> ParseRules:

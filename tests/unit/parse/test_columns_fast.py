@@ -77,25 +77,24 @@ def reference(events: Sequence[dict[str, Any]], columns: Sequence[DeclaredColumn
 
 def core_columns(events: list[dict[str, Any]], quarantine: bool,
                  counted: list[int] | None = None) -> tuple[list[int], dict[str, pa.Array], list[int]]:
-    """The core's columns of the events' lines (orjson's text, as producers write it): which events'
-    lines it finds canonical (the others it leaves whole to the Python parser), their columns, and
-    the rows among those it refuses. `counted` gets a 1 per row the reference decides."""
+    """The core's columns of the events' lines (orjson's text, as producers write it): which lines
+    it finds canonical (it leaves the others' rows whole to the reference), the columns of every
+    line, and the rows it refuses. `counted` gets each row the reference decides."""
     lines = [orjson.dumps(event) for event in events]
     rows, found = native_core.columns(lines, COLUMNS)
-    kept = rows.tolist()
 
     def event_of(row: int) -> Any:
         if counted is not None:
-            counted.append(1)
-        return orjson.loads(lines[kept[row]])
-    arrays, refused = columns_fast.core_columns(found, len(kept), COLUMNS, event_of, quarantine)
-    return kept, arrays, refused
+            counted.append(row)
+        return orjson.loads(lines[row])
+    arrays, refused = columns_fast.core_columns(found, len(lines), COLUMNS, event_of, quarantine)
+    return rows.tolist(), arrays, refused
 
 
 def assert_same(events: list[dict[str, Any]], quarantine: bool) -> list[int]:
-    """The core's columns of the events it finds canonical are the reference's; those events."""
+    """The core's columns of the events are the reference's; the events whose lines it found canonical."""
     kept, fast, fast_refused = core_columns(events, quarantine)
-    slow, slow_refused = reference([events[row] for row in kept], COLUMNS, quarantine)
+    slow, slow_refused = reference(events, COLUMNS, quarantine)
     assert fast_refused == slow_refused
     assert list(fast) == list(slow)
     for name, array in slow.items():
@@ -165,14 +164,14 @@ FITTING: dict[str, st.SearchStrategy[Any]] = {
 @given(events=st.lists(st.fixed_dictionaries({}, optional=FITTING), min_size=1, max_size=25))
 def test_values_that_fit_are_converted_by_the_core_not_the_reference(events: list[dict[str, Any]]) -> None:
     """Of the lines the core finds canonical (a float orjson spells with an exponent leaves its
-    whole line to the Python parser), none goes to the reference: the core converted every value."""
+    whole line to the reference), none goes to the reference: the core converted every value."""
     events = loaded(events)
     calls: list[int] = []
     kept, fast, refused = core_columns(events, True, calls)
-    slow, slow_refused = reference([events[row] for row in kept], COLUMNS, True)
+    slow, slow_refused = reference(events, COLUMNS, True)
     assert refused == slow_refused == []  # nothing here mismatches
     assert all(fast[name].equals(array) for name, array in slow.items())
-    assert calls == []  # the core vouched for every row itself
+    assert calls == [row for row in range(len(events)) if row not in kept]  # the core vouched for the rest itself
 
 
 def test_a_random_mix_is_mostly_converted_by_the_core() -> None:
@@ -193,7 +192,7 @@ def test_a_random_mix_is_mostly_converted_by_the_core() -> None:
     slow, _ = reference(events, COLUMNS, False)
     assert kept == list(range(2_000))
     assert refused == [] and all(fast[name].equals(array) for name, array in slow.items())
-    assert len(calls) == 200
+    assert calls == list(range(0, 2_000, 10))
     assert fast["mismatched"].null_count == 1_800
     assert assert_same(events, True) == kept
 
@@ -207,3 +206,43 @@ def test_an_empty_chunk() -> None:
     kept, fast, refused = core_columns([], False)
     slow, _ = reference([], COLUMNS, False)
     assert kept == refused == [] and all(fast[name].equals(array) for name, array in slow.items())
+
+
+def test_columns_of_raw_reads_an_arrays_lines_in_place_in_slices_and_leaves_odd_lines_to_the_reference(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's output rows take their columns from their raw lines (columns_of_raw): lines in any
+    spelling orjson reads (spaces, escapes, key order), a sliced array (an offset into its
+    buffers), a chunked one, and lines over several of the core's calls all give the reference's
+    columns of each line."""
+    events = loaded([{"s": f"u{row}", "n": row if row % 7 else "seven", "tags": ["a"] * (row % 3),
+                      "geo": {"lat": row / 2, "lon": -1.5}, "ctx": {"device": {"os": "ios"}, "level": row}}
+                     for row in range(300)])
+    texts = [orjson.dumps(event).decode() for event in events]
+    texts[1] = texts[1].replace(",", ", ")  # not canonical: the reference reads the whole row
+    texts[2] = texts[2].replace('"s"', '"\\u0073"')
+    expected, _ = reference([orjson.loads(text) for text in texts], COLUMNS, False)
+    lines = pa.array(["padding", *texts], pa.string()).slice(1)
+    assert native_core.columns(lines, COLUMNS)[0].tolist() == [row for row in range(300) if row not in (1, 2)]
+    chunked = pa.chunked_array([lines.slice(0, 100), lines.slice(100)])
+    for raw in (lines, chunked):
+        for slice_bytes in (columns_fast.SLICE_BYTES, 1, 2_000):
+            monkeypatch.setattr(columns_fast, "SLICE_BYTES", slice_bytes)
+            found = columns_fast.columns_of_raw(raw, COLUMNS)
+            assert list(found) == list(expected)
+            assert all(found[name].equals(array) for name, array in expected.items()), slice_bytes
+    n = [column.name for column in COLUMNS].index("n")  # a string in a long: the one mismatch, every 7th row
+    assert expected["mismatched"].to_pylist() == [[n] if row % 7 == 0 else None for row in range(300)]
+    empty = columns_fast.columns_of_raw(pa.array([], pa.string()), COLUMNS)
+    assert all(len(array) == 0 for array in empty.values())
+    with pytest.raises(ValueError, match="no raw line"):
+        columns_fast.columns_of_raw(pa.array([texts[0], None], pa.string()), COLUMNS)
+
+
+@pytest.mark.parametrize("offsets", [[0, 5, 3], [-1, 2], [0, 99], [], [0, 12]])
+def test_the_core_refuses_offsets_outside_the_lines(offsets: list[int]) -> None:
+    import numpy as np
+
+    from eventdedup.parse.native_core import _CORE, column_specs
+    assert _CORE is not None
+    with pytest.raises(ValueError, match="offsets must be ascending"):
+        _CORE.columns(b'{"s":"abc"}', np.array(offsets, np.int32), column_specs(COLUMNS))

@@ -1,7 +1,9 @@
-"""Declared columns through the object parser (issue 53): the compiled core's rows get their columns
-by the reference's rules, so a chunk parses to the same table and the same quarantine with the
-core on or off, under on_mismatch = "null" and "quarantine", for any JSON values in the declared
-fields; each row's columns are parse_event's (the reference, one line at a time)."""
+"""Declared columns through the parse and the output (issue 53): a chunk parses to the same rows
+(CHUNK_SCHEMA: no column values cross the shuffle) and the same quarantine with the compiled core on
+or off, under on_mismatch = "null" and "quarantine", for any JSON values in the declared fields,
+each quarantine reason parse_event's; and the columns the batch then reads from the rows' raw lines
+(columns_of_raw) are, core on or off, each line's by the reference's rules (event_columns, one line
+at a time)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,17 +11,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventdedup.config import config_from_mapping
 from eventdedup.parse import native_core
+from eventdedup.parse.columns import declared_arrays, event_columns
+from eventdedup.parse.columns_fast import columns_of_raw
 from eventdedup.parse.event_parser import InvalidEvent, parse_event
 from eventdedup.parse.input_lines import split_input
 from eventdedup.parse.object_parser import parse_lines
 from eventdedup.parse.rules import ParseRules
-from eventdedup.tables import DECLARED_PREFIX, chunk_schema
+from eventdedup.tables import CHUNK_SCHEMA
 
 COLUMNS = {"user_id": "string", "n": "long", "small": "int", "ratio": "double", "f": "float", "ok": "boolean",
            "at": "timestamp", "day": "date", "amount": "decimal(9,2)", "extra": "json", "tags": "array<string>",
@@ -58,7 +63,7 @@ def lines_of(events: list[dict[str, Any]]) -> bytes:
 
 def parsed(body: bytes, rules: ParseRules) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
     result = parse_lines(split_input(body, 1 << 30), 0, rules, 1)
-    assert result.table.schema == chunk_schema(rules.columns)
+    assert result.table.schema == CHUNK_SCHEMA
     return result.table.to_pylist(), sorted(zip(result.bad_line, result.bad_error, strict=True))
 
 
@@ -75,26 +80,28 @@ def test_the_core_and_the_reference_give_the_same_rows_columns_and_quarantine(on
     assert len(native_core.scan(pieces, compiled).offsets) > 0  # the core vouched for lines: both paths ran
     rows, quarantined = parsed(body, compiled)
     assert (rows, quarantined) == parsed(body, reference)
-    # Each row's columns, and each quarantined line's reason, are parse_event's.
+    # Each quarantined line's reason is parse_event's, and each row's columns the reference's.
     by_raw = {row["raw"]: row for row in rows}
+    expected: list[tuple[tuple[Any, ...], tuple[int, ...]]] = []
     for number, line in enumerate(body.split(b"\n")[:-1], start=1):
         try:
             event = parse_event(line, reference)
         except InvalidEvent as exc:
             assert (number, str(exc)) in quarantined
             continue
-        row = by_raw[event.raw]
-        assert tuple(row[DECLARED_PREFIX + name] for name in COLUMNS) == _as_read(event.columns, reference)
-        assert (row["mismatched"] or []) == list(event.mismatched)
-
-
-def _as_read(values: tuple[Any, ...], rules: ParseRules) -> tuple[Any, ...]:
-    """parse_event's values as the table's to_pylist gives them back (timestamps, dates and
-    decimals as Python's own types)."""
-    from eventdedup.parse.columns import declared_arrays
-
-    arrays = declared_arrays(rules.columns, [values], [()])
-    return tuple(arrays[DECLARED_PREFIX + column.name][0].as_py() for column in rules.columns)
+        assert event.raw in by_raw
+        expected.append(event_columns(orjson.loads(line), reference.columns, quarantine=False))
+    assert len(expected) == len(rows)
+    wanted = declared_arrays(reference.columns, [values for values, _ in expected],
+                             [misfits for _, misfits in expected])
+    raw = pa.array([row["raw"] for row in rows], pa.string())
+    for core in (True, False):
+        found = columns_of_raw(raw, reference.columns, core)
+        assert list(found) == [*COLUMNS, "mismatched"]
+        for name, array in wanted.items():
+            assert found[name].equals(array), (name, core)
+    if on_mismatch == "quarantine":
+        assert all(not misfits for _, misfits in expected)
 
 
 def test_with_the_compiled_parser_switched_off_the_core_parses_no_line() -> None:
