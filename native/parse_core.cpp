@@ -1455,8 +1455,9 @@ PyObject* columns(PyObject*, PyObject* args) {
 //      lower, algorithm[, columns]) -> (rows, digests, fingerprints, times, key_offsets, key_data,
 //      raw_offsets, raw_data, columns), each but the last as bytes: int64 offsets of the vouched
 //      pieces, their 16-byte key digests, uint64 fingerprints, int64 microseconds, and Arrow string
-//      buffers of key texts and lines; columns: each declared column's entries for the vouched
-//      pieces (column_of).
+//      buffers of key texts and lines; columns: each column's entries for the vouched pieces
+//      (column_of; the parse asks for the declared ones under on_mismatch = "quarantine", to check
+//      that every value fits).
 // The GIL is held throughout: the pieces (bytes, immutable) are read in place.
 PyObject* scan(PyObject*, PyObject* args) {
     if (PyTuple_GET_SIZE(args) < 1) {
