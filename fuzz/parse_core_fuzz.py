@@ -7,7 +7,8 @@ lines separated by b"\\n", scanned together twice: as a list of lines and as the
 splits an object (input_lines.split_input's pieces). A vouched line that parse_event refuses, or whose
 row differs, raises CoreMismatch: atheris reports it and writes the input as a crash artifact.
 The declared columns the core extracts (COLUMNS: every type, nested, over the lines' fields) are
-held to the reference's (eventdedup.parse.columns.event_columns) for every line it finds canonical.
+held to the reference's (eventdedup.parse.columns.event_columns) for every line orjson reads as an
+object (an output row's raw line is one), and a line the core finds canonical must be one.
 
 Coverage: the Python's (parse_event and what it calls, instrumented below, and each line's
 outcome) and, when EVENTDEDUP_FUZZ_CORE names a build of the core made by build_core.py (gcc's

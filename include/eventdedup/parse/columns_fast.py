@@ -4,8 +4,8 @@ into Arrow's buffers (arrays, maps and structs too: their entries, offsets and m
 builds the columns from those buffers in place, with no Python object per value.
 
 A batch extracts them once, for its output rows only: after the dedup decided which rows are
-output, from their raw lines (`columns_of_raw`), so neither duplicates nor the columns' values
-cross the shuffle. Under on_mismatch = "quarantine" the parse also checks that every value fits
+output, from their raw lines (`columns_of_raw`): the values never cross the shuffle, and no
+duplicate's are read. Under on_mismatch = "quarantine" the parse also checks that every value fits
 (`refused_rows`, of the lines the core vouches for; the reference parser checks the rest), since a
 line quarantined there is never deduplicated.
 
@@ -38,34 +38,38 @@ from eventdedup.tables import MISMATCHED
 Mask = npt.NDArray[np.bool_]
 Converted = tuple[pa.Array, Mask]
 
-# The most bytes of lines one call of the core reads: every text it builds of them (a string's, a
-# json value's, a map's keys) is no longer than the lines, so far inside Arrow's int32 offsets.
+# The most bytes of lines one call of the core (or of the reference) reads: every text it builds of
+# them (a string's, a json value's, a map's keys) is no longer than the lines, so far inside Arrow's
+# int32 offsets; and what it holds at once stays bounded however large the hour.
 SLICE_BYTES = 1 << 28
 
 
 def columns_of_raw(raw: pa.Array | pa.ChunkedArray, columns: Sequence[DeclaredColumn],
-                   compiled: bool = True) -> dict[str, pa.Array]:
+                   compiled: bool = True) -> dict[str, pa.ChunkedArray]:
     """The declared columns of output rows from their raw lines (each a JSON object the parse
     accepted), under their own names in declared order, then `mismatched`: a value that does not
     fit is null and listed there, never refused (the parse quarantined the lines on_mismatch =
     "quarantine" refuses). By the compiled core for the lines it finds canonical and the reference
     for the rest; by the reference alone where the core is not built or `compiled` ([events]
-    compiled_parser) is off."""
-    lines = raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw
-    if lines.null_count:
+    compiled_parser) is off. The lines are read as they lie, a slice of at most SLICE_BYTES at a
+    time, never copied into one array (an hour's lines may pass 2 GiB, which one Arrow string
+    array cannot hold); the columns come back chunked, a chunk a slice."""
+    if raw.null_count:
         raise ValueError("an output row has no raw line")
-    if not native_core.in_use(compiled) or not len(lines):
+    core = native_core.in_use(compiled)
+    parts = [_columns_of_slice(lines, columns, core) for lines in _slices(raw)]
+    if not parts:
+        parts = [_columns_of_slice(pa.array([], pa.string()), columns, core)]
+    return {name: pa.chunked_array([part[name] for part in parts], parts[0][name].type) for name in parts[0]}
+
+
+def _columns_of_slice(lines: pa.Array, columns: Sequence[DeclaredColumn], core: bool) -> dict[str, pa.Array]:
+    if not core:
         arrays, _ = columns_of_events((orjson.loads(line) for line in lines.to_pylist()), columns, False)
         return arrays
-    parts = []
-    for start, stop in _slices(lines):
-        part = lines.slice(start, stop - start)
-        _, found = native_core.columns(part, columns)
-        arrays, _ = core_columns(found, len(part), columns, _line_parser(part), False)
-        parts.append(arrays)
-    if len(parts) == 1:
-        return parts[0]
-    return {name: pa.concat_arrays([part[name] for part in parts]) for name in parts[0]}
+    _, found = native_core.columns(lines, columns)
+    arrays, _ = core_columns(found, len(lines), columns, _line_parser(lines), False)
+    return arrays
 
 
 def _line_parser(lines: pa.Array) -> Callable[[int], Any]:
@@ -75,14 +79,19 @@ def _line_parser(lines: pa.Array) -> Callable[[int], Any]:
     return event_of
 
 
-def _slices(lines: pa.Array) -> Iterator[tuple[int, int]]:
-    """[start, stop) of consecutive lines of at most SLICE_BYTES between them (a longer line alone)."""
-    ends = np.cumsum(pc.binary_length(lines).to_numpy(zero_copy_only=False).astype(np.int64))
-    start, before = 0, 0
-    while start < len(lines):
-        stop = max(int(np.searchsorted(ends, before + SLICE_BYTES, side="right")), start + 1)
-        yield start, stop
-        start, before = stop, int(ends[stop - 1])
+def _slices(raw: pa.Array | pa.ChunkedArray) -> Iterator[pa.Array]:
+    """The lines as string arrays of consecutive lines, each of at most SLICE_BYTES between them (a
+    longer line alone), chunk by chunk (no copy of a string chunk; another string type is cast a
+    slice at a time)."""
+    for chunk in raw.chunks if isinstance(raw, pa.ChunkedArray) else [raw]:
+        wide = chunk if pa.types.is_string(chunk.type) else chunk.cast(pa.large_string())
+        ends = np.cumsum(pc.binary_length(wide).to_numpy(zero_copy_only=False).astype(np.int64))
+        start, before = 0, 0
+        while start < len(wide):
+            stop = max(int(np.searchsorted(ends, before + SLICE_BYTES, side="right")), start + 1)
+            part = wide.slice(start, stop - start)
+            yield part if pa.types.is_string(part.type) else part.cast(pa.string())
+            start, before = stop, int(ends[stop - 1])
 
 
 def refused_rows(found: Sequence[CoreColumn], count: int, columns: Sequence[DeclaredColumn],
