@@ -32,6 +32,17 @@ def load(module: str, source: str) -> tuple[ModuleType | None, str]:
 _warned: set[str] = set()
 
 
+def in_use(core: ModuleType | None, wanted: bool, title: str, why_not: str, slower: str,
+           needs: str) -> ModuleType | None:
+    """The core where the batch's rules want it (`wanted`: its configuration switch) and it is
+    built; None else, and a process that wanted it and lacks it says so once."""
+    if not wanted:
+        return None
+    if core is None:
+        warn_missing_once(title, why_not, slower, needs)
+    return core
+
+
 def warn_missing_once(title: str, why_not: str, slower: str, needs: str) -> None:
     """The one warning a process logs when it wanted the core `title` and runs the Python instead."""
     if title in _warned:

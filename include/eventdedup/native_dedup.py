@@ -37,12 +37,8 @@ def why_not() -> str:
 def in_use(compiled_stage: bool) -> ModuleType | None:
     """The core, where the batch's rules want it and it is built (None: the Python runs; a
     process that wanted it and lacks it says so once)."""
-    if not compiled_stage:
-        return None
-    if _CORE is None:
-        compiled.warn_missing_once("dedup core", _WHY_NOT, "buckets are decided in Python, slower",
-                                   "a C++ compiler and zlib1g-dev")
-    return _CORE
+    return compiled.in_use(_CORE, compiled_stage, "dedup core", _WHY_NOT, "buckets are decided in Python, slower",
+                           "a C++ compiler and zlib1g-dev")
 
 
 def sort_order(core: ModuleType, values: npt.NDArray[np.bytes_]) -> npt.NDArray[np.intp]:

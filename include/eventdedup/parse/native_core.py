@@ -88,13 +88,9 @@ def why_not() -> str:
 def in_use(compiled_parser: bool) -> bool:
     """Whether the core runs where [events] compiled_parser is as given: switched on and built (the
     first call of a process that finds it switched on but not built warns once)."""
-    if not compiled_parser:
-        return False
-    if _CORE is None:
-        compiled.warn_missing_once("parse core", _WHY_NOT, "lines are parsed in pure Python, several times slower",
-                                   "a C++ compiler and libxxhash-dev")
-        return False
-    return True
+    return compiled.in_use(_CORE, compiled_parser, "parse core", _WHY_NOT,
+                           "lines are parsed in pure Python, several times slower",
+                           "a C++ compiler and libxxhash-dev") is not None
 
 
 def supports(rules: ParseRules) -> bool:
