@@ -100,6 +100,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 soak: venv check-java soak-faults
+	$(PY) -m pytest -q -m soak tests/unit/parse/test_columns_large.py
 	$(PY) -m pytest -q -m soak tests/faults/test_soak.py && cat bench/results/soak-latest.json
 
 # The fault sweeps whole (10-15 min on 2 cores): a batch, a retraction, a backfill and a promotion killed at

@@ -138,11 +138,32 @@ def ipc_to_table(data: bytes) -> pa.Table:
 def table_to_parquet(table: pa.Table) -> bytes:
     """Deterministic bytes for the same rows: no timestamps or random ids in the file, and one
     Arrow chunk per column (the writer cuts pages at chunk boundaries, and how rows are chunked
-    depends on how the input was read: its ranges follow the cluster's cores)."""
-    table = table.combine_chunks()
+    depends on how the input was read: its ranges follow the cluster's cores). Where a column's
+    values pass what one Arrow array holds (2 GiB of text in a nested column), the rows are cut
+    into pieces by the rows alone (_pieces), each its own row groups: a reader (pyarrow's) reads a
+    nested column a row group at a time into one array."""
+    pieces = _pieces(table)
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="snappy", row_group_size=1_000_000)
+    if len(pieces) == 1:
+        pq.write_table(pieces[0], sink, compression="snappy", row_group_size=1_000_000)
+    else:
+        with pq.ParquetWriter(sink, table.schema, compression="snappy") as writer:
+            for piece in pieces:
+                writer.write_table(piece, row_group_size=1_000_000)
     return sink.getvalue()
+
+
+def _pieces(table: pa.Table) -> list[pa.Table]:
+    """The rows in one chunk a column; where that overflows (Arrow splits a plain string column past
+    2 GiB itself, but refuses a list, map or struct one), each half so, recursively: the cuts
+    depend on the rows alone, never on how they were chunked, so the file's bytes do not either."""
+    try:
+        return [table.combine_chunks()]
+    except pa.ArrowInvalid:
+        if table.num_rows < 2:
+            raise
+        half = table.num_rows // 2
+        return _pieces(table.slice(0, half)) + _pieces(table.slice(half))
 
 
 def parquet_to_table(data: bytes) -> pa.Table:

@@ -27,7 +27,6 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from eventdedup.column_types import ColumnType, DeclaredColumn
 from eventdedup.parse import native_core
@@ -38,22 +37,27 @@ from eventdedup.tables import MISMATCHED
 Mask = npt.NDArray[np.bool_]
 Converted = tuple[pa.Array, Mask]
 
-# The most bytes of lines one call of the core (or of the reference) reads: every text it builds of
-# them (a string's, a json value's, a map's keys) is no longer than the lines, so far inside Arrow's
-# int32 offsets; and what it holds at once stays bounded however large the hour.
+# The most bytes of lines one call of the core (or of the reference) reads: every text built of
+# them (a string's, a map's keys, a json value's) stays far inside Arrow's int32 offsets (a string
+# and a key are never longer than their lines; a json value's text is orjson's, whose floats may be
+# longer than the line spelt them, 1e15 as 1000000000000000.0: at most ~4.5x, 1.2 GiB); and what a
+# call holds at once stays bounded however large the hour.
 SLICE_BYTES = 1 << 28
 
 
 def columns_of_raw(raw: pa.Array | pa.ChunkedArray, columns: Sequence[DeclaredColumn],
                    compiled: bool = True) -> dict[str, pa.ChunkedArray]:
-    """The declared columns of output rows from their raw lines (each a JSON object the parse
-    accepted), under their own names in declared order, then `mismatched`: a value that does not
-    fit is null and listed there, never refused (the parse quarantined the lines on_mismatch =
-    "quarantine" refuses). By the compiled core for the lines it finds canonical and the reference
-    for the rest; by the reference alone where the core is not built or `compiled` ([events]
-    compiled_parser) is off. The lines are read as they lie, a slice of at most SLICE_BYTES at a
-    time, never copied into one array (an hour's lines may pass 2 GiB, which one Arrow string
-    array cannot hold); the columns come back chunked, a chunk a slice."""
+    """The declared columns of output rows from their raw lines (an Arrow string array, or chunked:
+    each line a JSON object the parse accepted), under their own names in declared order, then
+    `mismatched`: a value that does not fit is null and listed there, never refused (the parse
+    quarantined the lines on_mismatch = "quarantine" refuses). By the compiled core for the lines
+    it finds canonical and the reference for the rest; by the reference alone where the core is not
+    built or `compiled` ([events] compiled_parser) is off. The lines are read SLICE_BYTES at a time
+    (a larger chunk in slices, read in place; smaller chunks together), never all in one array (an
+    hour's lines may pass 2 GiB, which one Arrow string array cannot hold): the columns come back
+    chunked, a chunk a call."""
+    if raw.type != pa.string():
+        raise TypeError(f"raw lines must be an Arrow string array, not {raw.type}")
     if raw.null_count:
         raise ValueError("an output row has no raw line")
     core = native_core.in_use(compiled)
@@ -80,17 +84,38 @@ def _line_parser(lines: pa.Array) -> Callable[[int], Any]:
 
 
 def _slices(raw: pa.Array | pa.ChunkedArray) -> Iterator[pa.Array]:
-    """The lines as string arrays of consecutive lines, each of at most SLICE_BYTES between them (a
-    longer line alone), chunk by chunk (no copy of a string chunk; another string type is cast a
-    slice at a time)."""
+    """The lines as arrays of consecutive lines of at most SLICE_BYTES between them (a longer line
+    alone): a chunk that fits whole as it is, a larger one in slices of it (no copy), consecutive
+    smaller ones (the shuffle's pieces: a partition's lines arrive in many) joined into one (a copy
+    of at most SLICE_BYTES), so that a call's fixed cost is paid per SLICE_BYTES, not per piece."""
+    group: list[pa.Array] = []
+    size = 0
+    for piece, piece_bytes in _pieces(raw):
+        if group and size + piece_bytes > SLICE_BYTES:
+            yield group[0] if len(group) == 1 else pa.concat_arrays(group)
+            group, size = [], 0
+        group.append(piece)
+        size += piece_bytes
+    if group:
+        yield group[0] if len(group) == 1 else pa.concat_arrays(group)
+
+
+def _pieces(raw: pa.Array | pa.ChunkedArray) -> Iterator[tuple[pa.Array, int]]:
+    """Each non-empty chunk (whole where it holds at most SLICE_BYTES of lines, else in slices of at
+    most that, a longer line alone), with its bytes of lines."""
     for chunk in raw.chunks if isinstance(raw, pa.ChunkedArray) else [raw]:
-        wide = chunk if pa.types.is_string(chunk.type) else chunk.cast(pa.large_string())
-        ends = np.cumsum(pc.binary_length(wide).to_numpy(zero_copy_only=False).astype(np.int64))
+        if not len(chunk):
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], np.int32, count=len(chunk) + 1, offset=chunk.offset * 4)
+        total = int(offsets[-1]) - int(offsets[0])
+        if total <= SLICE_BYTES:
+            yield chunk, total
+            continue
+        ends = offsets[1:].astype(np.int64) - int(offsets[0])
         start, before = 0, 0
-        while start < len(wide):
+        while start < len(chunk):
             stop = max(int(np.searchsorted(ends, before + SLICE_BYTES, side="right")), start + 1)
-            part = wide.slice(start, stop - start)
-            yield part if pa.types.is_string(part.type) else part.cast(pa.string())
+            yield chunk.slice(start, stop - start), int(ends[stop - 1]) - before
             start, before = stop, int(ends[stop - 1])
 
 

@@ -212,9 +212,10 @@ def test_columns_of_raw_reads_an_arrays_lines_in_place_in_slices_and_leaves_odd_
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch's output rows take their columns from their raw lines (columns_of_raw): lines in any
     spelling orjson reads (spaces, escapes, key order), a sliced array (an offset into its
-    buffers), a chunked one, a large_string one, and lines over several of the core's calls all
-    give the reference's columns of each line, chunked a slice a chunk (never combined: an hour's
-    lines may pass what one string array holds)."""
+    buffers), a chunked one, one of the shuffle's many small pieces, and lines over several of the
+    core's calls all give the reference's columns of each line, chunked a call a chunk: as many
+    lines as fit in SLICE_BYTES (never all combined: an hour's lines may pass what one string array
+    holds; small pieces joined, so a call's fixed cost is not paid per piece)."""
     events = loaded([{"s": f"u{row}", "n": row if row % 7 else "seven", "tags": ["a"] * (row % 3),
                       "geo": {"lat": row / 2, "lon": -1.5}, "ctx": {"device": {"os": "ios"}, "level": row}}
                      for row in range(300)])
@@ -225,22 +226,35 @@ def test_columns_of_raw_reads_an_arrays_lines_in_place_in_slices_and_leaves_odd_
     lines = pa.array(["padding", *texts], pa.string()).slice(1)
     assert native_core.columns(lines, COLUMNS)[0].tolist() == [row for row in range(300) if row not in (1, 2)]
     chunked = pa.chunked_array([lines.slice(0, 100), lines.slice(100, 0), lines.slice(100)])
+    pieces = pa.chunked_array([lines.slice(row, 1) for row in range(300)])  # the shuffle's many small pieces
     whole = columns_fast.SLICE_BYTES
-    for raw, compiled in ((lines, True), (chunked, True), (lines.cast(pa.large_string()), True), (chunked, False)):
-        for slice_bytes in (whole, 1, 2_000):
+    sizes = [len(text.encode()) for text in texts]
+    for raw, compiled in ((lines, True), (chunked, True), (pieces, True), (chunked, False)):
+        for slice_bytes in (whole, 1, 2_000, sizes[0] + sizes[1]):
             monkeypatch.setattr(columns_fast, "SLICE_BYTES", slice_bytes)
             found = columns_fast.columns_of_raw(raw, COLUMNS, compiled)
             assert list(found) == list(expected)
             assert all(found[name].combine_chunks().equals(array) for name, array in expected.items()), slice_bytes
-            # A chunk a slice: the non-empty chunks whole, a line each, or ~2,000 bytes of lines each.
-            slices = {whole: 2 if raw is chunked else 1, 1: 300, 2_000: sum(len(text) for text in texts) // 2_000}
-            assert found["s"].num_chunks >= slices[slice_bytes]
+            # A chunk a call: at most SLICE_BYTES of lines (or one longer line), and no more calls than
+            # packing the lines greedily takes, plus one at each boundary of the input's chunks.
+            lengths = [len(chunk) for chunk in found["s"].chunks]
+            bounds = [sum(lengths[:k]) for k in range(len(lengths) + 1)]
+            assert all(sum(sizes[a:b]) <= slice_bytes or b - a == 1 for a, b in zip(bounds, bounds[1:])), slice_bytes
+            greedy, size = 0, slice_bytes
+            for line in sizes:
+                if size + line > slice_bytes:
+                    greedy, size = greedy + 1, 0
+                size += line
+            boundaries = raw.num_chunks - 1 if isinstance(raw, pa.ChunkedArray) and raw is not pieces else 0
+            assert greedy <= len(lengths) <= greedy + boundaries, slice_bytes
     n = [column.name for column in COLUMNS].index("n")  # a string in a long: the one mismatch, every 7th row
     assert expected["mismatched"].to_pylist() == [[n] if row % 7 == 0 else None for row in range(300)]
     for empty in (pa.array([], pa.string()), pa.chunked_array([], pa.string())):
         assert all(len(array) == 0 for array in columns_fast.columns_of_raw(empty, COLUMNS).values())
     with pytest.raises(ValueError, match="no raw line"):
         columns_fast.columns_of_raw(pa.array([texts[0], None], pa.string()), COLUMNS)
+    with pytest.raises(TypeError, match="must be an Arrow string array"):
+        columns_fast.columns_of_raw(lines.cast(pa.large_string()), COLUMNS)
 
 
 @pytest.mark.parametrize("offsets", [[0, 5, 3], [-1, 2], [0, 99], [], [0, 12]])
