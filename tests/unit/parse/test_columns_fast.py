@@ -239,7 +239,7 @@ def test_columns_of_raw_reads_an_arrays_lines_in_place_in_slices_and_leaves_odd_
             # packing the lines greedily takes, plus one at each boundary of the input's chunks.
             lengths = [len(chunk) for chunk in found["s"].chunks]
             bounds = [sum(lengths[:k]) for k in range(len(lengths) + 1)]
-            assert all(sum(sizes[a:b]) <= slice_bytes or b - a == 1 for a, b in zip(bounds, bounds[1:])), slice_bytes
+            assert all(sum(sizes[a:b]) <= slice_bytes or b - a == 1 for a, b in zip(bounds[:-1], bounds[1:], strict=True)), slice_bytes
             greedy, size = 0, slice_bytes
             for line in sizes:
                 if size + line > slice_bytes:
