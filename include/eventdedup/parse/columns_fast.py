@@ -35,7 +35,6 @@ from eventdedup.parse.native_core import COLUMN_UNSURE, COLUMN_VALUE, CoreColumn
 from eventdedup.tables import MISMATCHED
 
 Mask = npt.NDArray[np.bool_]
-Converted = tuple[pa.Array, Mask]
 
 # The most bytes of lines one call of the core (or of the reference) reads: every text built of
 # them (a string's, a map's keys, a json value's) stays far inside Arrow's int32 offsets (a string
@@ -106,7 +105,7 @@ def _pieces(raw: pa.Array | pa.ChunkedArray) -> Iterator[tuple[pa.Array, int]]:
     for chunk in raw.chunks if isinstance(raw, pa.ChunkedArray) else [raw]:
         if not len(chunk):
             continue
-        offsets = np.frombuffer(chunk.buffers()[1], np.int32, count=len(chunk) + 1, offset=chunk.offset * 4)
+        offsets = native_core.line_offsets(chunk)
         total = int(offsets[-1]) - int(offsets[0])
         if total <= SLICE_BYTES:
             yield chunk, total
@@ -125,10 +124,7 @@ def refused_rows(found: Sequence[CoreColumn], count: int, columns: Sequence[Decl
     does not fit its column (on_mismatch = "quarantine": the caller leaves them to the reference
     parser, which quarantines them with the reason). A row the core vouched for fits; the
     reference decides the others (`event_of(row)`: a row's parsed event)."""
-    unsure = np.zeros(count, bool)
-    for entries in found:
-        unsure |= np.frombuffer(entries[0], np.uint8) == COLUMN_UNSURE
-    slow_rows = np.flatnonzero(unsure).tolist()
+    slow_rows = np.flatnonzero(_unsure(found, count)).tolist()
     _, refused = columns_of_events((event_of(row) for row in slow_rows), columns, True)
     return [slow_rows[position] for position in refused]
 
@@ -139,12 +135,9 @@ def core_columns(found: Sequence[CoreColumn], count: int, columns: Sequence[Decl
     event_columns gives them one by one, and the rows it refuses (under `quarantine`, a
     mismatch). `event_of(row)` is a row's parsed event, for the rows the reference decides. The
     arrays hold a row per row not refused, in order."""
-    arrays: list[pa.Array] = []
-    unsure = np.zeros(count, bool)
-    for column, entries in zip(columns, found, strict=True):
-        array, doubtful = _from_core(column.column_type, count, np.frombuffer(entries[0], np.uint8), entries)
-        arrays.append(array)
-        unsure |= doubtful
+    arrays = [_arrow_of(column.column_type, count, np.frombuffer(entries[0], np.uint8), entries)
+              for column, entries in zip(columns, found, strict=True)]
+    unsure = _unsure(found, count)
     names = [column.name for column in columns]
     if not unsure.any():
         out = dict(zip(names, arrays, strict=True))
@@ -166,9 +159,13 @@ def core_columns(found: Sequence[CoreColumn], count: int, columns: Sequence[Decl
     return out, refused
 
 
-def _from_core(kind: ColumnType, count: int, status: npt.NDArray[np.uint8], found: CoreColumn) -> Converted:
-    """One column from the core's entries, and the rows it left to the reference."""
-    return _arrow_of(kind, count, status, found), status == COLUMN_UNSURE
+def _unsure(found: Sequence[CoreColumn], count: int) -> Mask:
+    """The rows of `count` the core left to the reference: unsure in any column (a row is unsure in
+    a column where anything in its value is)."""
+    unsure = np.zeros(count, bool)
+    for entries in found:
+        unsure |= np.frombuffer(entries[0], np.uint8) == COLUMN_UNSURE
+    return unsure
 
 
 def _arrow_of(kind: ColumnType, count: int, status: npt.NDArray[np.uint8], found: CoreColumn) -> pa.Array:

@@ -184,8 +184,14 @@ def columns(lines: pa.Array | Sequence[bytes],
     array = lines if isinstance(lines, pa.Array) else pa.array(lines, pa.binary())
     if not (pa.types.is_string(array.type) or pa.types.is_binary(array.type)):
         raise TypeError(f"lines must be an Arrow string or binary array, not {array.type}")
-    _, offsets, data = array.buffers()
-    bounds = (np.frombuffer(offsets, np.int32, count=len(array) + 1, offset=array.offset * 4) if len(array)
-              else np.zeros(1, np.int32))
-    rows, found = _CORE.columns(b"" if data is None else data, bounds, column_specs(declared))
+    data = array.buffers()[2]
+    rows, found = _CORE.columns(b"" if data is None else data, line_offsets(array), column_specs(declared))
     return np.frombuffer(rows, np.int64), found
+
+
+def line_offsets(array: pa.Array) -> npt.NDArray[np.int32]:
+    """A string or binary array's int32 offsets as its lines have them (its own offset applied, one
+    more than the lines; their bytes lie in its data buffer between each two), read in place."""
+    if not len(array):
+        return np.zeros(1, np.int32)
+    return np.frombuffer(array.buffers()[1], np.int32, count=len(array) + 1, offset=array.offset * 4)
